@@ -1,0 +1,3 @@
+from inkctl.cli.app import main
+
+main()

@@ -1,0 +1,94 @@
+"""Expected failures: each carries one clear message and an exit code.
+
+Anything raised that is not an ``InkctlError`` is a bug and shows a traceback only
+with ``--debug``; the CLI catches these in one place (``inkctl.cli.app``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+EXIT_OK = 0
+EXIT_FAILED = 1  # the deployment or a remote step failed
+EXIT_INVALID = 2  # bad input: recipe, inventory, flags
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input document, located as precisely as we can."""
+
+    message: str
+    path: str = ""  # dotted field path, e.g. "engine.args.tensor_parallel"
+    file: str | None = None
+    line: int | None = None  # 1-based
+    col: int | None = None  # 1-based
+    hint: str | None = None
+    severity: str = "error"  # "error" | "warning"
+
+    @property
+    def location(self) -> str:
+        parts = [self.file or "<recipe>"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.col is not None:
+                parts.append(str(self.col))
+        return ":".join(parts)
+
+    def render(self) -> str:
+        where = f"{self.location}: "
+        field_ = f"{self.path}: " if self.path else ""
+        text = f"{where}{self.severity}: {field_}{self.message}"
+        if self.hint:
+            text += f" (hint: {self.hint})"
+        return text
+
+    def as_dict(self) -> dict:
+        return {
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "col": self.col,
+            "path": self.path,
+            "message": self.message,
+            "hint": self.hint,
+        }
+
+
+class InkctlError(Exception):
+    """An expected failure with a message meant for a person."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+    def render(self) -> str:
+        return self.message + (f"\nhint: {self.hint}" if self.hint else "")
+
+
+class UsageError(InkctlError):
+    """Bad flags or arguments."""
+
+    exit_code = EXIT_INVALID
+
+
+@dataclass
+class _Problems:
+    items: list[Problem] = field(default_factory=list)
+
+
+class RecipeInvalid(InkctlError):
+    """A recipe or inventory failed to load; carries every problem found, not just the first."""
+
+    exit_code = EXIT_INVALID
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        errors = [p for p in self.problems if p.severity == "error"]
+        head = f"{len(errors)} problem{'s' if len(errors) != 1 else ''} found"
+        super().__init__(head + ":\n" + "\n".join("  " + p.render() for p in self.problems))

@@ -1,0 +1,111 @@
+"""``docker run`` / ``podman run`` argv for one rank, like Kamal's command builders: argv lists only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from inkctl.plan.hostvars import HostContext
+from inkctl.recipe.model import Recipe
+
+LABEL_PREFIX = "inkctl."
+
+
+def container_name(deployment: str, rank: int) -> str:
+    return f"inkctl-{deployment}-r{rank}"
+
+
+def labels(deployment: str, recipe_hash: str, rank: int, host: str, role: str) -> list[tuple[str, str]]:
+    return [
+        (LABEL_PREFIX + "deployment", deployment),
+        (LABEL_PREFIX + "recipe-hash", recipe_hash),
+        (LABEL_PREFIX + "rank", str(rank)),
+        (LABEL_PREFIX + "host", host),
+        (LABEL_PREFIX + "role", role),
+    ]
+
+
+def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
+    """Environment for one rank: the recipe's env (with ${VARS}), then what the network implies."""
+    env: list[tuple[str, str]] = [(k, ctx.expand(v, f"container.env.{k}")) for k, v in r.container.env.items()]
+    n, h = r.network, ctx.host
+    ifname = h.nccl_socket_ifname or n.socket_ifname
+    if ctx.placeholder and not ifname and r.multinode:
+        ifname = f"<host{ctx.rank}.nccl_socket_ifname>"
+    if ifname:
+        env += [("NCCL_SOCKET_IFNAME", ifname), ("GLOO_SOCKET_IFNAME", ifname)]
+    hcas = h.ib_hca if h.ib_hca is not None else n.ib_hca
+    if hcas:
+        env.append(("NCCL_IB_HCA", ",".join(hcas)))
+    if n.ib_disable is not None:
+        env.append(("NCCL_IB_DISABLE", "1" if n.ib_disable else "0"))
+    if n.p2p_disable is not None:
+        env.append(("NCCL_P2P_DISABLE", "1" if n.p2p_disable else "0"))
+    if n.host_ip_env:
+        env.append((n.host_ip_env, ctx.rank_address))
+    env += [(k, ctx.expand(v, f"network.nccl_env.{k}")) for k, v in n.nccl_env.items()]
+    return env
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What differs per rank in a container run."""
+
+    name: str
+    image: str
+    labels: list[tuple[str, str]]
+    command: list[str]
+    entrypoint: str
+    env_file: str | None = None
+    extra_mounts: tuple[tuple[str, str, bool], ...] = ()  # (host path, container path, read-only)
+
+
+def run_argv(r: Recipe, ctx: HostContext, spec: RunSpec) -> list[str]:
+    c = r.container
+    argv = [c.runtime, "run", "--detach", "--name", spec.name, "--pull", "never", "--restart", "no"]
+    for k, v in spec.labels:
+        argv += ["--label", f"{k}={v}"]
+    if c.network == "host":
+        argv += ["--network", "host"]
+    else:
+        for p in c.ports:
+            argv += ["--publish", f"{p.host}:{p.container}"]
+    if c.ipc:
+        argv += ["--ipc", c.ipc]
+    if c.shm_size:
+        argv += ["--shm-size", c.shm_size]
+    if c.gpus == "all":
+        argv += ["--gpus", "all"]
+    elif c.gpus == "cdi":
+        argv += ["--device", "nvidia.com/gpu=all"]
+    for opt in c.security_opt:
+        argv += ["--security-opt", opt]
+    caps, devices, ulimits = list(c.cap_add), list(c.devices), dict(c.ulimits)
+    if r.network.rdma:
+        devices += [] if "/dev/infiniband" in devices else ["/dev/infiniband"]
+        caps += [] if "IPC_LOCK" in caps else ["IPC_LOCK"]
+        if "memlock" not in ulimits:
+            from inkctl.recipe.container import Ulimit
+
+            ulimits["memlock"] = Ulimit(soft=-1, hard=-1)
+    for cap in caps:
+        argv += ["--cap-add", cap]
+    for dev in devices:
+        argv += ["--device", dev]
+    for name, u in ulimits.items():
+        argv += ["--ulimit", f"{name}={u.soft}:{u.hard}"]
+    if c.privileged:
+        argv.append("--privileged")
+    for i, m in enumerate(c.mounts):
+        src = ctx.expand(m.source, f"container.mounts[{i}].source")
+        argv += ["--volume", f"{src}:{m.target}" + (":ro" if m.read_only else "")]
+    for v in c.volumes:
+        argv += ["--volume", f"{v.name}:{v.target}" + (":ro" if v.read_only else "")]
+    for src, dst, ro in spec.extra_mounts:
+        argv += ["--volume", f"{src}:{dst}" + (":ro" if ro else "")]
+    for k, v in rank_env(r, ctx):
+        argv += ["--env", f"{k}={v}"]
+    if spec.env_file:
+        argv += ["--env-file", spec.env_file]
+    argv += [ctx.expand(x, "container.extra_args") for x in c.extra_args]
+    argv += ["--entrypoint", spec.entrypoint, spec.image, *spec.command]
+    return argv

@@ -1,0 +1,165 @@
+"""recipe + hosts -> the ordered stages of a deployment. Pure: no I/O, no clocks.
+
+Stage order follows the engine: single node is launch -> health -> smoke; vLLM native
+multi-node starts the head before the headless workers; vLLM over Ray starts the Ray head,
+waits for it, joins the workers, waits for all nodes, then runs ``vllm serve`` on the head;
+SGLang starts the head (it holds --dist-init-addr) before the workers.
+"""
+
+from __future__ import annotations
+
+from inkctl.errors import InkctlError
+from inkctl.plan import container as ctr
+from inkctl.plan import engines
+from inkctl.plan.hostvars import HostContext
+from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
+from inkctl.plan.identity import recipe_hash
+from inkctl.plan.quote import command_line
+from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
+from inkctl.recipe.hosts import Host
+from inkctl.recipe.model import Recipe
+
+# Runs the engine as a second process in the Ray head container, its output on the container's log.
+SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
+
+
+def placeholder_hosts(recipe: Recipe) -> list[Host]:
+    return [Host(name=f"host{i}") for i in range(recipe.hardware.nodes)]
+
+
+def deployment_dir(host: Host, deployment: str) -> str:
+    return f"{host.state_dir}/{deployment}"
+
+
+def build_plan(
+    recipe: Recipe,
+    hosts: list[Host] | None = None,
+    *,
+    image: str | None = None,
+    hotfix_pins: dict[str, str] | None = None,
+    hotfix_files: dict[str, bytes] | None = None,
+) -> Plan:
+    """The whole deployment as stages of steps.
+
+    ``hosts`` None plans with placeholders (``<host0.address>``) so a recipe can be planned
+    without hardware. ``image`` is the image to run when it differs from engine.image.ref (a
+    built, content-addressed tag). ``hotfix_pins``/``hotfix_files`` come from the recipe's
+    patches directory and lock file; without them the plan shows the hotfix steps unpinned.
+    """
+    placeholder = hosts is None
+    hosts = list(hosts) if hosts is not None else placeholder_hosts(recipe)
+    nodes = recipe.hardware.nodes
+    if len(hosts) != nodes:
+        raise InkctlError(
+            f"the recipe needs {nodes} host{'s' if nodes != 1 else ''} (hardware.nodes) but {len(hosts)} were given",
+            hint="list exactly that many hosts in the inventory, in rank order", exit_code=2)
+    if nodes > 1 and not placeholder:
+        for h in hosts:
+            if h.rank_address in ("localhost", "127.0.0.1", "::1"):
+                raise InkctlError(f"host {h.name}: {h.rank_address} cannot be a multi-node address (other ranks cannot reach it)",
+                                  hint="set the host's address or cluster_address to one the other hosts reach", exit_code=2)
+    image = image or recipe.engine.image.ref
+    name = recipe.name
+    rhash = recipe_hash(recipe, None if placeholder else hosts, image)
+    ctxs = [HostContext(host=h, rank=i, head=hosts[0], placeholder=placeholder) for i, h in enumerate(hosts)]
+    planned = tuple(PlannedHost(name=h.name, address=c.ssh_address, rank=c.rank, runtime=recipe.container.runtime,
+                                state_dir=deployment_dir(h, name), placeholder=placeholder) for h, c in zip(hosts, ctxs))
+    rt = recipe.container.runtime
+    containers = tuple(Container(host=c.name, rank=c.rank, name=ctr.container_name(name, c.rank),
+                                 role="head" if c.rank == 0 else "worker") for c in ctxs)
+
+    prepare = _prepare(recipe, ctxs, planned, hotfix_pins or {}, hotfix_files or {})
+    hotfix_on = recipe.patches.mode == "at_start"
+
+    def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
+        d = planned[c.rank].state_dir
+        mounts = ((f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
+        entry, cmd = command[0], command[1:]
+        if hotfix_on:
+            entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
+        spec = ctr.RunSpec(
+            name=containers[c.rank].name, image=image,
+            labels=ctr.labels(name, rhash, c.rank, c.name, containers[c.rank].role),
+            command=cmd, entrypoint=entry,
+            env_file=f"{d}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
+        return Run(host=c.name, rank=c.rank, purpose=purpose, argv=tuple(ctr.run_argv(recipe, c, spec)))
+
+    stages: list[Stage] = []
+    if prepare:
+        stages.append(Stage("prepare", "upload env files and hotfixes to every host", tuple(prepare)))
+    head, workers = ctxs[0], ctxs[1:]
+    kind = recipe.engine.kind
+    if kind == "vllm" and recipe.engine.multinode == "ray" and nodes > 1:
+        eng = recipe.engine
+        status = (rt, "exec", containers[0].name, "ray", "status")
+        stages.append(Stage("ray-head", "start the Ray head on rank 0", (run_step(head, engines.ray_start(recipe, head), "start Ray head"),)))
+        stages.append(Stage("ray-head-ready", "wait until the Ray head answers", (
+            WaitFor(host=head.name, rank=0, purpose="wait for the Ray head", argv=status, timeout_s=180),)))
+        stages.append(Stage("ray-workers", "join every worker to the Ray head", tuple(
+            run_step(c, engines.ray_start(recipe, c), f"join Ray at {c.head_address}:{eng.ray_port}") for c in workers)))
+        stages.append(Stage("ray-cluster-ready", f"wait until Ray sees all {nodes} nodes", (
+            WaitFor(host=head.name, rank=0, purpose=f"wait for {nodes} Ray nodes", argv=status, timeout_s=300,
+                    expect=" node_", expect_count=nodes),)))
+        serve = engines.vllm_serve(recipe, head, nodes, ray=True)
+        stages.append(Stage("serve", "start vllm serve on the Ray head", (Run(
+            host=head.name, rank=0, purpose="start vllm serve (Ray executor)",
+            argv=(rt, "exec", "--detach", containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve)),)))
+    else:
+        def command(c: HostContext) -> list[str]:
+            if kind == "vllm":
+                return engines.vllm_serve(recipe, c, nodes)
+            return engines.sglang_launch(recipe, c, nodes)
+
+        stages.append(Stage("launch-head" if workers else "launch", "start rank 0 (the head)",
+                            (run_step(head, command(head), "start the head"),)))
+        if workers:
+            what = "headless workers" if kind == "vllm" else "workers"
+            stages.append(Stage("launch-workers", f"start the {what} (they join the head)", tuple(
+                run_step(c, command(c), f"start rank {c.rank}") for c in workers)))
+
+    port = recipe.engine.args.port
+    if recipe.container.network == "bridge":
+        port = next(p.host for p in recipe.container.ports if p.container == port)
+    base = f"http://{_url_host(head.ssh_address if placeholder else head.host.ssh_address)}:{port}"
+    watch = tuple((c.host, c.name, c.rank) for c in containers)
+    stages.append(Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
+        host=head.name, rank=0, purpose=f"wait for {kind} to serve", url=base + recipe.health_path,
+        timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch),)))
+    if recipe.smoke.enabled:
+        stages.append(Stage("smoke", "prove the server answers", (Smoke(
+            host=head.name, rank=0, purpose=f"{len(recipe.smoke.prompts)} smoke prompt(s)", url=base + "/v1/chat/completions",
+            model=recipe.model.name, prompts=tuple(recipe.smoke.prompts), max_tokens=recipe.smoke.max_tokens,
+            timeout_s=recipe.smoke.timeout_s),)))
+
+    teardown: list = []
+    for c, p in zip(containers, planned):
+        rm = (rt, "rm", "--force", c.name) + (("--ignore",) if rt == "podman" else ())
+        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=rm, ok_codes=(0, 1)))
+        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove inkctl's files for this deployment",
+                            argv=("rm", "-rf", "--", p.state_dir)))
+    return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
+                containers=containers, teardown=tuple(teardown))
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address and not address.startswith("[") else address
+
+
+def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, str], files: dict[str, bytes]) -> list:
+    steps: list = []
+    for c in ctxs:
+        d = planned[c.rank].state_dir
+        if recipe.secrets:
+            steps.append(Put(host=c.name, rank=c.rank, purpose="write the secrets env file (0600)", path=f"{d}/rank{c.rank}.env",
+                             content=EnvFile(tuple((k, SecretRef(k)) for k in recipe.secrets)), mode=0o600))
+        if recipe.patches.mode == "at_start":
+            for h in recipe.patches.hotfixes:
+                steps.append(Put(host=c.name, rank=c.rank, purpose=f"upload hotfix {h.name}", path=f"{d}/hotfix/{h.name}",
+                                 content=files.get(h.name, b""), mode=0o644, sha256=pins.get(h.name) or h.sha256))
+            all_pins = {h.name: pins.get(h.name) or h.sha256 or "" for h in recipe.patches.hotfixes}
+            steps.append(Put(host=c.name, rank=c.rank, purpose="upload the hotfix wrapper", path=f"{d}/hotfix/{ENTRY}",
+                             content=entry_script(recipe.patches.hotfixes, {k: v for k, v in all_pins.items() if v}), mode=0o755))
+    return steps
+
+
+__all__ = ["build_plan", "command_line", "deployment_dir", "placeholder_hosts"]

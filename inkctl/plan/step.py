@@ -1,0 +1,169 @@
+"""The step objects a plan is made of.
+
+``inkctl plan`` renders these and ``inkctl up`` executes these: the very same objects.
+Steps are pure data. Nothing here touches a host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """A placeholder for a secret's value inside a file to upload; resolved only by the executor."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return "***"
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    """Content of a ``--env-file``: ``NAME=value`` lines; secret values stay references until upload."""
+
+    entries: tuple[tuple[str, Union[str, SecretRef]], ...]
+
+    def render(self) -> str:
+        return "".join(f"{k}={v}\n" for k, v in self.entries)
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        return tuple(v.name for _, v in self.entries if isinstance(v, SecretRef))
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run one argv on one host. ``ok_codes`` lists exit codes that count as success."""
+
+    host: str
+    purpose: str
+    argv: tuple[str, ...]
+    rank: int | None = None
+    ok_codes: tuple[int, ...] = (0,)
+    kind: str = "run"
+
+
+@dataclass(frozen=True)
+class Put:
+    """Upload a file to one host (parent directories created), then set its mode."""
+
+    host: str
+    purpose: str
+    path: str
+    content: Union[str, bytes, EnvFile]
+    mode: int = 0o644
+    rank: int | None = None
+    sha256: str | None = None  # expected digest of ``content`` once written (hotfixes, patches)
+    kind: str = "put"
+
+
+@dataclass(frozen=True)
+class WaitFor:
+    """Poll ``argv`` on a host until it exits 0 (and its output contains ``expect``), or time out."""
+
+    host: str
+    purpose: str
+    argv: tuple[str, ...]
+    timeout_s: float
+    interval_s: float = 1.0
+    expect: str | None = None
+    expect_count: int = 1  # ``expect`` must occur at least this many times
+    rank: int | None = None
+    kind: str = "wait"
+
+
+@dataclass(frozen=True)
+class WaitHealth:
+    """Poll an HTTP endpoint from the control machine until it answers 200, watching every rank's
+    container meanwhile: an exited container fails the wait at once."""
+
+    host: str
+    purpose: str
+    url: str
+    timeout_s: float
+    interval_s: float = 1.0
+    rank: int | None = None
+    watch: tuple[tuple[str, str, int], ...] = ()  # (host, container, rank) kept alive during the wait
+    kind: str = "health"
+
+
+@dataclass(frozen=True)
+class Smoke:
+    """Send each prompt to the OpenAI-compatible chat endpoint and require a non-empty answer."""
+
+    host: str
+    purpose: str
+    url: str
+    model: str
+    prompts: tuple[str, ...]
+    max_tokens: int = 32
+    timeout_s: float = 120.0
+    rank: int | None = None
+    kind: str = "smoke"
+
+
+Step = Union[Run, Put, WaitFor, WaitHealth, Smoke]
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Steps that may run in parallel across hosts (in order on any one host).
+
+    Every stage ends with a barrier: the next stage starts only when all of this one is done.
+    """
+
+    name: str
+    description: str
+    steps: tuple[Step, ...]
+
+    def hosts(self) -> list[str]:
+        seen: list[str] = []
+        for s in self.steps:
+            if s.host not in seen:
+                seen.append(s.host)
+        return seen
+
+
+@dataclass(frozen=True)
+class Container:
+    """A container the plan starts: what ``down`` and rollback remove, what ``status`` reports."""
+
+    host: str
+    rank: int
+    name: str
+    role: str  # "head" | "worker"
+
+
+@dataclass(frozen=True)
+class PlannedHost:
+    name: str
+    address: str
+    rank: int
+    runtime: str  # "docker" | "podman"
+    state_dir: str  # inkctl's directory for this deployment on the host
+    placeholder: bool = False  # True when no inventory was given
+
+
+@dataclass(frozen=True)
+class Plan:
+    deployment: str
+    recipe_hash: str
+    hosts: tuple[PlannedHost, ...]
+    stages: tuple[Stage, ...]
+    containers: tuple[Container, ...]
+    # steps that undo the launch on each host (rollback and ``down``), in order
+    teardown: tuple[Step, ...] = field(default=())
+    warnings: tuple[str, ...] = field(default=())
+
+    def host(self, name: str) -> PlannedHost:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    def steps(self):
+        for stage in self.stages:
+            yield from stage.steps

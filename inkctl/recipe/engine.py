@@ -1,0 +1,80 @@
+"""The engine section: vLLM or SGLang, one discriminated union.
+
+Arguments inkctl must reason about (parallelism, port, memory) are typed; the rest travel
+verbatim in ``extra``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import Field
+
+from inkctl.recipe.fields import ImageDigest, Strict
+
+
+class UnresolvedFlag(Strict):
+    """A flag a field report says was used, whose value it does not give. Never passed; always warned."""
+
+    flag: str = Field(description="The engine flag, e.g. '--kernel-config'.")
+    why: str = Field(description="What the source says and what is missing.")
+
+
+class EngineArgs(Strict):
+    """Engine arguments common to vLLM and SGLang. ``None`` means: leave the engine's default."""
+
+    tensor_parallel: int = Field(1, ge=1, le=1024, description="Tensor-parallel size (vLLM --tensor-parallel-size, SGLang --tp-size).")
+    pipeline_parallel: int = Field(1, ge=1, le=1024, description="Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size).")
+    port: int = Field(8000, ge=1, le=65535, description="Port the engine's HTTP server listens on inside the container.")
+    bind_host: str = Field("0.0.0.0", description="Address the engine binds (--host).")
+    max_model_len: Optional[int] = Field(None, ge=1, description="Longest context served (vLLM --max-model-len, SGLang --context-length).")
+    memory_fraction: Optional[float] = Field(None, gt=0, le=1, description="Share of GPU memory the engine may take (vLLM --gpu-memory-utilization, SGLang --mem-fraction-static).")
+    kv_cache_dtype: Optional[str] = Field(None, description="KV cache dtype, e.g. 'fp8_e5m2' (--kv-cache-dtype).")
+    attention_backend: Optional[str] = Field(None, description="Attention backend, e.g. 'triton' (--attention-backend).")
+    reasoning_parser: Optional[str] = Field(None, description="Reasoning parser name (--reasoning-parser).")
+    tool_call_parser: Optional[str] = Field(None, description="Tool-call parser name (--tool-call-parser).")
+    max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
+    enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The seeds keep graphs on: decode throughput lives there.")
+    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones.")
+    unresolved: list[UnresolvedFlag] = Field(default_factory=list, description="Flags a source mentions without a value: reported by validate, never passed.")
+
+
+class Image(Strict):
+    """The container image, by tag and/or digest."""
+
+    ref: str = Field(description="Image reference (repository:tag), e.g. 'vllm/vllm-openai:v0.28.0'.", min_length=1)
+    digest: Optional[ImageDigest] = Field(None, description="Pinned content digest 'sha256:<64 hex>'. Unpinned images are warned about; --strict rejects them.")
+    pull: bool = Field(False, description="May inkctl pull the image on a host that lacks it (otherwise preflight fails).")
+
+
+class _EngineBase(Strict):
+    version: str = Field(description="Engine version as the source states it, e.g. 'v0.28.0'.")
+    image: Image = Field(description="The image the engine runs from (after any build, see patches).")
+    args: EngineArgs = Field(default_factory=EngineArgs, description="Engine arguments.")
+    health_path: str = Field("/health", description="HTTP path that answers 200 once the engine serves.")
+
+
+class VLLM(_EngineBase):
+    """vLLM (``vllm serve``)."""
+
+    kind: Literal["vllm"] = Field(description="Engine kind.")
+    multinode: Literal["native", "ray"] = Field(
+        "native",
+        description="How ranks form one server across hosts: vLLM native (--nnodes/--node-rank/--master-addr/--master-port, --headless on workers) or Ray (head and workers, then vllm serve --distributed-executor-backend ray on the head).",
+    )
+    master_port: int = Field(29501, ge=1, le=65535, description="Rendezvous port on the head for native multi-node.")
+    ray_port: int = Field(6379, ge=1, le=65535, description="Ray GCS port on the head (multinode: ray).")
+
+
+class SGLang(_EngineBase):
+    """SGLang (``python3 -m sglang.launch_server``)."""
+
+    kind: Literal["sglang"] = Field(description="Engine kind.")
+    dist_init_port: int = Field(20000, ge=1, le=65535, description="Port on the head for --dist-init-addr in multi-node runs.")
+    launcher: list[str] = Field(
+        default_factory=lambda: ["python3", "-m", "sglang.launch_server"],
+        description="Command that starts the server, before its arguments.",
+    )
+
+
+Engine = Annotated[Union[VLLM, SGLang], Field(discriminator="kind")]

@@ -1,0 +1,93 @@
+"""Shared field types for recipes and inventories: names, digests, host paths, variables."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
+HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class Strict(BaseModel):
+    """Base for every recipe section: unknown keys are errors, values are not coerced silently."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+
+
+def _name(v: str) -> str:
+    if not NAME_RE.match(v):
+        raise ValueError(
+            f"{v!r} is not a safe name: use 1-63 lowercase letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (it becomes part of container and file names)"
+        )
+    return v
+
+
+def _host_name(v: str) -> str:
+    if not HOST_NAME_RE.match(v):
+        raise ValueError(
+            f"{v!r} is not a safe host name: use letters, digits, '.', '_' or '-', starting with a "
+            "letter or digit"
+        )
+    return v
+
+
+def _env_name(v: str) -> str:
+    if not ENV_NAME_RE.match(v):
+        raise ValueError(f"{v!r} is not a valid environment variable name")
+    return v
+
+
+def _sha256(v: str) -> str:
+    v = v.removeprefix("sha256:")
+    if not SHA256_RE.match(v):
+        raise ValueError(f"{v!r} is not a sha256 digest: expected 64 lowercase hex digits")
+    return v
+
+
+def _digest(v: str) -> str:
+    if not DIGEST_RE.match(v):
+        raise ValueError(f"{v!r} is not an image digest: expected 'sha256:' and 64 lowercase hex digits")
+    return v
+
+
+def _file_name(v: str) -> str:
+    if not FILE_NAME_RE.match(v) or len(v) > 128:
+        raise ValueError(f"{v!r} is not a safe file name: letters, digits, '.', '_' or '-'")
+    return v
+
+
+def _host_path(v: str) -> str:
+    if not v:
+        raise ValueError("a path cannot be empty")
+    if "\n" in v or "\x00" in v:
+        raise ValueError("a path cannot contain a newline or NUL")
+    if ":" in v:
+        raise ValueError(f"{v!r} contains ':', which a container mount cannot express")
+    if not (v.startswith("/") or v.startswith("${")):
+        raise ValueError(f"{v!r} is not absolute: start with '/' or a variable such as ${{HOME}}")
+    return v
+
+
+def _container_path(v: str) -> str:
+    if not v.startswith("/") or ":" in v or "\n" in v or "\x00" in v:
+        raise ValueError(f"{v!r} is not an absolute path inside the container (no ':' or newline)")
+    return v
+
+
+Name = Annotated[str, AfterValidator(_name)]
+HostName = Annotated[str, AfterValidator(_host_name)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+Sha256 = Annotated[str, AfterValidator(_sha256)]
+ImageDigest = Annotated[str, AfterValidator(_digest)]
+FileName = Annotated[str, AfterValidator(_file_name)]
+HostPath = Annotated[str, AfterValidator(_host_path)]
+ContainerPath = Annotated[str, AfterValidator(_container_path)]

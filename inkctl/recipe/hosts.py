@@ -1,0 +1,78 @@
+"""Hosts live apart from recipes: the same recipe deploys on anyone's boxes.
+
+An inventory file (``--hosts FILE``) lists hosts in rank order; rank 0 is the head.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field, field_validator
+
+from inkctl.errors import Problem
+from inkctl.recipe.fields import EnvName, HostName, Strict
+
+DEFAULT_STATE_DIR = "/var/lib/inkctl"
+
+
+class Host(Strict):
+    """One machine of the deployment."""
+
+    name: HostName = Field(description="Short name used in plans, logs and container labels; may be an alias from ~/.ssh/config.")
+    address: Optional[str] = Field(None, description="Address to reach the host over SSH (name, IP or ssh_config alias). Default: the name.")
+    cluster_address: Optional[str] = Field(None, description="Address other ranks reach this host on (the RoCE/data network), when it differs from 'address'. Used for --master-addr and friends.")
+    user: Optional[str] = Field(None, description="SSH user. Default: ~/.ssh/config, then the local user.")
+    port: Optional[int] = Field(None, ge=1, le=65535, description="SSH port. Default: ~/.ssh/config, then 22.")
+    identity_file: Optional[str] = Field(None, description="SSH private key. Default: ~/.ssh/config and the agent.")
+    state_dir: str = Field(DEFAULT_STATE_DIR, description="Directory inkctl owns on the host: env files, hotfixes, the deploy lock.")
+    nccl_socket_ifname: Optional[str] = Field(None, description="Interface for NCCL/Gloo sockets on this host (NCCL_SOCKET_IFNAME), e.g. 'enp1s0f1np1'.")
+    ib_hca: Optional[list[str]] = Field(None, description="RDMA adapters on this host (NCCL_IB_HCA); overrides the recipe's network.ib_hca.")
+    gpus: Optional[str] = Field(None, pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices on this host, e.g. '0,1'; available to recipes as ${GPUS}.")
+    vars: dict[EnvName, str] = Field(default_factory=dict, description="Per-host values that recipes reference as ${NAME}, e.g. HF_HOME.")
+
+    @field_validator("address", "cluster_address")
+    @classmethod
+    def _address(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and (not v or any(c.isspace() for c in v) or v.startswith("-")):
+            raise ValueError(f"{v!r} is not a host address")
+        return v
+
+    @field_validator("state_dir")
+    @classmethod
+    def _state_dir(cls, v: str) -> str:
+        if not v.startswith("/") or "\n" in v or ":" in v or v.rstrip("/") == "":
+            raise ValueError(f"{v!r} must be an absolute directory other than '/'")
+        return v.rstrip("/")
+
+    @property
+    def ssh_address(self) -> str:
+        return self.address or self.name
+
+    @property
+    def rank_address(self) -> str:
+        return self.cluster_address or self.address or self.name
+
+
+class Inventory(Strict):
+    """An inventory file: the hosts, in rank order."""
+
+    hosts: list[Host] = Field(min_length=1, description="Hosts in rank order; the first is rank 0, the head.")
+
+    def findings(self) -> list[Problem]:
+        return host_findings(self.hosts, "hosts")
+
+
+def host_findings(hosts: list[Host], where: str) -> list[Problem]:
+    """Checks across hosts: unique names, unique addresses."""
+    out: list[Problem] = []
+    names: dict[str, int] = {}
+    addrs: dict[tuple[str, int | None], int] = {}
+    for i, h in enumerate(hosts):
+        if h.name in names:
+            out.append(Problem(f"host name {h.name!r} is already used by {where}[{names[h.name]}]", path=f"{where}[{i}].name", hint="host names must be unique"))
+        names.setdefault(h.name, i)
+        key = (h.ssh_address, h.port)
+        if key in addrs and h.state_dir == hosts[addrs[key]].state_dir:
+            out.append(Problem(f"address {h.ssh_address!r} is already used by {where}[{addrs[key]}]", path=f"{where}[{i}].address", hint="two ranks on one machine would fight over its GPUs"))
+        addrs.setdefault(key, i)
+    return out

@@ -1,0 +1,160 @@
+"""The recipe: one YAML document that says everything about a deployment but where it runs.
+
+Every field carries a description: the JSON Schema (``inkctl schema``) and the recipe
+reference (docs/recipe-reference.md) are generated from these classes.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Literal, Optional
+
+from pydantic import Field
+
+from inkctl.errors import Problem
+from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
+from inkctl.recipe.engine import Engine
+from inkctl.recipe.fields import EnvName, Name, Strict
+from inkctl.recipe.hosts import Host
+from inkctl.recipe.patch import Patches
+
+# accelerator -> (compute capability, unified memory)
+ACCELERATORS: dict[str, tuple[str, bool]] = {
+    "dgx-spark-gb10": ("12.1", True),
+    "h200": ("9.0", False),
+    "h100": ("9.0", False),
+    "b200": ("10.0", False),
+    "rtx-pro-6000-blackwell": ("12.0", False),
+}
+
+
+class ModelSpec(Strict):
+    """The model served."""
+
+    repo: str = Field(min_length=1, description="Hugging Face repository id, e.g. 'thinkingmachines/Inkling-Small-NVFP4'.")
+    served_name: Optional[str] = Field(None, description="Name clients use in requests (--served-model-name). Default: the repo id.")
+    revision: Optional[str] = Field(None, description="Repository revision (commit) to load.")
+    quantization: Optional[str] = Field(None, description="Weight format as released, e.g. 'nvfp4'.")
+    weights_gb: Optional[float] = Field(None, gt=0, description="Size of the weights on disk in GB (for memory checks).")
+    total_params_b: Optional[float] = Field(None, gt=0, description="Total parameters, billions.")
+    active_params_b: Optional[float] = Field(None, gt=0, description="Active parameters per token, billions (MoE).")
+    context_length: Optional[int] = Field(None, ge=1, description="Longest context the model supports.")
+    trust_remote_code: bool = Field(False, description="Pass --trust-remote-code to the engine.")
+
+    @property
+    def name(self) -> str:
+        return self.served_name or self.repo
+
+
+class Hardware(Strict):
+    """What each host must have. Preflight checks it against nvidia-smi."""
+
+    accelerator: Literal["dgx-spark-gb10", "h200", "h100", "b200", "rtx-pro-6000-blackwell"] = Field(description="Accelerator model.")
+    compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$", description="CUDA compute capability, e.g. '12.1' (GB10), '9.0' (H200), '12.0' (RTX PRO 6000).")
+    nodes: int = Field(1, ge=1, le=1024, description="Number of hosts.")
+    gpus_per_host: int = Field(ge=1, le=64, description="GPUs each host contributes.")
+    unified_memory: bool = Field(False, description="CPU and GPU share one memory pool (GB10): nvidia-smi reports memory as [N/A]; MemAvailable is what matters.")
+    memory_gib: Optional[float] = Field(None, gt=0, description="Memory per GPU, or the unified pool per host, in GiB.")
+    interconnect: Optional[str] = Field(None, description="How GPUs and hosts are connected, in words (e.g. 'RoCE 200G', 'PCIe 5.0 x8+x4, no NVLink').")
+
+
+class Health(Strict):
+    """How inkctl knows the server is up."""
+
+    timeout_s: float = Field(1200, gt=0, description="How long a boot may take before up gives up (seed 001: ~10 min startup).")
+    interval_s: float = Field(2.0, gt=0, le=60, description="Seconds between health polls.")
+    path: Optional[str] = Field(None, pattern=r"^/", description="Override the engine's health path.")
+
+
+class Watchdog(Strict):
+    """Kill a boot that is about to take the host down (seed 000, Wall 2)."""
+
+    enabled: Optional[bool] = Field(None, description="Default: on for unified-memory hardware, off otherwise.")
+    mem_available_min_gib: float = Field(8.0, gt=0, description="Threshold for MemAvailable (GiB).")
+    consecutive: int = Field(2, ge=1, description="Readings below the threshold in a row that kill the containers.")
+    interval_s: float = Field(2.0, gt=0, description="Seconds between readings.")
+    after_boot: bool = Field(False, description="Keep watching after the server is healthy, while up runs.")
+
+
+class Smoke(Strict):
+    """Prove the server answers, once it is healthy."""
+
+    enabled: bool = Field(True, description="Run the smoke prompts after health.")
+    prompts: list[str] = Field(default_factory=lambda: ["What is 17 x 23? Answer with the number."], description="Chat prompts; each must get a non-empty answer.")
+    max_tokens: int = Field(32, ge=1, le=8192, description="max_tokens per smoke request.")
+    timeout_s: float = Field(300, gt=0, description="Time allowed per prompt.")
+
+
+class Capabilities(Strict):
+    """What the deployment serves, as verified by the source."""
+
+    chat: bool = Field(True, description="Chat completions.")
+    reasoning: bool = Field(False, description="Reasoning output (a reasoning parser).")
+    tools: bool = Field(False, description="Tool calls (a tool-call parser).")
+    vision: bool = Field(False, description="Image input.")
+
+
+class Provenance(Strict):
+    """Where this recipe comes from and how far it is trusted."""
+
+    source: str = Field(description="Who or what reported it (a post, a registry record).")
+    status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
+    captured: Optional[date] = Field(None, description="When the source was captured.")
+    urls: list[str] = Field(default_factory=list, description="Links to the source.")
+    notes: list[str] = Field(default_factory=list, description="Facts from the source worth keeping next to the recipe.")
+
+
+class Measurement(Strict):
+    """A measured result, as reported."""
+
+    metric: str = Field(description="What was measured, e.g. 'decode_tok_s', 'kv_cache_tokens', 'startup_s'.")
+    value: float = Field(description="The number.")
+    unit: Optional[str] = Field(None, description="Unit, e.g. 'tok/s', 'GiB', 's'.")
+    concurrency: Optional[int] = Field(None, ge=1, description="Concurrent requests during the measurement.")
+    context_tokens: Optional[int] = Field(None, ge=0, description="Prompt context length.")
+    note: Optional[str] = Field(None, description="Conditions.")
+
+
+class Recipe(Strict):
+    """A deployment of one model on one kind of hardware with one engine."""
+
+    name: Name = Field(description="Deployment name: container names, labels and host state derive from it.")
+    description: Optional[str] = Field(None, description="One paragraph for people.")
+    model: ModelSpec = Field(description="The model.")
+    hardware: Hardware = Field(description="The hardware every host must have.")
+    engine: Engine = Field(description="The inference engine: kind 'vllm' or 'sglang'.")
+    container: ContainerSpec = Field(default_factory=ContainerSpec, description="How the engine's container runs.")
+    network: NetworkSpec = Field(default_factory=NetworkSpec, description="NCCL/Gloo transport between hosts.")
+    patches: Patches = Field(default_factory=Patches, description="How the engine is patched.")
+    secrets: dict[EnvName, SecretSource] = Field(default_factory=dict, description="Secrets by name and where their values come from; they reach hosts only in a 0600 env file.")
+    health: Health = Field(default_factory=Health, description="Readiness.")
+    watchdog: Watchdog = Field(default_factory=Watchdog, description="Boot memory watchdog.")
+    smoke: Smoke = Field(default_factory=Smoke, description="Smoke prompts after health.")
+    capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
+    provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
+    results: list[Measurement] = Field(default_factory=list, description="Measured results from the source.")
+    hosts: Optional[list[Host]] = Field(None, description="Hosts embedded for convenience; --hosts FILE wins.")
+
+    # --- derived -------------------------------------------------------------------------
+    @property
+    def world_gpus(self) -> int:
+        return self.engine.args.tensor_parallel * self.engine.args.pipeline_parallel
+
+    @property
+    def multinode(self) -> bool:
+        return self.hardware.nodes > 1
+
+    @property
+    def watchdog_on(self) -> bool:
+        if self.watchdog.enabled is None:
+            return self.hardware.unified_memory
+        return self.watchdog.enabled
+
+    @property
+    def health_path(self) -> str:
+        return self.health.path or self.engine.health_path
+
+    def findings(self) -> list[Problem]:
+        from inkctl.recipe.rules import recipe_findings
+
+        return recipe_findings(self)

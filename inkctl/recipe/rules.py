@@ -1,0 +1,233 @@
+"""Checks across fields, the ones a careful reviewer of a recipe would make.
+
+Each returns a Problem with the field path it is about; the loader adds file:line.
+Errors stop validation; warnings pass unless ``--strict``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from inkctl.errors import Problem
+from inkctl.recipe.fields import VAR_RE
+
+if TYPE_CHECKING:
+    from inkctl.recipe.model import Recipe
+
+SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
+BUILTIN_VARS = {"HOME", "GPUS", "HOST", "HOST_ADDRESS", "HEAD_ADDRESS", "RANK", "NCCL_SOCKET_IFNAME"}
+
+
+def _err(path: str, message: str, hint: str | None = None) -> Problem:
+    return Problem(message, path=path, hint=hint)
+
+
+def _warn(path: str, message: str, hint: str | None = None) -> Problem:
+    return Problem(message, path=path, hint=hint, severity="warning")
+
+
+def recipe_findings(r: "Recipe") -> list[Problem]:
+    out: list[Problem] = []
+    for rule in (_parallelism, _hardware, _networking, _gpus, _env, _mounts, _patches, _pins, _engine, _hosts, _smoke):
+        out.extend(rule(r))
+    return out
+
+
+def _parallelism(r: "Recipe") -> list[Problem]:
+    a, hw = r.engine.args, r.hardware
+    have = hw.nodes * hw.gpus_per_host
+    if r.world_gpus != have:
+        return [_err(
+            "engine.args.tensor_parallel",
+            f"tensor_parallel {a.tensor_parallel} x pipeline_parallel {a.pipeline_parallel} = {r.world_gpus} GPUs, "
+            f"but the hosts provide {hw.nodes} x {hw.gpus_per_host} = {have}",
+            "make tensor_parallel x pipeline_parallel equal hardware.nodes x hardware.gpus_per_host",
+        )]
+    return []
+
+
+def _hardware(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.model import ACCELERATORS
+
+    hw, out = r.hardware, []
+    cc, unified = ACCELERATORS[hw.accelerator]
+    if hw.compute_capability != cc:
+        out.append(_err("hardware.compute_capability", f"{hw.accelerator} has compute capability {cc}, not {hw.compute_capability}", f"set compute_capability: '{cc}'"))
+    if unified and not hw.unified_memory:
+        out.append(_err("hardware.unified_memory", f"{hw.accelerator} has unified memory", "set unified_memory: true (nvidia-smi reports its memory as [N/A])"))
+    if not unified and hw.unified_memory:
+        out.append(_err("hardware.unified_memory", f"{hw.accelerator} does not have unified memory", "set unified_memory: false"))
+    m = r.model
+    if m.weights_gb and hw.memory_gib:
+        per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.world_gpus
+        if per_rank_gib > hw.memory_gib:
+            out.append(_err("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank does not fit {hw.memory_gib} GiB per GPU", "raise tensor or pipeline parallelism, or use more hosts"))
+        elif per_rank_gib > 0.9 * hw.memory_gib:
+            out.append(_warn("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank leaves less than 10% of {hw.memory_gib} GiB for KV cache and load transients", "seed 000: the NVFP4 load transient on GB10 took ~2.5x the streamed bytes; keep the watchdog on"))
+    if m.context_length and r.engine.args.max_model_len and r.engine.args.max_model_len > m.context_length:
+        out.append(_err("engine.args.max_model_len", f"{r.engine.args.max_model_len} exceeds the model's context_length {m.context_length}"))
+    return out
+
+
+def _networking(r: "Recipe") -> list[Problem]:
+    c, out = r.container, []
+    if r.multinode and c.network != "host":
+        out.append(_err("container.network", f"a {r.hardware.nodes}-node deployment needs host networking, not {c.network!r}", "set container.network: host (ranks talk NCCL across hosts)"))
+    if r.multinode and not (r.network.socket_ifname or r.network.rdma or r.network.ib_hca):
+        out.append(_warn("network.socket_ifname", "multi-node without an NCCL/Gloo interface: NCCL picks one itself and may pick the wrong one", "set network.socket_ifname or each host's nccl_socket_ifname"))
+    port = r.engine.args.port
+    if c.network == "bridge":
+        if not any(p.container == port for p in c.ports):
+            out.append(_err("container.ports", f"the engine listens on {port} but no port publishes it", f"add {{host: {port}, container: {port}}}"))
+    elif c.ports:
+        out.append(_warn("container.ports", "ports are ignored with host networking", "remove them, or use network: bridge"))
+    seen: dict[int, int] = {}
+    for i, p in enumerate(c.ports):
+        if p.host in seen:
+            out.append(_err(f"container.ports[{i}].host", f"host port {p.host} is published twice"))
+        seen[p.host] = i
+    if r.network.rdma and c.network != "host":
+        out.append(_err("network.rdma", "RDMA needs host networking", "set container.network: host"))
+    return out
+
+
+def _gpus(r: "Recipe") -> list[Problem]:
+    c, out = r.container, []
+    if c.runtime == "podman" and c.gpus == "all":
+        out.append(_err("container.gpus", "podman exposes GPUs through CDI, not --gpus", "set container.gpus: cdi (--device nvidia.com/gpu=all)"))
+    if c.gpus == "cdi" and c.runtime == "podman" and "label=disable" not in c.security_opt:
+        out.append(_warn("container.security_opt", "CDI devices on SELinux hosts need label=disable", "add 'label=disable' to security_opt"))
+    if c.gpus == "none":
+        out.append(_warn("container.gpus", "the container gets no GPU"))
+    return out
+
+
+def _env(r: "Recipe") -> list[Problem]:
+    out = []
+    env = r.container.env
+    for k, v in env.items():
+        if k in r.secrets:
+            out.append(_err(f"container.env.{k}", f"{k} is also a secret", "keep it in secrets only"))
+        elif SECRET_LOOKING.search(k) and v and not VAR_RE.fullmatch(v):
+            out.append(_err(f"container.env.{k}", f"{k} looks like a secret but has a literal value in the recipe", f"move it to secrets: {{{k}: {{env: {k}}}}}"))
+        for name in VAR_RE.findall(v):
+            if name.startswith("SECRET_"):
+                out.append(_err(f"container.env.{k}", "secrets cannot be interpolated into env values", "declare the variable under secrets"))
+        if "\n" in k:
+            out.append(_err(f"container.env.{k}", "a variable name cannot contain a newline"))
+    for k, s in r.secrets.items():
+        if bool(s.env) == bool(s.file):
+            out.append(_err(f"secrets.{k}", "give exactly one of env or file", f"e.g. {k}: {{env: {k}}}"))
+    for k in r.network.nccl_env:
+        if k in env:
+            out.append(_err(f"network.nccl_env.{k}", f"{k} is set in container.env too", "set it in one place"))
+    return out
+
+
+def _mounts(r: "Recipe") -> list[Problem]:
+    out, targets = [], {}
+    items = [(f"container.mounts[{i}].target", m.target) for i, m in enumerate(r.container.mounts)]
+    items += [(f"container.volumes[{i}].target", v.target) for i, v in enumerate(r.container.volumes)]
+    for path, t in items:
+        key = t.rstrip("/") or "/"
+        if key in targets:
+            out.append(_err(path, f"{t} is already mounted by {targets[key]}"))
+        targets.setdefault(key, path)
+        if key.startswith("/inkctl"):
+            out.append(_err(path, "/inkctl is reserved for inkctl's hotfix wrapper"))
+    return out
+
+
+def _patches(r: "Recipe") -> list[Problem]:
+    p, out = r.patches, []
+    if p.mode == "build":
+        if not p.base:
+            out.append(_err("patches.base", "mode 'build' needs a base image", "e.g. base: repo/image:tag@sha256:<digest>"))
+        elif "@sha256:" not in p.base:
+            out.append(_warn("patches.base", "the base image is not pinned by digest", "append @sha256:<digest>, or run `inkctl lock`"))
+        if not p.files:
+            out.append(_err("patches.files", "mode 'build' needs at least one file patch"))
+        if r.engine.image.pull:
+            out.append(_err("engine.image.pull", "a built image cannot be pulled", "set pull: false"))
+    elif p.files:
+        out.append(_err("patches.files", f"file patches need mode 'build', not {p.mode!r}"))
+    if p.mode == "at_start" and not p.hotfixes:
+        out.append(_err("patches.hotfixes", "mode 'at_start' needs at least one hotfix"))
+    elif p.mode != "at_start" and p.hotfixes:
+        out.append(_err("patches.hotfixes", f"hotfixes need mode 'at_start', not {p.mode!r}"))
+    if p.mode == "prebuilt" and not p.included:
+        out.append(_warn("patches.included", "a prebuilt patched image should list the changes it carries"))
+    names: set[str] = set()
+    for i, h in enumerate(p.hotfixes):
+        if h.name in names:
+            out.append(_err(f"patches.hotfixes[{i}].name", f"hotfix {h.name!r} appears twice"))
+        names.add(h.name)
+    for i, f in enumerate(p.files):
+        if f.kind != "diff" and f.path is None:
+            out.append(_warn(f"patches.files[{i}].path", "the file's path inside the image is not known: the image cannot be built", "find it in the base image and set path"))
+    return out
+
+
+def _pins(r: "Recipe") -> list[Problem]:
+    out = []
+    if r.engine.image.digest is None and r.patches.mode != "build":
+        out.append(_warn("engine.image.digest", f"image {r.engine.image.ref} is not pinned by digest", "set digest: sha256:<64 hex>, or run `inkctl lock` to pin what the hosts have"))
+    for i, h in enumerate(r.patches.hotfixes):
+        if h.sha256 is None:
+            out.append(_warn(f"patches.hotfixes[{i}].sha256", f"hotfix {h.name} is not pinned", "set sha256, or run `inkctl lock`"))
+    for i, f in enumerate(r.patches.files):
+        if f.kind == "diff":
+            for j, t in enumerate(f.files):
+                for side in ("before", "after"):
+                    if getattr(t, f"sha256_{side}") is None:
+                        out.append(_warn(f"patches.files[{i}].files[{j}].sha256_{side}", f"{t.path} is not pinned ({side})", "run `inkctl lock`"))
+            continue
+        for side in ("before", "after"):
+            full, prefix = getattr(f, f"sha256_{side}"), getattr(f, f"sha256_{side}_prefix")
+            if full is None:
+                known = f" (the source gives only {prefix}...)" if prefix else ""
+                out.append(_warn(f"patches.files[{i}].sha256_{side}", f"sha256 {side} patching is not pinned{known}", "set it, or run `inkctl lock`"))
+            elif prefix and not full.startswith(prefix):
+                out.append(_err(f"patches.files[{i}].sha256_{side}", f"{full} does not start with the stated prefix {prefix}"))
+    for i, u in enumerate(r.engine.args.unresolved):
+        out.append(_warn(f"engine.args.unresolved[{i}]", f"{u.flag} is not passed: {u.why}", "add the flag with its value to engine.args.extra once known"))
+    return out
+
+
+def _engine(r: "Recipe") -> list[Problem]:
+    a, out = r.engine.args, []
+    if a.kv_cache_dtype and a.kv_cache_dtype not in KNOWN_KV_DTYPES:
+        out.append(_warn("engine.args.kv_cache_dtype", f"unknown KV cache dtype {a.kv_cache_dtype!r}", f"known: {', '.join(sorted(KNOWN_KV_DTYPES))}"))
+    if a.enforce_eager:
+        out.append(_warn("engine.args.enforce_eager", "CUDA graphs are off: decode throughput drops"))
+    typed = {"--tensor-parallel-size", "--tp-size", "--tp", "--pipeline-parallel-size", "--pp-size", "--port", "--host",
+             "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--model",
+             "--model-path", "--served-model-name", "--trust-remote-code"}
+    for i, x in enumerate(a.extra):
+        flag = x.split("=", 1)[0]
+        if flag in typed:
+            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead"))
+    if r.engine.kind == "vllm" and r.engine.multinode == "ray" and not r.multinode:
+        out.append(_warn("engine.multinode", "Ray on a single node adds a moving part for nothing", "use multinode: native"))
+    if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):
+        out.append(_err("engine.args.port", f"port {a.port} is also the rendezvous port"))
+    return out
+
+
+def _hosts(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.hosts import host_findings
+
+    if r.hosts is None:
+        return []
+    out = host_findings(r.hosts, "hosts")
+    if len(r.hosts) != r.hardware.nodes:
+        out.append(_err("hosts", f"{len(r.hosts)} hosts listed but hardware.nodes is {r.hardware.nodes}"))
+    return out
+
+
+def _smoke(r: "Recipe") -> list[Problem]:
+    if r.smoke.enabled and not r.smoke.prompts:
+        return [_err("smoke.prompts", "smoke is enabled but has no prompts", "add a prompt or set smoke.enabled: false")]
+    return []
