@@ -1,0 +1,192 @@
+"""Presenting: one renderer for people (rich) and one for machines (JSON). Secrets show as ***."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+from inkctl.errors import InkctlError, Problem, RecipeInvalid
+from inkctl.plan.quote import command_line
+from inkctl.plan.step import EnvFile, Plan, Put, Run, Smoke, WaitFor, WaitHealth
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+_CONSOLES: dict[str, Any] = {}
+
+
+def console(stderr: bool = False) -> "Console":
+    key = "err" if stderr else "out"
+    if key not in _CONSOLES:
+        from rich.console import Console
+
+        _CONSOLES[key] = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    return _CONSOLES[key]
+
+
+def print_error(e: InkctlError) -> None:
+    out = console(stderr=True)
+    if isinstance(e, RecipeInvalid):
+        errors = [p for p in e.problems if p.severity == "error"]
+        out.print(f"[red]error:[/] {len(errors)} problem{'s' if len(errors) != 1 else ''} found", markup=True)
+        print_problems(e.problems, strict=False, stream=sys.stderr)
+        return
+    out.print("[red]error:[/] ", end="")
+    out.print(e.message, markup=False)
+    if e.hint:
+        out.print("[dim]hint:[/] ", end="")
+        out.print(e.hint, markup=False)
+
+
+def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> None:
+    out = console(stderr=stream is sys.stderr)
+    for p in problems:
+        color = "red" if p.severity == "error" or strict else "yellow"
+        out.print(f"  [{color}]{p.severity}[/] ", end="")
+        text = f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}"
+        out.print(text, markup=False)
+        if p.hint:
+            out.print("      hint: " + p.hint, markup=False, style="dim")
+
+
+# --- plan ---------------------------------------------------------------------------------
+
+def _shell(argv: tuple[str, ...]) -> str:
+    """Copy-pasteable: one quoted line, broken before each --flag for reading."""
+    parts: list[str] = []
+    for tok in command_line(argv).split(" "):
+        parts.append(tok)
+    text = command_line(argv)
+    # break only between complete quoted tokens
+    from shlex import quote
+
+    out, line = [], []
+    for a in argv:
+        q = quote(a)
+        if a.startswith("--") and line:
+            out.append(" ".join(line))
+            line = []
+        line.append(q)
+    out.append(" ".join(line))
+    return " \\\n      ".join(out) if len(text) > 100 else text
+
+
+def _put_body(step: Put) -> str:
+    c = step.content
+    if isinstance(c, EnvFile):
+        return c.render()
+    if isinstance(c, str):
+        return c
+    return ""
+
+
+def step_json(s) -> dict:
+    d: dict[str, Any] = {"kind": s.kind, "host": s.host, "rank": s.rank, "purpose": s.purpose}
+    if isinstance(s, (Run, WaitFor)):
+        d["argv"] = list(s.argv)
+        d["command"] = command_line(s.argv)
+    if isinstance(s, Run):
+        d["ok_codes"] = list(s.ok_codes)
+    if isinstance(s, WaitFor):
+        d.update(timeout_s=s.timeout_s, interval_s=s.interval_s, expect=s.expect, expect_count=s.expect_count)
+    if isinstance(s, Put):
+        d.update(path=s.path, mode=oct(s.mode), sha256=s.sha256)
+        if isinstance(s.content, EnvFile):
+            d["content"] = s.content.render()
+        elif isinstance(s.content, str):
+            d["content"] = s.content
+        else:
+            d["bytes"] = len(s.content)
+    if isinstance(s, WaitHealth):
+        d.update(url=s.url, timeout_s=s.timeout_s, interval_s=s.interval_s,
+                 watch=[{"host": h, "container": c, "rank": r} for h, c, r in s.watch])
+    if isinstance(s, Smoke):
+        d.update(url=s.url, model=s.model, prompts=list(s.prompts), max_tokens=s.max_tokens)
+    return d
+
+
+def plan_json(plan: Plan) -> dict:
+    return {
+        "deployment": plan.deployment,
+        "recipe_hash": plan.recipe_hash,
+        "hosts": [{"name": h.name, "address": h.address, "rank": h.rank, "runtime": h.runtime,
+                   "state_dir": h.state_dir, "placeholder": h.placeholder} for h in plan.hosts],
+        "containers": [{"host": c.host, "rank": c.rank, "name": c.name, "role": c.role} for c in plan.containers],
+        "stages": [{"name": st.name, "description": st.description, "steps": [step_json(s) for s in st.steps]}
+                   for st in plan.stages],
+        "teardown": [step_json(s) for s in plan.teardown],
+    }
+
+
+def print_plan(out: "Console", plan: Plan, loaded=None, only_host: str | None = None) -> None:
+    from rich.markup import escape
+
+    r = loaded.recipe if loaded else None
+    head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
+    if r is not None:
+        head += (f"  {r.engine.kind} {escape(r.engine.version)}, TP={r.engine.args.tensor_parallel}"
+                 f" PP={r.engine.args.pipeline_parallel}, {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")
+    out.print(head)
+    src = loaded.hosts_source if loaded else None
+    if plan.hosts and plan.hosts[0].placeholder:
+        out.print("[dim]hosts: placeholders (no --hosts given); <hostN.field> stands for a value from the inventory[/]")
+    elif src:
+        out.print(f"[dim]hosts from {escape(src)}[/]")
+    for h in plan.hosts:
+        role = "head" if h.rank == 0 else "worker"
+        out.print(f"  rank {h.rank} ({role}): {escape(h.name)}  {escape(h.address)}  {h.runtime}  state {escape(h.state_dir)}")
+    total = len(plan.stages)
+    for i, st in enumerate(plan.stages, 1):
+        steps = [s for s in st.steps if only_host in (None, s.host)]
+        out.print(f"\n[bold cyan]stage {i}/{total}: {st.name}[/] [dim]— {escape(st.description)}[/]")
+        for s in steps:
+            who = f"[magenta]{escape(s.host)}[/]/r{s.rank}" if s.rank is not None else f"[magenta]{escape(s.host)}[/]"
+            out.print(f"  {who}  [dim]# {escape(s.purpose)}[/]")
+            out.print(_step_text(s), markup=False)
+        if i < total:
+            out.print("  [dim]── barrier: every host finishes this stage before the next starts ──[/]")
+    if plan.teardown:
+        out.print("\n[bold]on failure, Ctrl-C or down[/] [dim](each host, in order)[/]")
+        for s in plan.teardown:
+            if only_host in (None, s.host):
+                out.print(f"  {s.host}: " + command_line(s.argv), markup=False)
+
+
+def _step_text(s) -> str:
+    pad = "    "
+    if isinstance(s, Run):
+        return pad + "$ " + _shell(s.argv)
+    if isinstance(s, WaitFor):
+        cond = f" until its output shows {s.expect!r}" + (f" x{s.expect_count}" if s.expect_count > 1 else "") if s.expect else " until it exits 0"
+        return f"{pad}poll every {s.interval_s:g}s for up to {s.timeout_s:g}s{cond}:\n{pad}$ {_shell(s.argv)}"
+    if isinstance(s, Put):
+        meta = f"{pad}write {s.path} (mode {oct(s.mode)[2:]}"
+        if s.sha256:
+            meta += f", sha256 {s.sha256}"
+        elif isinstance(s.content, bytes):
+            meta += ", sha256 UNPINNED"
+        body = _put_body(s)
+        if isinstance(s.content, bytes):
+            return meta + (f", {len(s.content)} bytes)" if s.content else ", file not present locally)")
+        return meta + "):\n" + "\n".join(pad + "  | " + line for line in body.rstrip("\n").split("\n"))
+    if isinstance(s, WaitHealth):
+        watch = ", ".join(f"{h}/{c}" for h, c, _ in s.watch)
+        return f"{pad}GET {s.url} every {s.interval_s:g}s until 200, timeout {s.timeout_s:g}s; an exited container fails at once ({watch})"
+    if isinstance(s, Smoke):
+        return f"{pad}POST {s.url} model={s.model} max_tokens={s.max_tokens}: " + "; ".join(repr(p) for p in s.prompts)
+    return pad + repr(s)
+
+
+def recipe_table(rows: list[dict]):
+    from rich.table import Table
+
+    t = Table(show_header=True, header_style="bold")
+    cols = ["recipe", "hardware", "engine", "parallel", "runtime", "patches", "status"]
+    for c in cols:
+        t.add_column(c)
+    for r in rows:
+        if "error" in r:
+            t.add_row(r["recipe"], r["error"], *[""] * (len(cols) - 2))
+        else:
+            t.add_row(*[str(r[c]) for c in cols])
+    return t

@@ -1,0 +1,51 @@
+"""Local inputs a plan depends on besides the recipe: patch files on disk and lock-file pins.
+
+Reading local files is loading input, not touching hosts: the plan stays a pure function of
+(recipe, hosts, these inputs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from inkctl.recipe.source import Loaded
+
+
+def hotfix_inputs(loaded: Loaded) -> tuple[dict[str, str], dict[str, bytes]]:
+    """Hotfix name -> pinned sha256 (recipe first, then lock file) and -> file bytes (if present)."""
+    pins: dict[str, str] = {}
+    files: dict[str, bytes] = {}
+    lock = _lock_pins(loaded)
+    for h in loaded.recipe.patches.hotfixes:
+        path = loaded.patch_dir / h.source
+        if path.is_file():
+            files[h.name] = path.read_bytes()
+        pin = h.sha256 or lock.get(f"hotfix:{h.name}")
+        if pin:
+            pins[h.name] = pin
+    return pins, files
+
+
+def _lock_pins(loaded: Loaded) -> dict[str, str]:
+    try:
+        from inkctl.recipe.lockfile import read_pins
+    except ModuleNotFoundError:
+        return {}
+    return read_pins(loaded)
+
+
+def built_image(loaded: Loaded) -> str | None:
+    try:
+        from inkctl.plan.build import image_tag
+    except ModuleNotFoundError:
+        return None
+    return image_tag(loaded) if loaded.recipe.patches.mode == "build" else None
+
+
+def plan_inputs(loaded: Loaded) -> dict:
+    pins, files = hotfix_inputs(loaded)
+    return {"image": built_image(loaded), "hotfix_pins": pins, "hotfix_files": files}
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

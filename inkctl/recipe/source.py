@@ -1,0 +1,90 @@
+"""Load what a command needs: the recipe (with --set overrides), its hosts, its directory."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inkctl.errors import Problem, RecipeInvalid, UsageError
+from inkctl.recipe.hosts import Host, Inventory
+from inkctl.recipe.model import Recipe
+
+
+@dataclass
+class Loaded:
+    recipe: Recipe
+    path: Path
+    hosts: list[Host] | None  # None: plan with placeholders
+    warnings: list[Problem] = field(default_factory=list)
+    hosts_source: str | None = None  # "--hosts FILE" | "recipe" | None
+
+    @property
+    def root(self) -> Path:
+        """The repository a recipe belongs to: the parent of recipes/, else the recipe's directory."""
+        d = self.path.resolve().parent
+        return d.parent if d.name == "recipes" else d
+
+    @property
+    def patch_dir(self) -> Path:
+        return (self.root / self.recipe.patches.directory).resolve()
+
+
+def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), hosts_file: str | Path | None = None) -> Loaded:
+    from inkctl.recipe.load import load_model
+
+    path = Path(path)
+    recipe, warnings = load_model(Recipe, path, list(overrides))
+    hosts, source = None, None
+    if hosts_file is not None:
+        hosts, source = load_inventory(hosts_file), f"--hosts {hosts_file}"
+    elif recipe.hosts is not None:
+        hosts, source = list(recipe.hosts), "recipe"
+    loaded = Loaded(recipe=recipe, path=path, hosts=hosts, warnings=list(warnings), hosts_source=source)
+    warnings += _file_findings(loaded)
+    loaded.warnings = warnings
+    return loaded
+
+
+def load_inventory(path: str | Path) -> list[Host]:
+    from inkctl.recipe.load import load_model
+
+    inv, _ = load_model(Inventory, Path(path))
+    return list(inv.hosts)
+
+
+def _file_findings(loaded: Loaded) -> list[Problem]:
+    """Patch and hotfix sources that are not on disk: warned (the recipe says where they come from)."""
+    out = []
+    p = loaded.recipe.patches
+    items = [(f"patches.hotfixes[{i}].source", h.source, h.origin) for i, h in enumerate(p.hotfixes)]
+    items += [(f"patches.files[{i}].source", f.source, None) for i, f in enumerate(p.files) if hasattr(f, "source")]
+    for path, src, origin in items:
+        if not (loaded.patch_dir / src).is_file():
+            where = f"; it comes from {origin}" if origin else ""
+            out.append(Problem(f"{src} is not in {loaded.patch_dir}{where}", path=path, file=str(loaded.path),
+                               severity="warning", hint="put the file there before build or up"))
+    return out
+
+
+def expand_paths(paths: list[str]) -> list[Path]:
+    """Files, directories (their *.yaml/*.yml, recursively) and globs -> recipe files, sorted."""
+    out: list[Path] = []
+    for p in paths:
+        matches = glob.glob(p, recursive=True) if any(c in p for c in "*?[") else [p]
+        if not matches:
+            raise UsageError(f"{p}: no such file or directory")
+        for m in matches:
+            if os.path.isdir(m):
+                out += sorted(x for x in Path(m).rglob("*") if x.suffix in (".yaml", ".yml") and not x.name.endswith(".lock.yaml"))
+            elif os.path.exists(m):
+                out.append(Path(m))
+            else:
+                raise UsageError(f"{m}: no such file or directory")
+    return out
+
+
+def raise_if_strict(warnings: list[Problem], strict: bool) -> None:
+    if strict and warnings:
+        raise RecipeInvalid([Problem(w.message, path=w.path, file=w.file, line=w.line, col=w.col, hint=w.hint) for w in warnings])

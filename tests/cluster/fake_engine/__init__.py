@@ -1,0 +1,19 @@
+"""A fake inference engine (Python 3 stdlib only) that behaves like vLLM, SGLang and Ray
+closely enough for inkctl to deploy it for real.
+
+Installed in the ``inkctl-fake-engine`` image as ``vllm``, ``ray`` and the module
+``sglang.launch_server``; also runnable here as ``python -m tests.cluster.fake_engine vllm serve m``.
+
+Behaviour knobs (environment):
+  FAKE_READY_AFTER     seconds of "loading" before the engine is ready (default 0)
+  FAKE_CRASH_AFTER     exit after this many seconds, after logging a traceback (default: never)
+  FAKE_EXIT_CODE       exit status of that crash (default 1)
+  FAKE_LOG_EVERY       seconds between "Loading safetensors checkpoint shards" lines (default 0: one line per shard, at once)
+  FAKE_SHARDS          number of checkpoint shards to pretend to load (default 4)
+  FAKE_TOKEN_DELAY     seconds per generated token (default 0.01)
+  FAKE_PEER_TIMEOUT    seconds without a heartbeat before a rank declares its peer lost and exits (default 15)
+  FAKE_GPUS_PER_NODE   GPUs each Ray node offers; with it, vLLM over Ray waits for tp*pp GPUs (default: no check)
+
+On start it writes its argv and environment as JSON to /tmp/inkctl-fake-engine.json
+(served at GET /inkctl/fake/argv once HTTP is up).
+"""
