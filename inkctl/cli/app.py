@@ -43,7 +43,7 @@ def _root(
 def _register() -> None:
     from inkctl.cli import commands  # noqa: F401  (registers validate, plan, schema, recipes)
 
-    for mod in ("inkctl.cli.deploy", "inkctl.cli.images", "inkctl.cli.guard"):
+    for mod in ("inkctl.cli.deploy", "inkctl.cli.images", "inkctl.cli.guard", "inkctl.cli.observe"):
         try:
             __import__(mod)
         except ModuleNotFoundError as e:  # a command module not written yet

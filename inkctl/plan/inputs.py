@@ -47,5 +47,27 @@ def plan_inputs(loaded: Loaded) -> dict:
     return {"image": built_image(loaded), "hotfix_pins": pins, "hotfix_files": files}
 
 
+def require_trusted(loaded: Loaded) -> None:
+    """What ``up`` (and ``build``) refuse before starting anything: a lock that disagrees with
+    the files here, and hotfixes that are missing, unpinned or not what their pin says.
+    (The at-start wrapper refuses the same at run time; this says it before any host is touched.)"""
+    from inkctl.errors import InkctlError
+    from inkctl.recipe.lockfile import require_no_drift
+
+    require_no_drift(loaded)
+    pins, files = hotfix_inputs(loaded)
+    bad = []
+    for h in loaded.recipe.patches.hotfixes if loaded.recipe.patches.mode == "at_start" else ():
+        if h.name not in files:
+            bad.append(f"{h.name}: {loaded.patch_dir / h.source} is missing")
+        elif h.name not in pins:
+            bad.append(f"{h.name}: not pinned (no sha256 in the recipe or the lock file)")
+        elif sha256_hex(files[h.name]) != pins[h.name]:
+            bad.append(f"{h.name}: sha256 is {sha256_hex(files[h.name])}, but the recipe pins {pins[h.name]}")
+    if bad:
+        raise InkctlError("refusing to start: " + "; ".join(bad), exit_code=2,
+                          hint=f"put the hotfix files in place and pin them: `inkctl lock {loaded.path}` (trust on first use) or sha256: in the recipe")
+
+
 def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()

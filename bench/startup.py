@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Whole-process time of the paper commands, as ratios to a named floor.
+
+Baseline ("floor"): `python -c "import pydantic, yaml"`, measured in the same run: the least
+any command that validates YAML with pydantic can cost. Target (issue 2): each command at
+most 2.0x the floor. Also checks that paramiko, docker and httpx are never imported.
+
+    python bench/startup.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPE = "recipes/inkling-small-2x-dgx-spark-vllm.yaml"
+TARGET = 2.0
+CASES = {
+    "floor: import pydantic, yaml": [sys.executable, "-c", "import pydantic, yaml"],
+    "inkctl --help": [sys.executable, "-m", "inkctl", "--help"],
+    "inkctl validate recipes/": [sys.executable, "-m", "inkctl", "validate", "recipes/"],
+    f"inkctl plan {RECIPE}": [sys.executable, "-m", "inkctl", "plan", RECIPE],
+}
+HEAVY = ("paramiko", "docker", "httpx")
+
+
+def timed(argv: list[str], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples)
+
+
+def heavy_imports(args: list[str]) -> list[str]:
+    code = ("import sys, runpy; sys.argv=['inkctl', *sys.argv[1:]]\n"
+            "try:\n    runpy.run_module('inkctl', run_name='__main__')\nexcept SystemExit: pass\n"
+            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True).stdout
+    return [m for m in out.strip().splitlines()[-1].split(",") if m] if out.strip() else []
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    runs = ap.parse_args().runs
+    timed(CASES["inkctl --help"], 1)  # warm the page cache and .pyc files
+    results = {name: timed(argv, runs) for name, argv in CASES.items()}
+    floor = results["floor: import pydantic, yaml"]
+    print(f"median of {runs} runs, baseline = floor ({floor * 1000:.0f} ms), target <= {TARGET}x")
+    worst = 0.0
+    for name, t in results.items():
+        ratio = t / floor
+        if not name.startswith("floor"):
+            worst = max(worst, ratio)
+        print(f"  {name:<60} {t * 1000:7.0f} ms  {ratio:5.2f}x")
+    for args in (["--help"], ["validate", "recipes/"], ["plan", RECIPE]):
+        heavy = heavy_imports(args)
+        print(f"  heavy imports during `inkctl {' '.join(args)}`: {', '.join(heavy) or 'none'}")
+    print(f"worst ratio {worst:.2f}x: {'within' if worst <= TARGET else 'OVER'} target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

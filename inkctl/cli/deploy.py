@@ -1,0 +1,306 @@
+"""``up`` and ``down``: the commands that touch hosts. Thin: load -> plan -> connect -> run -> print.
+
+``up`` is all-or-nothing: every host is connected (and its key checked) before anything starts
+anywhere, and any failure after that (a step, a crashed rank, a health timeout, Ctrl-C,
+SIGTERM) runs the plan's teardown on every host this run touched. ``down`` asks each host
+what the deployment has there (by label) and removes exactly that.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
+
+AcceptOpt = typer.Option(False, "--accept-new-host-keys",
+                         help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
+
+
+@app.command()
+def up(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    keep_on_failure: bool = typer.Option(False, "--keep-on-failure", help="On failure leave what was started (for inspection) instead of removing it."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds to wait for health (default: the recipe's health.timeout_s)."),
+    output: str = OutputOpt,
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Skip a preflight check by name (repeatable)."),
+) -> None:
+    """Bring the deployment up on its hosts; on any failure remove what was started."""
+    fmt = output_format(output)
+    t0 = time.monotonic()
+    from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
+    from inkctl.execute.secrets import resolve_secrets, secret_values
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.plan.step import EnvFile, Put
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+    needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
+    secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
+    scrub = Scrubber(secret_values(secrets))
+    sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
+    for w in loaded.warnings:
+        sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
+    previous = _on_sigterm()
+    try:
+        outcome = _up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
+                      timeout=timeout, skip=list(skip_check or []))
+    except KeyboardInterrupt:
+        err = InkctlError("interrupted before anything was started; nothing to undo", exit_code=EXIT_INTERRUPTED)
+        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3), message=err.message))
+        sink.close()
+        raise err from None
+    except InkctlError as e:
+        e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
+        e.args = (e.message,)
+        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
+                           message=e.message, hint=e.hint or ""))
+        sink.close()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    total = time.monotonic() - t0
+    sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
+                       healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
+                       message="already running" if getattr(outcome, "already", False) else "up"))
+    sink.close()
+    if fmt == "text":
+        _summary(plan, outcome, total)
+
+
+def _live():
+    from inkctl.cli.live import LiveDisplay
+
+    return LiveDisplay()
+
+
+def _on_sigterm():
+    """SIGTERM behaves like Ctrl-C: the launch stops and is rolled back."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests calling main() from a thread)
+        return signal.SIG_DFL
+
+
+def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str]):
+    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
+    from inkctl.execute.runner import Runner, launch
+
+    def accepted(host, name, key_type, fp):
+        from inkctl.execute.hostkeys import default_known_hosts
+
+        sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
+
+    t = time.monotonic()
+    transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
+                             on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
+    n = len(transports)
+    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
+    try:
+        already = _existing(plan, transports)
+        if already is not None:
+            return already
+        _preflight(loaded.recipe, plan, transports, skip, sink)
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout)
+        return launch(runner, keep_on_failure=keep)
+    finally:
+        close_all(transports)
+
+
+def _preflight(recipe, plan, transports, skip: list[str], sink) -> None:
+    """The preflight hook: ``run_preflight`` raises InkctlError when a host is unfit.
+
+    The agreed interface is only that name and that exception; a ``sink`` is passed when the
+    function accepts one (so the check table shows in the live display and in JSON).
+    """
+    import inspect
+
+    try:
+        from inkctl.execute.preflight import run_preflight
+    except ModuleNotFoundError as e:
+        if e.name != "inkctl.execute.preflight":
+            raise
+        return
+    kw = {"skip": set(skip)}
+    if "sink" in inspect.signature(run_preflight).parameters:
+        kw["sink"] = sink
+    run_preflight(recipe, plan, transports, **kw)
+
+
+def _existing(plan, transports):
+    """A second ``up`` must neither duplicate nor roll back the first one's containers.
+
+    Returns an Outcome when the same deployment (same recipe hash) is already fully running and
+    healthy; raises when anything of it is there in another state; None when nothing is there.
+    """
+    from inkctl.execute.deployed import probe_all
+    from inkctl.execute.runner import Outcome
+
+    found, errors = probe_all([(h.name, h.runtime) for h in plan.hosts], transports, plan.deployment)
+    if errors:
+        first = next(iter(errors.values()))
+        raise first
+    items = [f for fs in found.values() for f in fs]
+    if not items:
+        return None
+    planned = {(c.host, c.name) for c in plan.containers}
+    running_same = all(f.state == "running" and f.recipe_hash == plan.recipe_hash for f in items)
+    have = {(f.host, f.name) for f in items}
+    listing = "\n".join(f"  {f.host}: {f.name} ({f.state}{'' if f.recipe_hash == plan.recipe_hash else ', another recipe version'})"
+                        for f in items)
+    if running_same and have == planned:
+        url = _health_url(plan)
+        if url and _answers(url):
+            o = Outcome(seconds=0.0, url=url.rsplit("/", 1)[0])
+            o.already = True  # type: ignore[attr-defined]
+            return o
+        raise InkctlError(f"deployment {plan.deployment} is already running but {url} does not answer 200:\n{listing}\n"
+                          "nothing was changed",
+                          hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE")
+    raise InkctlError(f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
+                      hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again")
+
+
+def _health_url(plan) -> str | None:
+    from inkctl.plan.step import WaitHealth
+
+    for s in plan.steps():
+        if isinstance(s, WaitHealth):
+            return s.url
+    return None
+
+
+def _answers(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=5, trust_env=False).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _summary(plan, outcome, total: float) -> None:
+    from inkctl.cli.render import console
+
+    out = console()
+    if getattr(outcome, "already", False):
+        out.print(f"{plan.deployment} is already up at {outcome.url} (same recipe); nothing changed", markup=False)
+        return
+    healthy = f"healthy after {outcome.healthy_after_s:.1f} s, " if outcome.healthy_after_s is not None else ""
+    out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{total:.1f} s in all)", markup=False)
+    for c in plan.containers:
+        out.print(f"  rank {c.rank} ({c.role}) {c.host}: {c.name}", markup=False)
+    if outcome.smoke:
+        ok = sum(1 for r in outcome.smoke if r.ok)
+        ttfts = [r.ttft_s for r in outcome.smoke if r.ttft_s is not None]
+        tps = [r.tokens_per_s for r in outcome.smoke if r.tokens_per_s]
+        line = f"  smoke: {ok}/{len(outcome.smoke)} prompts answered"
+        if ttfts:
+            line += f", TTFT {min(ttfts):.2f}-{max(ttfts):.2f} s"
+        if tps:
+            line += f", {sum(tps) / len(tps):.1f} tok/s"
+        out.print(line, markup=False)
+
+
+# ---------------------------------------------------------------------------------- down
+
+@app.command()
+def down(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Remove the deployment's containers (found by label) and its state directory on every host."""
+    import json
+
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.source import load_recipe
+
+    fmt = output_format(output)
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError("down needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+    report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
+    if fmt == "json":
+        print(json.dumps({"deployment": plan.deployment, "ok": not report["failed"], **report}, indent=2))
+    else:
+        from inkctl.cli.render import console
+
+        out = console()
+        for h in plan.hosts:
+            if h.name in report["removed"]:
+                names = report["removed"][h.name]
+                out.print(f"{h.name}: removed {', '.join(names) if names else 'no container (none was there)'}; "
+                          f"removed {h.state_dir}", markup=False)
+    if report["failed"]:
+        lines = "\n".join(f"  {h}: {why}" for h, why in report["failed"].items())
+        raise InkctlError(f"{plan.deployment}: could not clean {len(report['failed'])} host(s); what is there is unknown or left:\n{lines}",
+                          hint="fix the host (or its network) and run inkctl down again; it only removes what is left")
+    if fmt == "text":
+        from inkctl.cli.render import console
+
+        console().print(f"{plan.deployment} is down on {len(plan.hosts)} host{'s' if len(plan.hosts) != 1 else ''}", markup=False)
+
+
+def take_down(plan, hosts, *, accept_new: bool = False) -> dict:
+    """Probe and remove on every reachable host in parallel; report per host."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inkctl.execute.connect import close_all, connect_each
+    from inkctl.execute.deployed import probe_host
+    from inkctl.execute.transport import HostError
+
+    conn = connect_each(list(hosts), accept_new=accept_new)
+    removed: dict[str, list[str]] = {}
+    failed: dict[str, str] = {n: e.message.split(": ", 1)[-1] for n, e in conn.errors.items()}
+
+    def one(h) -> None:
+        tr = conn.transports[h.name]
+        try:
+            found = probe_host(h.name, tr, h.runtime, plan.deployment)
+            names = [f.name for f in found]
+            if names:
+                argv = (h.runtime, "rm", "--force", *names)
+                res = tr.run(argv, timeout=120)
+                if not res.ok:
+                    failed[h.name] = f"{h.runtime} rm failed with exit code {res.exit_code}: {res.err_text().strip()[-300:]}"
+                    return
+            res = tr.run(("rm", "-rf", "--", h.state_dir), timeout=60)
+            if not res.ok:
+                failed[h.name] = f"cannot remove {h.state_dir}: {res.err_text().strip()[-300:]}"
+                return
+            removed[h.name] = names
+        except HostError as e:
+            failed[h.name] = e.message.split(": ", 1)[-1]
+
+    todo = [h for h in plan.hosts if h.name in conn.transports]
+    try:
+        if todo:
+            with ThreadPoolExecutor(max_workers=min(64, len(todo)), thread_name_prefix="down") as pool:
+                list(pool.map(one, todo))
+    finally:
+        close_all(conn.transports)
+    order = [h.name for h in plan.hosts]
+    return {"removed": {n: removed[n] for n in order if n in removed},
+            "failed": {n: failed[n] for n in order if n in failed}}

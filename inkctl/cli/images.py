@@ -1,0 +1,208 @@
+"""``build`` and ``lock``: patched images you can trust. Thin: load -> context/observe -> print."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.errors import InkctlError, UsageError
+
+AcceptOpt = typer.Option(False, "--accept-new-host-keys",
+                         help="Trust hosts whose key is not in known_hosts yet (and record it there).")
+LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
+
+
+@app.command()
+def build(
+    recipe: Path = typer.Argument(..., help="Recipe file (patches.mode: build)."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    emit: Optional[Path] = typer.Option(None, "--emit", help="Write the build context to DIR for review; build nothing."),
+    local: bool = LocalOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Build the recipe's patched image where it is missing (cache hit: nothing built, nothing sent).
+
+    By default each host builds for itself from the small context sent over SSH; with --local the
+    image is built once here and streamed (docker save | load) to each host that lacks it.
+    """
+    from inkctl.plan.build import build_context
+    from inkctl.plan.inputs import require_trusted
+    from inkctl.recipe.source import load_recipe
+
+    fmt = output_format(output)
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    require_trusted(loaded)
+    if loaded.recipe.patches.mode != "build":
+        _say(fmt, {"image": loaded.recipe.engine.image.ref, "built": False,
+                   "message": f"patches.mode is {loaded.recipe.patches.mode!r}: nothing to build; the lock agrees with the files"})
+        return
+    if emit is not None:
+        ctx = build_context(loaded)
+        written = ctx.write(emit)
+        _say(fmt, {"image": ctx.tag, "emitted": str(emit), "files": [str(p) for p in written], "context_bytes": ctx.size,
+                   "message": f"wrote the build context of {ctx.tag} to {emit} ({len(written)} files, {ctx.size} bytes); nothing built"})
+        return
+    if loaded.hosts is None and not local:
+        raise UsageError("build needs hosts: pass --hosts FILE (an inventory), list hosts: in the recipe, "
+                         "or use --local to build on the local daemon only")
+    report = _ensure(loaded, local=local, accept_new=accept_new_host_keys, fmt=fmt)
+    if fmt == "json":
+        print(json.dumps(report.as_dict(), indent=2))
+        return
+    _summary(report)
+
+
+def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
+    from inkctl.execute.build import ensure_image
+
+    sink = None if fmt == "json" else _live()
+    try:
+        if loaded.hosts is None:  # --local with no hosts: build here, deliver nowhere
+            return _local_only(loaded, sink)
+        from inkctl.execute.connect import close_all, connect_all
+        from inkctl.plan.deploy import build_plan
+        from inkctl.plan.inputs import plan_inputs
+
+        plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+        transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+        try:
+            return ensure_image(loaded, plan, transports, sink, local=local)
+        finally:
+            close_all(transports)
+    finally:
+        if sink is not None:
+            sink.close()
+
+
+def _local_only(loaded, sink):
+    from inkctl.execute.build import ensure_image
+    from inkctl.plan.step import Plan
+
+    empty = Plan(deployment=loaded.recipe.name, recipe_hash="", hosts=(), stages=(), containers=())
+    return ensure_image(loaded, empty, {}, sink, local=True)
+
+
+def _live():
+    from inkctl.cli.live import LiveDisplay
+
+    return LiveDisplay()
+
+
+def _summary(report) -> None:
+    from inkctl.cli.render import console
+
+    out = console()
+    out.print(f"image {report.image}: context {report.context_bytes} bytes "
+              f"({report.context_sent_bytes} bytes gzipped tar), {report.seconds:.2f} s", markup=False)
+    rows = ([report.local] if report.local else []) + report.hosts
+    for h in rows:
+        sent = f", sent {h.bytes_sent} bytes" if h.action != "cache-hit" else ", nothing sent"
+        out.print(f"  {h.host}: {h.action} {h.image_id or ''}{sent}, {h.seconds:.2f} s", markup=False)
+
+
+def _say(fmt: str, doc: dict) -> None:
+    if fmt == "json":
+        print(json.dumps(doc, indent=2))
+    else:
+        from inkctl.cli.render import console
+
+        console().print(doc["message"], markup=False)
+
+
+# ------------------------------------------------------------------------------------ lock
+
+DEPLOY_LOCK_VERBS = ("status", "release")
+
+
+@app.command()
+def lock(
+    args: List[str] = typer.Argument(..., metavar="RECIPE | status RECIPE | release RECIPE",
+                                     help="A recipe to pin; or 'status'/'release' and a recipe for the deploy lock."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    local: bool = LocalOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals) in
+    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift."""
+    fmt = output_format(output)
+    if args[0] in DEPLOY_LOCK_VERBS and not (len(args) == 1 and Path(args[0]).is_file()):
+        return _deploy_lock(args, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=fmt)
+    if len(args) != 1:
+        raise UsageError(f"lock takes one recipe, got {len(args)} arguments: {' '.join(args)}",
+                         hint="inkctl lock RECIPE | inkctl lock status RECIPE | inkctl lock release RECIPE")
+    _pin(Path(args[0]), hosts=hosts, set_=set_, local=local, accept_new=accept_new_host_keys, fmt=fmt)
+
+
+def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) -> None:
+    from inkctl.execute.observe import changes, observe
+    from inkctl.recipe.lockfile import read_pins, write_lock
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    old = read_pins(loaded)
+    transports = {}
+    if local:
+        from inkctl.execute.local_daemon import LocalDaemon
+
+        stores = {"local": LocalDaemon()}
+    else:
+        if loaded.hosts is None:
+            raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
+        from inkctl.execute.connect import connect_all
+        from inkctl.execute.images import HostImages
+        from inkctl.plan.deploy import build_plan
+
+        plan = build_plan(loaded.recipe, loaded.hosts)
+        transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+        stores = {h.name: HostImages(transports[h.name], h.runtime) for h in plan.hosts}
+    try:
+        pins, per_host = observe(loaded, stores)
+    finally:
+        from inkctl.execute.connect import close_all
+
+        close_all(transports)
+    path = write_lock(loaded, pins, per_host)
+    diff = changes(old, pins) if old else []
+    if fmt == "json":
+        print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))
+        return
+    from inkctl.cli.render import console
+
+    out = console()
+    out.print(f"wrote {path}: {len(pins)} pins" + (f", {len(diff)} changed" if old else " (first lock)"), markup=False)
+    for line in diff if old else [f"{k}: {v}" for k, v in sorted(pins.items())]:
+        out.print("  " + line, markup=False)
+
+
+def _deploy_lock(args: list[str], *, hosts, set_, accept_new: bool, fmt: str) -> None:
+    """``lock status|release RECIPE``: the deploy lock (inkctl.execute.deploylock), when present."""
+    import inspect
+
+    verb = args[0]
+    if len(args) != 2:
+        raise UsageError(f"usage: inkctl lock {verb} RECIPE")
+    try:
+        from inkctl.execute import deploylock
+    except ModuleNotFoundError as e:
+        if e.name != "inkctl.execute.deploylock":
+            raise
+        raise InkctlError(f"`inkctl lock {verb}` is not available in this build: the deploy lock is not installed",
+                          hint="`inkctl lock RECIPE` (pinning sha256s) works", exit_code=2) from None
+    fn = getattr(deploylock, verb)
+    offered = {"recipe": Path(args[1]), "hosts": hosts, "set_": set_, "overrides": overrides(set_),
+               "accept_new": accept_new, "output": fmt}
+    params = inspect.signature(fn).parameters
+    if "loaded" in params:
+        from inkctl.recipe.source import load_recipe
+
+        offered["loaded"] = load_recipe(Path(args[1]), overrides(set_), hosts)
+    fn(**{k: v for k, v in offered.items() if k in params})

@@ -1,0 +1,349 @@
+"""``doctor``, ``status`` and ``logs``: read what the hosts have; change nothing (a pull aside).
+
+Thin commands: load -> plan -> connect -> probe -> print. Every host is asked in parallel; an
+unreachable host is reported as such, next to the answers of the others.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.errors import InkctlError, UsageError
+
+AcceptOpt = typer.Option(False, "--accept-new-host-keys",
+                         help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
+RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
+                "skipped": ("skipped", "dim"), "not-run": ("-", "dim")}
+PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
+                  "bright_green", "bright_yellow", "bright_blue", "red")
+
+
+def _loaded_plan(recipe: Path, hosts: Optional[Path], set_: Optional[List[str]], command: str):
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    inputs = plan_inputs(loaded)
+    return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
+
+
+def _connect(hosts, accept_new: bool) -> dict:
+    """Every host in parallel; a host that cannot be reached becomes an Unreachable stand-in."""
+    from inkctl.execute.connect import connect_each
+    from inkctl.execute.preflight import Unreachable
+
+    def accepted(host, name, key_type, fp):
+        print(f"trusted the new host key of {host}: {key_type} {fp} (added {name} to known_hosts)", file=sys.stderr)
+
+    conn = connect_each(list(hosts), accept_new=accept_new, on_accept=accepted)
+    transports = dict(conn.transports)
+    transports.update({name: Unreachable(err) for name, err in conn.errors.items()})
+    return transports
+
+
+def _close(transports: dict) -> None:
+    from inkctl.execute.connect import close_all
+
+    close_all(transports)
+
+
+# ------------------------------------------------------------------------------------ doctor
+
+def preflight_table(results):
+    """host x check, one row per check: ok / warn / FAIL / skipped with a short detail."""
+    from rich.table import Table
+    from rich.text import Text
+
+    t = Table(show_header=True, header_style="bold", show_lines=False)
+    for col in ("host", "check", "result", "detail"):
+        t.add_column(col, no_wrap=col != "detail", overflow="fold")
+    for i, r in enumerate(results):
+        word, style = RESULT_STYLE[r.status]
+        last = i + 1 == len(results) or results[i + 1].host != r.host
+        detail = Text(r.detail)
+        if r.hint and r.status in ("fail", "warn"):
+            detail.append(f"\nhint: {r.hint}", style="dim")
+        first = i == 0 or results[i - 1].host != r.host
+        host = f"{r.host} (rank {r.rank})" if first and r.rank is not None else (r.host if first else "")
+        t.add_row(host, r.check, Text(word, style=style), detail, end_section=last)
+    return t
+
+
+@app.command()
+def doctor(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name."),
+    output: str = OutputOpt,
+) -> None:
+    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names. Exit 0 if all pass."""
+    from inkctl.execute.preflight import PreflightFailed, check_names, run_preflight
+
+    fmt = output_format(output)
+    skip = check_names(skip_check)  # a typo fails before any connection
+    loaded, plan, image = _loaded_plan(recipe, hosts, set_, "doctor")
+    transports = _connect(loaded.hosts, accept_new_host_keys)
+    try:
+        try:
+            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image, sink=lambda r: None), True
+        except PreflightFailed as e:
+            results, ok = e.results, False
+    finally:
+        _close(transports)
+    if fmt == "json":
+        print(json.dumps({"deployment": plan.deployment, "recipe_hash": plan.recipe_hash, "ok": ok,
+                          "checks": [r.as_dict() for r in results]}, indent=2))
+    else:
+        from inkctl.cli.render import console
+
+        out = console()
+        out.print(preflight_table(results))
+        warned = [r for r in results if r.status == "warn"]
+        if ok:
+            extra = f", {len(warned)} warning(s)" if warned else ""
+            out.print(f"[green]ready[/]: every check passed on {len(plan.hosts)} host(s){extra}", highlight=False)
+    if not ok:
+        # an InkctlError, not typer.Exit: the one place that maps failures to exit codes is app.main
+        where = ", ".join(f"{r.host} ({r.check})" for r in results if r.status == "fail")
+        raise InkctlError(f"preflight failed on {where}: up would launch nothing",
+                          hint="fix what FAILed, or waive a check knowingly with --skip-check NAME")
+
+
+# ------------------------------------------------------------------------------------ status
+
+def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
+    from inkctl.execute.probe import human_duration, uptime
+
+    rows = []
+    for c in plan.containers:
+        base = {"host": c.host, "rank": c.rank, "role": c.role, "container": c.name}
+        if c.host in errors:
+            rows.append({**base, "state": "unreachable", "detail": errors[c.host]})
+            continue
+        hc = found[c.host]
+        match = [x for x in hc.containers if x.name == c.name or x.rank == c.rank]
+        if not match:
+            rows.append({**base, "state": "missing"})
+            continue
+        x = match[0]
+        up_s = uptime(x, hc.clock)
+        rows.append({**base, "container": x.name, "state": x.state, "exit_code": x.exit_code,
+                     "health": health.get("state") if c.rank == 0 and x.running else None,
+                     "uptime_s": None if up_s is None else round(up_s), "uptime": human_duration(up_s),
+                     "image": x.image, "image_id": x.image_id_short, "recipe_hash": x.recipe_hash,
+                     "hash_matches": x.recipe_hash == plan.recipe_hash})
+    planned = {c.name for c in plan.containers}
+    for host, hc in found.items():  # the deployment's containers the plan no longer has
+        for x in hc.containers:
+            if x.name not in planned:
+                rows.append({"host": host, "rank": x.rank, "role": x.role, "container": x.name, "state": x.state,
+                             "exit_code": x.exit_code, "image": x.image, "image_id": x.image_id_short,
+                             "recipe_hash": x.recipe_hash, "hash_matches": x.recipe_hash == plan.recipe_hash,
+                             "detail": "not in the current plan"})
+    return rows
+
+
+def _health(plan, head_running: bool) -> dict:
+    from inkctl.plan.step import WaitHealth
+
+    url = next((s.url for s in plan.steps() if isinstance(s, WaitHealth)), None)
+    if url is None or not head_running:
+        return {"url": url, "state": None}
+    import httpx
+
+    try:
+        code = httpx.get(url, timeout=5, trust_env=False).status_code
+    except httpx.HTTPError as e:
+        return {"url": url, "state": "down", "detail": type(e).__name__}
+    return {"url": url, "state": "up" if code == 200 else "down", "detail": f"HTTP {code}"}
+
+
+@app.command()
+def status(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inkctl.execute.probe import deployment_containers
+    from inkctl.execute.transport import HostError
+
+    fmt = output_format(output)
+    loaded, plan, _ = _loaded_plan(recipe, hosts, set_, "status")
+    transports = _connect(loaded.hosts, accept_new_host_keys)
+    found, errors = {}, {}
+
+    def one(h):
+        try:
+            found[h.name] = deployment_containers(transports[h.name], h.runtime, plan.deployment)
+        except HostError as e:
+            errors[h.name] = e.message.removeprefix(f"{h.name}: ")
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
+            list(pool.map(one, plan.hosts))
+    finally:
+        _close(transports)
+    head = plan.containers[0]
+    head_running = any(x.running and (x.name == head.name or x.rank == 0) for x in
+                       (found[head.host].containers if head.host in found else []))
+    health = _health(plan, head_running)
+    rows = _status_rows(plan, found, errors, health)
+    planned_rows = [r for r in rows if r.get("detail") != "not in the current plan"]
+    ok = not errors and all(r["state"] == "running" for r in planned_rows) and health.get("state") == "up"
+    if fmt == "json":
+        print(json.dumps({"deployment": plan.deployment, "recipe_hash": plan.recipe_hash, "ok": ok,
+                          "health": health, "ranks": rows, "unreachable": errors}, indent=2))
+    else:
+        _print_status(plan, rows, health)
+    if not ok:
+        raise InkctlError(_not_up(rows, errors, health))
+
+
+def _not_up(rows: list[dict], errors: dict, health: dict) -> str:
+    bad = [f"{r['host']}/{r['rank']} {r['state']}" + (f" (exit {r['exit_code']})" if r.get("exit_code") is not None else "")
+           for r in rows if r["state"] != "running" and r.get("detail") != "not in the current plan"]
+    if not bad and health.get("state") != "up":
+        bad = [f"health {health.get('state') or 'unknown'} at {health.get('url')}"]
+    text = "the deployment is not fully up: " + ", ".join(bad)
+    if errors:
+        text += "; unreachable: " + ", ".join(errors)
+    return text
+
+
+def _print_status(plan, rows: list[dict], health: dict) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from inkctl.cli.render import console
+
+    state_style = {"running": "green", "exited": "red", "missing": "yellow", "unreachable": "bold red"}
+    t = Table(show_header=True, header_style="bold")
+    for col in ("host", "rank", "container", "state", "health", "uptime", "image", "recipe"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") not in (None,) and r["state"] != "running" else "")
+        if r.get("detail"):
+            state += f": {r['detail']}"
+        health_text = {"up": Text("up", "green"), "down": Text("down", "red")}.get(r.get("health") or "", Text("-", "dim"))
+        image = f"{r['image']} ({r['image_id']})" if r.get("image") else "-"
+        rh = r.get("recipe_hash")
+        recipe_cell = Text("-", "dim") if not rh else (Text(rh + " current", "green") if r["hash_matches"]
+                                                       else Text(f"{rh} (recipe is now {plan.recipe_hash})", "yellow"))
+        t.add_row(r["host"], "-" if r.get("rank") is None else str(r["rank"]), r["container"],
+                  Text(state, state_style.get(r["state"], "")), health_text, r.get("uptime") or "-", image, recipe_cell)
+    out = console()
+    out.print(f"{plan.deployment}  recipe {plan.recipe_hash}", markup=False)
+    out.print(t)
+    if health.get("url"):
+        out.print(f"health: {health['url']} -> {health.get('state') or 'not asked (head not running)'}"
+                  + (f" ({health['detail']})" if health.get("detail") else ""), markup=False)
+
+
+# -------------------------------------------------------------------------------------- logs
+
+@app.command()
+def logs(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    follow: bool = typer.Option(False, "--follow", "-f", help="Follow every rank at once until Ctrl-C."),
+    tail: Optional[str] = typer.Option(None, "--tail", help="Lines from the end of each rank's log (a number or 'all')."),
+    since: Optional[str] = typer.Option(None, "--since", help="Only lines since this time (e.g. 10m, 2026-11-29T16:00:00)."),
+    rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank."),
+    host: Optional[str] = typer.Option(None, "--host", help="Only this host."),
+    output: str = OutputOpt,
+) -> None:
+    """Every rank's log merged, each line prefixed host/rank (JSON lines with --output json)."""
+    from inkctl.execute.logs import Follow, snapshot, sources
+
+    fmt = output_format(output)
+    if tail is not None and not (tail.isdigit() or tail == "all"):
+        raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
+    loaded, plan, _ = _loaded_plan(recipe, hosts, set_, "logs")
+    srcs = sources(plan, rank=rank, host=host)
+    if not srcs:
+        have = ", ".join(f"{c.host}/{c.rank}" for c in plan.containers)
+        raise UsageError(f"no rank matches{f' --rank {rank}' if rank is not None else ''}{f' --host {host}' if host else ''}",
+                         hint=f"this deployment has {have}")
+    wanted = {s.host for s in srcs}
+    transports = _connect([h for h in loaded.hosts if h.name in wanted], accept_new_host_keys)
+    printer = _LinePrinter(srcs, fmt)
+    failed = False
+    try:
+        for name, t in transports.items():
+            if hasattr(t, "error"):
+                printer.note(f"{name}: {t.error.message.removeprefix(name + ': ')}")
+                failed = True
+        if not follow:
+            lines, errors = snapshot(transports, srcs, tail=tail, since=since)
+            for ln in lines:
+                printer.line(ln)
+            for e in errors:
+                if not any(e.startswith(f"{n}/") for n, t in transports.items() if hasattr(t, "error")):
+                    printer.note(e)
+            failed = failed or bool(errors)
+        else:
+            f = Follow(transports, srcs, tail=tail, since=since).start()
+            try:
+                for item in f:
+                    if hasattr(item, "line"):
+                        printer.line(item)
+                    elif item.error:
+                        printer.note(f"{item.source.prefix}: log ended: {item.error}")
+                    else:
+                        printer.note(f"{item.source.prefix}: log ended (exit {item.exit_code})")
+            except KeyboardInterrupt:
+                f.stop()
+    finally:
+        _close(transports)
+    if failed and not follow:
+        raise InkctlError("some ranks' logs could not be read (see above)")
+
+
+class _LinePrinter:
+    """Prefix each line with host/rank: a colour per rank on a terminal, plain otherwise, or JSON."""
+
+    def __init__(self, srcs, fmt: str):
+        self.fmt = fmt
+        self.tty = sys.stdout.isatty() and fmt == "text"
+        width = max(len(s.prefix) for s in srcs)
+        self.prefix = {(s.host, s.rank): s.prefix.ljust(width) for s in srcs}
+        self.style = {(s.host, s.rank): PREFIX_COLOURS[i % len(PREFIX_COLOURS)] for i, s in enumerate(srcs)}
+
+    def line(self, ln) -> None:
+        key = (ln.host, ln.rank)
+        if self.fmt == "json":
+            sys.stdout.write(json.dumps(ln.as_dict()) + "\n")
+        elif self.tty:
+            from rich.text import Text
+
+            from inkctl.cli.render import console
+
+            text = Text(self.prefix[key] + " | ", style=self.style[key])
+            text.append(ln.line)
+            console().print(text, soft_wrap=True)
+            return
+        else:
+            sys.stdout.write(f"{self.prefix[key]} | {ln.line}\n")
+        sys.stdout.flush()
+
+    def note(self, text: str) -> None:
+        print(f"inkctl: {text}", file=sys.stderr, flush=True)

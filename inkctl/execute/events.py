@@ -1,0 +1,258 @@
+"""Typed events the runner emits while it brings a deployment up or down.
+
+The runner never prints. It emits these to a sink; the CLI picks the sink: the live display
+(``inkctl.cli.live``) for people, or one JSON object per line for machines (``--output json``).
+Every event passes through :class:`Scrubber` first: whatever a remote command printed, a
+resolved secret value never leaves inkctl.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from inkctl.secret import MASK
+
+
+@dataclass(frozen=True)
+class Event:
+    def as_dict(self) -> dict[str, Any]:
+        d = {"event": EVENT_NAMES.get(type(self)) or type(self).__name__.lower()}
+        d.update(dataclasses.asdict(self))
+        return d
+
+
+@dataclass(frozen=True)
+class Info(Event):
+    text: str
+    level: str = "info"  # info | warning
+
+
+@dataclass(frozen=True)
+class HostConnected(Event):
+    host: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class HostKeyAccepted(Event):
+    host: str
+    name: str  # as written to known_hosts
+    key_type: str
+    fingerprint: str
+    file: str
+
+
+@dataclass(frozen=True)
+class StageStarted(Event):
+    index: int  # 1-based
+    total: int
+    name: str
+    description: str
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StageFinished(Event):
+    index: int
+    name: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StepStarted(Event):
+    host: str
+    rank: int | None
+    kind: str
+    purpose: str
+
+
+@dataclass(frozen=True)
+class StepFinished(Event):
+    host: str
+    rank: int | None
+    kind: str
+    purpose: str
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StepFailed(Event):
+    host: str
+    rank: int | None
+    kind: str
+    purpose: str
+    seconds: float
+    message: str
+
+
+@dataclass(frozen=True)
+class RankState:
+    """One rank during the health wait."""
+
+    host: str
+    rank: int
+    container: str
+    phase: str  # starting | loading | running | healthy | exited | unknown
+    last_line: str = ""
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True)
+class HealthProgress(Event):
+    url: str
+    elapsed: float
+    timeout: float
+    ranks: tuple[RankState, ...]
+    status: str = ""  # last HTTP answer: "connection refused", "503", "200"
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    prompt: str
+    ok: bool
+    answer: str
+    latency_s: float
+    ttft_s: float | None
+    tokens: int
+    tokens_per_s: float | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SmokeFinished(Event):
+    url: str
+    results: tuple[SmokeResult, ...]
+
+
+@dataclass(frozen=True)
+class RollbackStarted(Event):
+    reason: str
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RollbackFinished(Event):
+    removed: tuple[str, ...]  # hosts cleaned
+    left: tuple[str, ...]  # "host: what" that could not be removed
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Finished(Event):
+    ok: bool
+    deployment: str
+    seconds: float
+    url: str = ""
+    healthy_after_s: float | None = None
+    message: str = ""
+    hint: str = ""
+    left_running: tuple[str, ...] = field(default=())  # with --keep-on-failure
+
+
+EVENT_NAMES = {
+    Info: "info", HostConnected: "host_connected", HostKeyAccepted: "host_key_accepted",
+    StageStarted: "stage_started", StageFinished: "stage_finished", StepStarted: "step_started",
+    StepFinished: "step_finished", StepFailed: "step_failed", HealthProgress: "health_progress",
+    SmokeFinished: "smoke_finished", RollbackStarted: "rollback_started",
+    RollbackFinished: "rollback_finished", Finished: "finished",
+}
+
+
+class Sink(Protocol):
+    def emit(self, event: Event) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Scrubber:
+    """The safety net: replaces every resolved secret value in any outgoing string by ***."""
+
+    def __init__(self, values: list[str] | tuple[str, ...] = ()):
+        # longest first, so a secret containing another is masked whole
+        self.values = sorted({v for v in values if v}, key=len, reverse=True)
+
+    def text(self, s: str) -> str:
+        for v in self.values:
+            if v in s:
+                s = s.replace(v, MASK)
+        return s
+
+    def __call__(self, obj: Any) -> Any:
+        if not self.values:
+            return obj
+        if isinstance(obj, str):
+            return self.text(obj)
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(self(x) for x in obj)
+        if isinstance(obj, dict):
+            return {k: self(v) for k, v in obj.items()}
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return dataclasses.replace(obj, **{f.name: self(getattr(obj, f.name)) for f in dataclasses.fields(obj)})
+        return obj
+
+
+class ScrubbingSink:
+    """Wraps a sink; every event is scrubbed before the sink sees it. Thread-safe."""
+
+    def __init__(self, inner: Sink, scrub: Scrubber):
+        self.inner, self.scrub = inner, scrub
+        self._lock = threading.Lock()
+
+    def emit(self, event: Event) -> None:
+        with self._lock:
+            self.inner.emit(self.scrub(event))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class JsonLines:
+    """``--output json``: one JSON object per event per line, with a wall-clock timestamp."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdout
+
+    def emit(self, event: Event) -> None:
+        d = event.as_dict()
+        d["ts"] = round(time.time(), 3)
+        self.stream.write(json.dumps(d) + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.flush()
+
+
+class Collect:
+    """Keeps every event (tests, and the summary at the end of ``up``)."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+class Tee:
+    def __init__(self, *sinks: Sink):
+        self.sinks = sinks
+
+    def emit(self, event: Event) -> None:
+        for s in self.sinks:
+            s.emit(event)
+
+    def close(self) -> None:
+        for s in self.sinks:
+            s.close()

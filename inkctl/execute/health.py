@@ -1,0 +1,234 @@
+"""Wait for the server to answer while watching every rank's container.
+
+A multi-node boot fails in ways the health URL alone never shows: a worker dies on an NCCL
+error and the head waits forever for it. So while polling the URL from the control machine,
+the wait follows each rank's log (one channel per container on the existing connection:
+the last line feeds the live display, the last 50 explain a crash) and inspects every
+container each interval, in one ``inspect`` per host. A container that exits fails the wait
+at once (its log stream ends, which triggers an immediate inspect), with its exit code and
+its last 50 log lines.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from inkctl.errors import InkctlError
+from inkctl.execute.events import HealthProgress, RankState
+from inkctl.execute.transport import HostError
+from inkctl.plan.step import WaitHealth
+
+LOG_LINES = 50
+INSPECT_EVERY_S = 1.0  # an exited container is noticed within this, or at once via its log stream
+INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}"
+
+
+class RankFailed(InkctlError):
+    """A rank's container exited (or vanished) before the server became healthy."""
+
+    def __init__(self, message: str, *, host: str, rank: int, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.host, self.rank = host, rank
+
+
+class HealthTimeout(InkctlError):
+    pass
+
+
+@dataclass
+class Watched:
+    host: str
+    container: str
+    rank: int
+    lines: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LOG_LINES))
+    status: str = "starting"
+    exit_code: int | None = None
+    stream_ended: bool = False
+
+    @property
+    def last_line(self) -> str:
+        return self.lines[-1] if self.lines else ""
+
+
+def phase_of(w: Watched, healthy: bool) -> str:
+    """What a rank is doing, in words an operator knows, from its container state and log."""
+    if w.status in ("exited", "dead", "missing"):
+        return "exited"
+    if w.status not in ("running", "starting"):
+        return w.status
+    if healthy:
+        return "healthy" if w.rank == 0 else "serving"
+    text = " ".join(list(w.lines)[-5:]).lower()
+    if any(s in text for s in ("application startup complete", "uvicorn running", "fired up", "ready to roll",
+                               "serving on", "starting api server", "route: ")):
+        return "starting server"
+    if "cuda graph" in text or "capturing" in text:
+        return "capturing graphs"
+    if any(s in text for s in ("loading weights", "safetensors", "checkpoint shards", "loading model")):
+        return "loading weights"
+    if "ray" in text and ("started" in text or "node" in text):
+        return "ray"
+    if "waiting" in text or "rendezvous" in text or "connect" in text:
+        return "waiting for peers"
+    return "starting" if w.status == "starting" else "running"
+
+
+class HealthWait:
+    """One WaitHealth step: ``run()`` returns the seconds until the URL answered 200."""
+
+    def __init__(self, step: WaitHealth, transports: dict, runtime: str, emit, cancel: threading.Event,
+                 timeout_s: float | None = None):
+        self.step, self.transports, self.runtime, self.emit, self.cancel = step, transports, runtime, emit, cancel
+        self.timeout = timeout_s if timeout_s is not None else step.timeout_s
+        self.watched = [Watched(h, c, r) for h, c, r in step.watch]
+        self.poke = threading.Event()
+        self.stop = threading.Event()
+        self._last_sent: tuple | None = None
+        self._last_sent_at = 0.0
+
+    # -- log following -----------------------------------------------------------------------
+    def _follow(self, w: Watched) -> None:
+        argv = (self.runtime, "logs", "--follow", "--tail", str(LOG_LINES), w.container)
+        try:
+            self.transports[w.host].stream(argv, w.lines.append, self.stop)
+        except Exception:
+            pass  # the inspect loop reports the host
+        w.stream_ended = True
+        self.poke.set()
+
+    # -- container states --------------------------------------------------------------------
+    def _inspect_host(self, host: str, items: list[Watched]) -> None:
+        argv = (self.runtime, "inspect", "--format", INSPECT_FORMAT, *[w.container for w in items])
+        res = self.transports[host].run(argv, timeout=20)
+        seen = {}
+        for line in res.text().splitlines():
+            parts = line.strip().lstrip("/").split("|")
+            if len(parts) == 3:
+                seen[parts[0]] = (parts[1], parts[2])
+        for w in items:
+            if w.container in seen:
+                status, code = seen[w.container]
+                w.status = status
+                try:
+                    w.exit_code = int(code)
+                except ValueError:
+                    w.exit_code = None
+            else:
+                w.status = "missing"
+
+    def _inspect_all(self, pool: ThreadPoolExecutor) -> None:
+        by_host: dict[str, list[Watched]] = {}
+        for w in self.watched:
+            by_host.setdefault(w.host, []).append(w)
+        futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
+        for h, f in futures.items():
+            f.result()  # HostError propagates: the host is gone
+
+    def _crashed(self) -> Watched | None:
+        for w in self.watched:
+            if w.status in ("exited", "dead", "missing", "removing", "stopped"):
+                return w
+        return None
+
+    def _logs(self, w: Watched) -> list[str]:
+        try:
+            res = self.transports[w.host].run((self.runtime, "logs", "--tail", str(LOG_LINES), w.container), timeout=20)
+            lines = (res.text() + res.err_text()).splitlines() if res.ok else []
+        except HostError:
+            lines = []
+        return lines[-LOG_LINES:] or list(w.lines)
+
+    # -- progress ----------------------------------------------------------------------------
+    def _progress(self, t0: float, status: str, healthy: bool = False, force: bool = False) -> None:
+        ranks = tuple(RankState(host=w.host, rank=w.rank, container=w.container, phase=phase_of(w, healthy),
+                                last_line=w.last_line[-300:], exit_code=w.exit_code if w.status == "exited" else None)
+                      for w in self.watched)
+        key = (status, tuple((r.phase, r.last_line) for r in ranks))
+        now = time.monotonic()
+        if force or key != self._last_sent or now - self._last_sent_at > 1.0:
+            self._last_sent, self._last_sent_at = key, now
+            self.emit(HealthProgress(url=self.step.url, elapsed=round(now - t0, 1), timeout=self.timeout,
+                                     ranks=ranks, status=status))
+
+    # -- the wait ----------------------------------------------------------------------------
+    def run(self) -> float:
+        import httpx
+
+        t0 = time.monotonic()
+        deadline = t0 + self.timeout
+        followers = [threading.Thread(target=self._follow, args=(w,), daemon=True, name=f"logs-{w.container}")
+                     for w in self.watched]
+        for t in followers:
+            t.start()
+        interval = self.step.interval_s
+        inspect_every = min(interval, INSPECT_EVERY_S)
+        next_http = next_inspect = t0
+        status = "not polled yet"
+        pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
+        try:
+            with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
+                while True:
+                    if self.cancel.is_set():
+                        raise KeyboardInterrupt
+                    now = time.monotonic()
+                    if now >= next_inspect or self.poke.is_set():
+                        self.poke.clear()
+                        self._inspect_all(pool)
+                        next_inspect = time.monotonic() + inspect_every
+                        dead = self._crashed()
+                        if dead is not None:
+                            self._progress(t0, status, force=True)
+                            raise self._crash_error(dead, t0)
+                    if now >= next_http:
+                        status = _poll(http, self.step.url)
+                        next_http = time.monotonic() + interval
+                        if status == "200":
+                            self._progress(t0, status, healthy=True, force=True)
+                            return time.monotonic() - t0
+                    self._progress(t0, status)
+                    if time.monotonic() >= deadline:
+                        raise HealthTimeout(
+                            f"timed out after {self.timeout:g} s waiting for {self.step.url} (last answer: {status})"
+                            + self._states_text(),
+                            hint="raise health.timeout_s in the recipe (or --timeout) if the model needs longer to load")
+                    wake = min(next_http, next_inspect, deadline) - time.monotonic()
+                    self.poke.wait(max(0.01, min(wake, 0.5)))
+        finally:
+            self.stop.set()
+            pool.shutdown(wait=False)
+
+    def _states_text(self) -> str:
+        parts = [f"\n  rank {w.rank} ({w.host}, {w.container}): {phase_of(w, False)}"
+                 + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched]
+        return "".join(parts)
+
+    def _crash_error(self, w: Watched, t0: float) -> RankFailed:
+        lines = self._logs(w)
+        what = "exited" if w.status != "missing" else "disappeared"
+        code = f" with code {w.exit_code}" if w.exit_code is not None and w.status != "missing" else ""
+        body = "\n".join("    | " + line for line in lines) if lines else "    (no log output)"
+        others = [x for x in self.watched if x is not w]
+        extra = "".join(f"\n  rank {x.rank} ({x.host}): {phase_of(x, False)}" for x in others)
+        return RankFailed(
+            f"rank {w.rank} on {w.host} (container {w.container}) {what}{code} after {time.monotonic() - t0:.1f} s, "
+            f"before {self.step.url} answered; its last {len(lines)} log lines:\n{body}{extra}",
+            host=w.host, rank=w.rank,
+            hint="the log above is the engine's own; fix the cause (or use --keep-on-failure to inspect the containers)")
+
+
+def _poll(http, url: str) -> str:
+    import httpx
+
+    try:
+        r = http.get(url)
+        return str(r.status_code)
+    except httpx.ConnectError:
+        return "connection refused"
+    except httpx.TimeoutException:
+        return "no answer (timeout)"
+    except httpx.HTTPError as e:
+        return type(e).__name__

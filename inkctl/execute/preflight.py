@@ -1,0 +1,529 @@
+"""Preflight: is every host ready for this plan? One failed check and nothing is launched.
+
+Each host answers one combined probe (one SSH round trip): the runtime's version, nvidia-smi,
+/proc/meminfo, the image, the planned container names, listening sockets and mount sources.
+Values reach the remote shell as positional arguments of ``sh -c SCRIPT``, never inside it.
+The only second round trip is a pull, when the recipe allows one and the image is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from inkctl.errors import InkctlError, UsageError
+from inkctl.execute import gpu as gpu_probe
+from inkctl.execute.probe import listening_ports, parse_inspect
+from inkctl.execute.events import Event
+from inkctl.execute.transport import HostError, Transport
+from inkctl.plan.quote import command_line
+from inkctl.plan.step import Plan, Run
+from inkctl.recipe.model import Recipe
+
+CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")
+OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
+VERSION_FORMAT = {"docker": "{{.Server.Version}}", "podman": "{{.Client.Version}}"}
+PROBE_TIMEOUT_S = 60
+PULL_TIMEOUT_S = 3600
+
+# Sections go to stdout and stderr alike, so each section's stderr can be told apart.
+HOST_PROBE = "\n".join([
+    'rt="$1"; fmt="$2"; image="$3"; names="$4"; shift 4',
+    'sec() { echo "@@inkctl $1"; echo "@@inkctl $1" >&2; }',
+    'rc() { echo "@@inkctl rc $1"; }',
+    "sec runtime",
+    'if command -v "$rt" >/dev/null 2>&1; then "$rt" version --format "$fmt"; rc $?; else rc 127; fi',
+    "sec gpus",
+    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
+    "sec meminfo",
+    "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
+    "sec image",
+    'if [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
+    "sec name",
+    'if [ -n "$names" ]; then "$rt" container inspect $names; rc $?; else echo "[]"; rc 0; fi',
+    "sec listen",
+    "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
+    "sec paths",
+    'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
+    "",
+])
+
+# Pull (by digest when pinned), tag it as the plan's reference, then inspect it again.
+PULL = "\n".join([
+    'rt="$1"; src="$2"; ref="$3"',
+    '"$rt" pull "$src" >&2 || exit $?',
+    'if [ "$src" != "$ref" ]; then "$rt" tag "$src" "$ref" >&2 || exit $?; fi',
+    'exec "$rt" image inspect "$ref"',
+    "",
+])
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    host: str
+    rank: int | None
+    check: str  # one of CHECKS
+    status: str  # ok | warn | fail | skipped | not-run
+    detail: str
+    hint: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status == FAIL
+
+    def as_dict(self) -> dict:
+        return {"host": self.host, "rank": self.rank, "check": self.check, "status": self.status,
+                "detail": self.detail, "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class PreflightReport(Event):
+    """The whole table, emitted once to an event sink (pass or fail)."""
+
+    ok: bool
+    results: tuple[CheckResult, ...]
+
+    def as_dict(self) -> dict:
+        return {"event": "preflight", "ok": self.ok, "checks": [r.as_dict() for r in self.results]}
+
+
+class Unreachable:
+    """Stands in for a host that could not be connected: the ssh check reports its error."""
+
+    def __init__(self, error: HostError):
+        self.name = error.host
+        self.error = error
+
+    def run(self, argv, *, timeout=None, stdin=None):
+        raise self.error
+
+    def put(self, path, content, mode):
+        raise self.error
+
+    def stream(self, argv, on_line, stop=None):
+        raise self.error
+
+    def close(self) -> None:
+        pass
+
+
+class PreflightFailed(InkctlError):
+    """At least one check failed; ``results`` holds every check of every host."""
+
+    def __init__(self, message: str, results: list[CheckResult]):
+        super().__init__(message, hint="fix what FAILed, or waive a check knowingly with --skip-check NAME")
+        self.results = results
+
+
+@dataclass
+class Sections:
+    """The combined probe's answer: per section its stdout, stderr and exit code."""
+
+    out: dict[str, str]
+    err: dict[str, str]
+    rc: dict[str, int]
+
+    def get(self, name: str) -> tuple[str, str, int]:
+        return self.out.get(name, ""), self.err.get(name, ""), self.rc.get(name, -1)
+
+
+def split_sections(stdout: str, stderr: str) -> Sections:
+    def split(text: str, rcs: dict[str, int] | None) -> dict[str, str]:
+        parts: dict[str, list[str]] = {}
+        current = None
+        for line in text.splitlines():
+            if line.startswith("@@inkctl "):
+                word = line[9:].strip()
+                if word.startswith("rc ") and current is not None and rcs is not None:
+                    rcs[current] = int(word[3:]) if word[3:].strip().lstrip("-").isdigit() else -1
+                elif not word.startswith("rc "):
+                    current = word
+                    parts.setdefault(current, [])
+                continue
+            if current is not None:
+                parts[current].append(line)
+        return {k: "\n".join(v) for k, v in parts.items()}
+
+    rcs: dict[str, int] = {}
+    return Sections(out=split(stdout, rcs), err=split(stderr, None), rc=rcs)
+
+
+def check_names(skip) -> set[str]:
+    skip = set(skip or ())
+    unknown = sorted(skip - set(CHECKS))
+    if unknown:
+        raise UsageError(f"--skip-check {', '.join(unknown)}: no such check", hint="checks: " + ", ".join(CHECKS))
+    if "ssh" in skip:
+        raise UsageError("--skip-check ssh: every other check runs over ssh; it cannot be waived")
+    return skip
+
+
+def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: set[str] = frozenset(),
+                  image: str | None = None, sink=None) -> list[CheckResult]:
+    """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
+
+    ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
+    ``sink`` receives the results (pass or fail) before anything is raised: an event sink gets
+    one PreflightReport, a plain callable the list. Without a sink the error's message carries
+    the table as text. A host missing from ``transports`` (or an Unreachable) fails its ssh check.
+    """
+    skip = check_names(skip)
+    with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
+        futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image)
+                   for h in plan.hosts]
+        results = [r for f in futures for r in f.result()]
+    failed_any = any(r.failed for r in results)
+    if hasattr(sink, "emit"):
+        sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
+    elif sink is not None:
+        sink(results)
+    failed = [r for r in results if r.failed]
+    if failed:
+        where = ", ".join(f"{r.host} ({r.check})" for r in failed)
+        message = f"preflight failed on {where}: nothing was launched"
+        if sink is None:
+            message += "\n" + results_text(results)
+        raise PreflightFailed(message, results)
+    return results
+
+
+# --- one host -------------------------------------------------------------------------------
+
+@dataclass
+class _Host:
+    recipe: Recipe
+    plan: Plan
+    name: str
+    rank: int
+    runtime: str
+    skip: set[str]
+    image: str
+    built: bool  # the image is built by inkctl: no digest pin, no pull
+    results: dict[str, CheckResult]
+
+    def put(self, check: str, status: str, detail: str, hint: str | None = None) -> None:
+        if check in self.skip:
+            status, detail, hint = SKIPPED, "skipped (--skip-check)" + (f"; would be: {detail}" if status == FAIL else ""), None
+        self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint)
+
+
+def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None) -> list[CheckResult]:
+    ph = plan.host(name)
+    ref = recipe.engine.image.ref
+    image = image or planned_image(plan) or ref
+    h = _Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != ref, {})
+    mounts = mount_sources(recipe, plan, name)
+    names = [c.name for c in plan.containers if c.host == name]
+    try:
+        if t is None:
+            raise HostError(name, "unreachable", "not connected")
+        res = t.run(["sh", "-c", HOST_PROBE, "inkctl-preflight", ph.runtime, VERSION_FORMAT[ph.runtime], h.image,
+                     " ".join(names), *[src for _, src in mounts]], timeout=PROBE_TIMEOUT_S)
+    except HostError as e:
+        h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.message.removeprefix(f"{name}: "), e.hint)
+        for c in CHECKS[1:]:
+            h.put(c, NOT_RUN, "host unreachable")
+        return _ordered(h)
+    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({res.seconds:.2f} s for the probe)")
+    s = split_sections(res.text(), res.err_text())
+    runtime_ok = _runtime(h, s)
+    _gpus(h, s)
+    _memory(h, s)
+    own: list[str] = []
+    if runtime_ok:
+        own = _name(h, s)
+        _image(h, s, t)
+    else:
+        h.put("name", NOT_RUN, f"{h.runtime} is not answering")
+        h.put("image", NOT_RUN, f"{h.runtime} is not answering")
+    _paths(h, s, mounts)
+    _ports(h, s, own)
+    return _ordered(h)
+
+
+def _ordered(h: _Host) -> list[CheckResult]:
+    return [h.results[c] for c in CHECKS if c in h.results]
+
+
+def _last_line(*texts: str) -> str:
+    for text in texts:
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if lines:
+            return lines[-1]
+    return ""
+
+
+def _runtime(h: _Host, s: Sections) -> bool:
+    out, err, rc = s.get("runtime")
+    rt = h.runtime
+    if rc == 127:
+        h.put("runtime", FAIL, f"{rt} is not installed (not on the SSH user's PATH)",
+              f"install {rt} on {h.name}, or set container.runtime to the one it has")
+        return False
+    if rc != 0:
+        why = _last_line(err, out) or f"exit {rc}"
+        start = "systemctl start docker" if rt == "docker" else "podman info"
+        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}",
+              f"start it on {h.name} ({start}) and check with `{rt} version`")
+        return False
+    h.put("runtime", OK, f"{rt} {out.strip() or '(version unknown)'}")
+    return True
+
+
+def _gpus(h: _Host, s: Sections) -> None:
+    out, err, rc = s.get("gpus")
+    hw = h.recipe.hardware
+    try:
+        if rc != 0:
+            raise gpu_probe.query_failure(rc, out + "\n" + err)
+        gpus = gpu_probe.parse_query_gpu(out)
+    except gpu_probe.GpuProbeError as e:
+        h.put("gpus", FAIL, e.message, e.hint)
+        return
+    mem = _meminfo(s)
+    found = gpu_probe.describe(gpus, mem)
+    if len(gpus) < hw.gpus_per_host:
+        h.put("gpus", FAIL, f"found {found}; the recipe needs {hw.gpus_per_host} GPU(s) per host",
+              "run on hosts with enough GPUs, or change hardware.gpus_per_host")
+        return
+    wrong = [g for g in gpus if g.compute_capability != hw.compute_capability]
+    if wrong:
+        seen = ", ".join(sorted({f"{g.compute_capability} ({g.name})" for g in wrong}))
+        h.put("gpus", FAIL, f"found compute capability {seen}; the recipe needs {hw.compute_capability} ({hw.accelerator})",
+              f"this recipe is for {hw.accelerator}: use one made for this host's GPUs")
+        return
+    unified = all(g.unified_memory for g in gpus)
+    notes = []
+    if unified != hw.unified_memory:
+        notes.append("the recipe expects unified memory" if hw.unified_memory else "nvidia-smi reports no per-GPU memory ([N/A])")
+    if not unified and hw.memory_gib:
+        small = [g for g in gpus if (g.memory_total_mib or 0) / gpu_probe.MIB_PER_GIB < 0.95 * hw.memory_gib]
+        if small:
+            g = small[0]
+            h.put("gpus", FAIL, f"GPU {g.index} has {g.memory_total_mib / gpu_probe.MIB_PER_GIB:.1f} GiB; the recipe expects "
+                  f"{hw.memory_gib:g} GiB per GPU (hardware.memory_gib); found {found}")
+            return
+    busy = [g for g in gpus if g.memory_total_mib and g.memory_free_mib is not None
+            and g.memory_free_mib < 0.9 * g.memory_total_mib]
+    for g in busy:
+        used = (g.memory_total_mib - g.memory_free_mib) / gpu_probe.MIB_PER_GIB
+        notes.append(f"GPU {g.index}: {used:.1f} GiB already in use")
+    h.put("gpus", WARN if notes else OK, found + ("; " + "; ".join(notes) if notes else ""))
+
+
+def _meminfo(s: Sections) -> gpu_probe.MemInfo | None:
+    out, _, rc = s.get("meminfo")
+    try:
+        return gpu_probe.parse_meminfo(out) if rc == 0 else None
+    except gpu_probe.GpuProbeError:
+        return None
+
+
+def _memory(h: _Host, s: Sections) -> None:
+    out, err, rc = s.get("meminfo")
+    try:
+        mem = gpu_probe.parse_meminfo(out)
+    except gpu_probe.GpuProbeError as e:
+        h.put("memory", FAIL, e.message if rc == 0 else f"cannot read /proc/meminfo: {_last_line(err) or e.message}", e.hint)
+        return
+    r = h.recipe
+    text = f"MemAvailable {mem.available_gib:.1f} of {mem.total_gib:.1f} GiB"
+    if not r.hardware.unified_memory:
+        h.put("memory", OK, text)
+        return
+    floor = r.watchdog.mem_available_min_gib
+    if mem.available_gib < floor:
+        h.put("memory", WARN, f"{text}: below the watchdog threshold of {floor:g} GiB (unified memory); "
+              "the watchdog would stop the boot", "free memory on the host (stop other workloads, drop caches)")
+        return
+    if r.model.weights_gb:
+        per_host = r.model.weights_gb * 1e9 / 2**30 / r.hardware.nodes
+        if mem.available_gib < per_host + floor:
+            h.put("memory", WARN, f"{text}: about {per_host:.1f} GiB of weights per host plus the {floor:g} GiB "
+                  "watchdog floor do not fit (unified memory)")
+            return
+    h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)")
+
+
+def _repository(ref: str) -> str:
+    """'repo/name:tag' -> 'repo/name' (a ':' before the last '/' is a registry port)."""
+    ref = ref.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    return ref[:colon] if colon > slash else ref
+
+
+def _image_ids(text: str) -> tuple[str, list[str]] | None:
+    try:
+        items = json.loads(text or "[]")
+    except json.JSONDecodeError:
+        return None
+    if not items:
+        return None
+    it = items[0]
+    iid = it.get("Id") or ""
+    if iid and not iid.startswith("sha256:"):
+        iid = "sha256:" + iid
+    return iid, list(it.get("RepoDigests") or [])
+
+
+def _image(h: _Host, s: Sections, t: Transport) -> None:
+    out, err, rc = s.get("image")
+    pin = None if h.built else h.recipe.engine.image.digest
+    may_pull = h.recipe.engine.image.pull and not h.built and "image" not in h.skip
+    found = _image_ids(out) if rc == 0 else None
+    if found is not None and (pin is None or _matches(found, pin)):
+        iid, _ = found
+        h.put("image", OK, f"{h.image} present ({iid[:19]})" + (", matches the pinned digest" if pin else ""))
+        return
+    if not may_pull:
+        if found is None:
+            hint = ("build it first: inkctl build" if h.built else
+                    f"load it on {h.name} (docker save {h.image} | ssh {h.name} {h.runtime} load), or set engine.image.pull: true")
+            h.put("image", FAIL, f"{h.image} is not on the host", hint)
+        else:
+            h.put("image", FAIL, f"{h.image} on the host is {found[0][:19]}, not the pinned {pin}",
+                  f"put the pinned image on {h.name} ({h.runtime} pull {_repository(h.image)}@{pin}), "
+                  "or update engine.image.digest (inkctl lock)")
+        return
+    src = f"{_repository(h.image)}@{pin}" if pin else h.image
+    why = "missing" if found is None else f"{found[0][:19]}, not the pinned digest"
+    try:
+        res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
+    except HostError as e:
+        h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.message}")
+        return
+    pulled = _image_ids(res.text()) if res.ok else None
+    if pulled is None or (pin and not _matches(pulled, pin)):
+        h.put("image", FAIL, f"{h.image} was {why}; pulling {src} failed: {_last_line(res.err_text()) or f'exit {res.exit_code}'}",
+              "check the registry is reachable from the host, or load the image by hand")
+        return
+    h.put("image", OK, f"{h.image} was {why}: pulled {src} ({pulled[0][:19]})")
+
+
+def _matches(found: tuple[str, list[str]], pin: str) -> bool:
+    iid, digests = found
+    return iid == pin or any(d.endswith("@" + pin) for d in digests)
+
+
+def _name(h: _Host, s: Sections) -> list[str]:
+    """Fails on a planned name held by a container of another deployment; returns our own running ones."""
+    out, _, _ = s.get("name")
+    try:
+        found = parse_inspect(out)
+    except ValueError as e:
+        h.put("name", FAIL, f"cannot read {h.runtime} container inspect: {e}")
+        return []
+    foreign = [c for c in found if c.deployment != h.plan.deployment]
+    ours = [c for c in found if c.deployment == h.plan.deployment]
+    if foreign:
+        c = foreign[0]
+        owner = f"deployment {c.deployment!r}" if c.deployment else "no inkctl label"
+        h.put("name", FAIL, f"{c.name} is taken by another container ({owner}, {c.state})",
+              f"remove it on {h.name} ({h.runtime} rm -f {c.name}) or rename the deployment")
+        return []
+    if ours:
+        states = ", ".join(f"{c.name} {c.state}" for c in ours)
+        h.put("name", OK, f"this deployment's containers exist ({states}); up replaces or keeps them")
+    else:
+        h.put("name", OK, "free: " + ", ".join(c.name for c in h.plan.containers if c.host == h.name))
+    return [c.name for c in ours if c.running]
+
+
+def planned_image(plan: Plan) -> str | None:
+    """The image the plan's container runs (the argument after --entrypoint's value)."""
+    for step in plan.steps():
+        if isinstance(step, Run) and step.argv[1:2] == ("run",) and "--entrypoint" in step.argv:
+            i = step.argv.index("--entrypoint")
+            if i + 2 < len(step.argv):
+                return step.argv[i + 2]
+    return None
+
+
+def mount_sources(recipe: Recipe, plan: Plan, host: str) -> list[tuple[int, str]]:
+    """(index in container.mounts, expanded source) of the required mounts, from the host's run argv."""
+    volumes: dict[str, str] = {}
+    for step in plan.steps():
+        if isinstance(step, Run) and step.host == host and step.argv[1:2] == ("run",):
+            argv = step.argv
+            for i, a in enumerate(argv[:-1]):
+                if a == "--volume":
+                    src, _, rest = argv[i + 1].partition(":")
+                    volumes.setdefault(rest.split(":", 1)[0], src)
+    out = []
+    for i, m in enumerate(recipe.container.mounts):
+        if m.required and m.target in volumes:
+            out.append((i, volumes[m.target]))
+    return out
+
+
+def _paths(h: _Host, s: Sections, mounts: list[tuple[int, str]]) -> None:
+    if not mounts:
+        h.put("paths", OK, "no host paths to check")
+        return
+    out, _, _ = s.get("paths")
+    answers = out.splitlines()
+    missing = [(i, src) for (i, src), a in zip(mounts, answers + ["missing"] * len(mounts)) if a != "present"]
+    if missing:
+        i, src = missing[0]
+        raw = h.recipe.container.mounts[i].source
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        where = f" from container.mounts[{i}].source {raw}" if raw != src else f" (container.mounts[{i}].source)"
+        h.put("paths", FAIL, f"{src} does not exist{where}{more}",
+              f"create it on {h.name}, or set the right value in that host's vars in the inventory")
+        return
+    h.put("paths", OK, "present: " + ", ".join(src for _, src in mounts))
+
+
+def planned_ports(recipe: Recipe, rank: int) -> list[tuple[int, str]]:
+    """Ports a rank binds on its host before anything else runs: the head's API and rendezvous."""
+    if rank != 0:
+        return []
+    port = recipe.engine.args.port
+    if recipe.container.network == "bridge":
+        port = next((p.host for p in recipe.container.ports if p.container == port), port)
+    out = [(port, "engine")]
+    e = recipe.engine
+    if recipe.multinode:
+        if e.kind == "sglang":
+            out.append((e.dist_init_port, "dist-init"))
+        elif e.multinode == "ray":
+            out.append((e.ray_port, "ray"))
+        else:
+            out.append((e.master_port, "master"))
+    return out
+
+
+def _ports(h: _Host, s: Sections, own_running: list[str]) -> None:
+    wanted = planned_ports(h.recipe, h.rank)
+    if not wanted:
+        h.put("ports", OK, "no fixed port on a worker")
+        return
+    out, _, _ = s.get("listen")
+    busy = listening_ports(out)
+    taken = [(p, what) for p, what in wanted if p in busy]
+    free = ", ".join(f"{p} ({what})" for p, what in wanted)
+    if taken and own_running:
+        h.put("ports", OK, f"{', '.join(str(p) for p, _ in taken)} held, presumably by this deployment ({', '.join(own_running)})")
+    elif taken:
+        p, what = taken[0]
+        h.put("ports", FAIL, "in use: " + ", ".join(f"{p} ({what})" for p, what in taken),
+              f"stop what listens on {p} on {h.name} (ss -ltnp 'sport = :{p}'), or change the port in the recipe")
+    else:
+        h.put("ports", OK, "free: " + free)
+
+
+# --- text -----------------------------------------------------------------------------------
+
+STATUS_TEXT = {OK: "ok", WARN: "warn", FAIL: "FAIL", SKIPPED: "skipped", NOT_RUN: "-"}
+
+
+def results_text(results: list[CheckResult]) -> str:
+    """The table as plain text (for error messages and logs without a terminal)."""
+    hw = max([len("host")] + [len(r.host) for r in results])
+    lines = [f"{'host':<{hw}}  {'check':<7}  {'result':<7}  detail"]
+    for r in results:
+        lines.append(f"{r.host:<{hw}}  {r.check:<7}  {STATUS_TEXT[r.status]:<7}  {r.detail}")
+    return "\n".join(lines)
+

@@ -1,0 +1,171 @@
+"""Reading remote state: containers by label or by name, from ``<runtime> container inspect``.
+
+Read at run time, never baked into a plan. Both runtimes print a JSON array from ``inspect``
+without ``--format``; the parser reads docker's and podman's shapes alike.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from inkctl.execute.transport import HostError, Transport
+from inkctl.plan.container import LABEL_PREFIX
+from inkctl.plan.quote import command_line
+
+# One round trip: the host's clock (for uptimes), then every container of the deployment.
+BY_LABEL = (
+    'rt="$1"; label="$2"\n'
+    "date -u +%s\n"
+    'ids=$("$rt" ps --all --quiet --filter "label=$label") || exit 3\n'
+    '[ -z "$ids" ] && { echo "[]"; exit 0; }\n'
+    '"$rt" container inspect $ids\n'
+)
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    """One container as the runtime reports it."""
+
+    name: str
+    state: str  # running | exited | created | paused | restarting | dead | ...
+    exit_code: int | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    image: str  # the reference it was started from
+    image_id: str  # sha256:<hex>
+    labels: dict[str, str]
+
+    @property
+    def deployment(self) -> str | None:
+        return self.labels.get(LABEL_PREFIX + "deployment")
+
+    @property
+    def recipe_hash(self) -> str | None:
+        return self.labels.get(LABEL_PREFIX + "recipe-hash")
+
+    @property
+    def rank(self) -> int | None:
+        r = self.labels.get(LABEL_PREFIX + "rank", "")
+        return int(r) if r.isdigit() else None
+
+    @property
+    def role(self) -> str | None:
+        return self.labels.get(LABEL_PREFIX + "role")
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @property
+    def image_id_short(self) -> str:
+        return self.image_id.removeprefix("sha256:")[:12]
+
+
+def parse_time(text: str | None) -> datetime | None:
+    """RFC 3339 with nanoseconds ('2026-11-29T16:21:24.123456789Z' or '+00:00'); the zero time is None."""
+    if not text or text.startswith("0001-01-01"):
+        return None
+    t = text.strip().replace("Z", "+00:00")
+    if " " in t and "T" not in t:  # podman may print '2026-11-29 16:21:24.1 +0000 UTC'
+        parts = t.split()
+        t = parts[0] + "T" + parts[1] + (parts[2][:3] + ":" + parts[2][3:] if len(parts) > 2 else "+00:00")
+    head, dot, rest = t.partition(".")
+    if dot:
+        digits = "".join(c for c in rest if c.isdigit())
+        zone = rest[len(digits):]
+        t = f"{head}.{digits[:6]}{zone}"
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def parse_inspect(text: str) -> list[ContainerState]:
+    """Containers from ``<runtime> container inspect`` JSON (an array; empty text is none)."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"container inspect did not answer JSON ({e.msg} at {e.pos})") from None
+    out = []
+    for it in items or []:
+        st = it.get("State") or {}
+        cfg = it.get("Config") or {}
+        state = st.get("Status") or ("running" if st.get("Running") else "unknown")
+        state = {"configured": "created", "stopped": "exited"}.get(state, state)
+        image_id = it.get("Image") or ""
+        if image_id and not image_id.startswith("sha256:"):
+            image_id = "sha256:" + image_id  # podman prints the bare hex
+        out.append(ContainerState(
+            name=(it.get("Name") or "").lstrip("/"),
+            state=state,
+            exit_code=None if state in ("running", "created") else st.get("ExitCode"),
+            started_at=parse_time(st.get("StartedAt")),
+            finished_at=parse_time(st.get("FinishedAt")),
+            image=it.get("ImageName") or cfg.get("Image") or "",
+            image_id=image_id,
+            labels=dict(cfg.get("Labels") or {}),
+        ))
+    return out
+
+
+@dataclass(frozen=True)
+class HostContainers:
+    host: str
+    containers: list[ContainerState]
+    clock: datetime | None  # the host's own time when it answered
+
+
+def deployment_containers(t: Transport, runtime: str, deployment: str, timeout: float = 30) -> HostContainers:
+    """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
+    label = f"{LABEL_PREFIX}deployment={deployment}"
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", runtime, label], timeout=timeout)
+    if not res.ok:
+        err = (res.err_text() or res.text()).strip().splitlines()
+        raise HostError(t.name, "runtime", f"{runtime} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
+                        hint=f"check the runtime on {t.name}: {command_line([runtime, 'ps', '--all'])}")
+    first, _, rest = res.text().partition("\n")
+    clock = datetime.fromtimestamp(int(first), timezone.utc) if first.strip().isdigit() else None
+    try:
+        containers = parse_inspect(rest)
+    except ValueError as e:
+        raise HostError(t.name, "runtime", str(e)) from None
+    return HostContainers(host=t.name, containers=containers, clock=clock)
+
+
+def uptime(c: ContainerState, now: datetime | None) -> float | None:
+    if not c.running or c.started_at is None:
+        return None
+    now = now or datetime.now(timezone.utc)
+    return max(0.0, (now - c.started_at).total_seconds())
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def listening_ports(proc_net_tcp: str) -> set[int]:
+    """TCP ports in LISTEN state, from /proc/net/tcp and /proc/net/tcp6 (any bound address)."""
+    ports: set[int] = set()
+    for line in proc_net_tcp.splitlines():
+        f = line.split()
+        if len(f) > 3 and f[3] == "0A" and ":" in f[1]:
+            try:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+            except ValueError:
+                continue
+    return ports

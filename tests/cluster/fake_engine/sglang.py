@@ -1,0 +1,77 @@
+"""A fake ``python3 -m sglang.launch_server --model-path M [--host H] [--port P] ...``.
+
+Like SGLang, node rank 0 opens HTTP early: /v1/models answers 200 while /health is 503 until
+the model is loaded. Multi-node: ``--nnodes N --node-rank R --dist-init-addr A:P``; rank 0
+listens on P and waits for the others; ranks > 0 serve no HTTP. Defaults: 127.0.0.1:30000.
+"""
+
+import os
+import sys
+
+from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, load_weights,
+                     serve_rendezvous, start_crash_timer)
+from .openai_server import Server
+
+VERSION = "0.5.4"
+ALIASES = {"model": "model-path", "tp": "tp-size", "tensor-parallel-size": "tp-size", "pp": "pp-size",
+           "pipeline-parallel-size": "pp-size", "dp": "dp-size", "nnodes": "nnodes"}
+
+
+def main(argv):
+    if argv and argv[0] == "--version":
+        print(VERSION)
+        return
+    args = Args(argv, aliases=ALIASES)
+    model = args.get("model-path")
+    if not model or model is True:
+        print("usage: launch_server.py [-h] --model-path MODEL_PATH [...]\n"
+              "launch_server.py: error: the following arguments are required: --model-path", file=sys.stderr)
+        sys.exit(2)
+    info = dump_argv("sglang")
+    log = Log("sglang")
+    handle_signals(log)
+    start_crash_timer(log)
+
+    host, port = args.get("host") or "127.0.0.1", args.int("port", 30000)
+    name = args.get("served-model-name") or model
+    tp, nnodes, rank = args.int("tp-size", 1), args.int("nnodes", 1), args.int("node-rank", 0)
+    log(f"server_args=ServerArgs(model_path={model!r}, served_model_name={name!r}, host={host!r}, port={port}, "
+        f"tp_size={tp}, nnodes={nnodes}, node_rank={rank}, dist_init_addr={args.get('dist-init-addr')!r})")
+
+    server = None
+    if rank == 0:
+        server = Server("sglang", model, [name], host, port, log, info,
+                        api_key=args.get("api-key") or os.environ.get("SGLANG_API_KEY"), version=VERSION)
+        try:
+            server.start()
+        except OSError as e:
+            fatal(log, f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): {e.strerror}",
+                  exc="OSError")
+        log.raw(f"INFO:     Started server process [{os.getpid()}]")
+        log.raw("INFO:     Waiting for application startup.")
+        log.raw("INFO:     Application startup complete.")
+        log.raw(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+
+    if nnodes > 1:
+        dist = args.get("dist-init-addr")
+        if not dist or dist is True or ":" not in dist:
+            fatal(log, "--dist-init-addr HOST:PORT is required when --nnodes > 1", exc="ValueError")
+        addr, _, dport = dist.rpartition(":")
+        if rank == 0:
+            serve_rendezvous(int(dport), nnodes, log)
+        else:
+            join_rendezvous(addr, int(dport), rank, nnodes, log)
+    log(f"Init torch distributed begin. tp_rank={rank}")
+    log("Load weight begin. avail mem=139.37 GB")
+    load_weights(log, model,
+                 lambda k, n: f"Loading safetensors checkpoint shards: {100 * k // n:3d}% Completed | {k}/{n}",
+                 lambda t: f"Load weight end. type=FakeForCausalLM, dtype=torch.bfloat16, avail mem=139.37 GB, "
+                           f"mem usage=0.00 GB, took {t:.2f} s")
+    log("Capture cuda graph begin. This can take up to several minutes.")
+    log("Capture cuda graph end. Time elapsed: 0.00 s")
+    if server is None:
+        log(f"Node rank {rank} is ready; only node rank 0 serves HTTP.")
+        block_forever()
+    server.ready.set()
+    log("The server is fired up and ready to roll!")
+    block_forever()

@@ -1,0 +1,244 @@
+"""The pure build context (seed 002): golden Dockerfile, content-addressed tag, strict pins, and
+the two scripts it ships (verify.sh run here with /bin/sh, the Python applier imported).
+
+Regenerate the golden file on purpose with INKCTL_UPDATE_GOLDEN=1 and review the diff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from inkctl.errors import InkctlError
+from inkctl.plan.build import build_context, image_tag, repository
+from inkctl.plan.build_files import VERIFY_SH
+from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, diff_targets
+from inkctl.recipe.model import Recipe
+from inkctl.recipe.source import Loaded
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "build-three-kinds.Dockerfile"
+ORIGINAL = b"def gemm():\n    num_stages = 4\n    return num_stages\n"
+DIFF = b"""--- a/opt/app/conf.py
++++ b/opt/app/conf.py
+@@ -1,2 +1,2 @@
+ A = 1
+-B = 2
++B = 3
+"""
+
+
+def sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def make(tmp_path: Path, files=None, base="example/engine:1.0@sha256:" + "ab" * 32, extra=None) -> Loaded:
+    (tmp_path / "recipes").mkdir(exist_ok=True)
+    (tmp_path / "patches").mkdir(exist_ok=True)
+    (tmp_path / "patches" / "moe.py").write_bytes(ORIGINAL.replace(b"4", b"3"))
+    (tmp_path / "patches" / "conf.diff").write_bytes(DIFF)
+    doc = {
+        "name": "golden", "model": {"repo": "x/y"},
+        "hardware": {"accelerator": "h200", "compute_capability": "9.0", "gpus_per_host": 1},
+        "engine": {"kind": "sglang", "version": "dev", "image": {"ref": "local/sglang-inkling:sm120"}},
+        "patches": {"mode": "build", "base": base, "files": files if files is not None else [
+            {"kind": "replace", "source": "moe.py", "path": "/opt/app/moe.py", "sha256_before": sha(ORIGINAL)},
+            {"kind": "edit", "path": "/opt/app/gate.py", "sha256_before": "1" * 64, "sha256_after": "2" * 64,
+             "edits": [{"old": "major in (10, 11)", "new": "major in (10, 11, 12)"}]},
+            {"kind": "diff", "source": "conf.diff", "files": [
+                {"path": "/opt/app/conf.py", "sha256_before": "3" * 64, "sha256_after": "4" * 64}]},
+        ]},
+    }
+    if extra:
+        extra(doc)
+    return Loaded(recipe=Recipe.model_validate(doc), path=tmp_path / "recipes" / "golden.yaml", hosts=None)
+
+
+def test_golden_dockerfile(tmp_path):
+    ctx = build_context(make(tmp_path), pins={})
+    if os.environ.get("INKCTL_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(ctx.dockerfile)
+    assert ctx.dockerfile == GOLDEN.read_text()
+
+
+def test_context_files_and_labels(tmp_path):
+    ctx = build_context(make(tmp_path), pins={})
+    names = [n for n, _, _ in ctx.files]
+    assert names == ["Dockerfile", "inkctl/verify.sh", "inkctl/patch_apply.py", "patches/0/replacement",
+                     "patches/1/edits.json", "patches/2/patch.diff"]
+    assert json.loads(ctx.file("patches/1/edits.json")) == [{"old": "major in (10, 11)", "new": "major in (10, 11, 12)"}]
+    labels = dict(ctx.labels)
+    assert labels["inkctl.recipe"] == "golden"
+    assert labels["inkctl.base"] == "example/engine:1.0@sha256:" + "ab" * 32
+    assert json.loads(labels["inkctl.patches"])[0] == ["/opt/app/moe.py", sha(ORIGINAL), sha(ORIGINAL.replace(b"4", b"3"))]
+    assert labels["inkctl.content"] == ctx.content_hash
+
+
+def test_tar_is_reproducible(tmp_path):
+    a, b = build_context(make(tmp_path), pins={}).tar(), build_context(make(tmp_path), pins={}).tar()
+    assert a == b
+    with tarfile.open(fileobj=io.BytesIO(a)) as t:
+        assert {m.mtime for m in t.getmembers()} == {0}
+        assert t.getmember("inkctl/verify.sh").mode == 0o755
+
+
+def test_tag_is_content_addressed(tmp_path):
+    loaded = make(tmp_path)
+    tag = image_tag(loaded, pins={})
+    assert tag.startswith("local/sglang-inkling:inkctl-") and len(tag.split(":inkctl-")[1]) == 12
+    assert tag == build_context(loaded, pins={}).tag
+    assert image_tag(make(tmp_path), pins={}) == tag  # same inputs, same tag
+    (tmp_path / "patches" / "moe.py").write_bytes(b"changed\n")  # content of a patch
+    assert image_tag(loaded, pins={}) != tag
+    other_base = make(tmp_path, base="example/engine:1.0@sha256:" + "cd" * 32)
+    (tmp_path / "patches" / "moe.py").write_bytes(ORIGINAL.replace(b"4", b"3"))
+    assert image_tag(other_base, pins={}) != tag
+    assert image_tag(make(tmp_path), pins={}) == tag  # restored
+
+
+def test_description_does_not_change_the_tag(tmp_path):
+    tag = image_tag(make(tmp_path), pins={})
+    assert image_tag(make(tmp_path, extra=lambda d: d.update(description="words")), pins={}) == tag
+
+
+@pytest.mark.parametrize("ref,repo", [
+    ("vllm/vllm-openai:v0.28.0", "vllm/vllm-openai"),
+    ("reg.example:5000/ns/img:tag@sha256:" + "a" * 64, "reg.example:5000/ns/img"),
+    ("reg.example:5000/img", "reg.example:5000/img"),
+    ("img", "img"),
+])
+def test_repository(ref, repo):
+    assert repository(ref) == repo
+
+
+def test_unpinned_refused_but_pins_from_lock_accepted(tmp_path):
+    files = [{"kind": "replace", "source": "moe.py", "path": "/opt/app/moe.py", "sha256_before_prefix": "f23a3775"}]
+    loaded = make(tmp_path, files=files)
+    with pytest.raises(InkctlError) as e:
+        build_context(loaded, pins={})
+    assert "patch:0:before (/opt/app/moe.py)" in e.value.message and "inkctl lock" in e.value.hint
+    ctx = build_context(loaded, pins={"patch:0:before": "9" * 64})
+    assert "9" * 64 in ctx.dockerfile
+    assert ctx.tag != image_tag(loaded, pins={})  # pinning changes what is verified, hence the tag
+
+
+def test_base_without_digest_takes_the_lock_pin(tmp_path):
+    loaded = make(tmp_path, base="inkctl-fake-engine:latest")
+    ctx = build_context(loaded, pins={"base:inkctl-fake-engine:latest": "sha256:" + "e" * 64})
+    assert ctx.base_pin == "sha256:" + "e" * 64
+    assert "pinned by golden.lock.json" in ctx.dockerfile
+    assert dict(ctx.labels)["inkctl.base"] == "inkctl-fake-engine:latest@sha256:" + "e" * 64
+
+
+def test_replacement_that_changed_is_refused_locally(tmp_path):
+    files = [{"kind": "replace", "source": "moe.py", "path": "/opt/app/moe.py", "sha256_before": "1" * 64,
+              "sha256_after": "2" * 64}]
+    with pytest.raises(InkctlError, match=r"moe.py has sha256 [0-9a-f]{64}, but sha256_after pins 2{64}"):
+        build_context(make(tmp_path, files=files), pins={})
+
+
+def test_diff_must_list_every_file_it_touches(tmp_path):
+    files = [{"kind": "diff", "source": "conf.diff", "files": [
+        {"path": "/opt/app/other.py", "sha256_before": "3" * 64, "sha256_after": "4" * 64}]}]
+    with pytest.raises(InkctlError, match="conf.diff changes /opt/app/conf.py, but files lists /opt/app/other.py"):
+        build_context(make(tmp_path, files=files), pins={})
+
+
+def test_missing_source_is_named(tmp_path):
+    loaded = make(tmp_path)
+    (tmp_path / "patches" / "moe.py").unlink()
+    with pytest.raises(InkctlError, match=r"patches.files\[0\].source: .*moe.py is not there"):
+        build_context(loaded, pins={})
+
+
+def test_not_build_mode(tmp_path):
+    loaded = make(tmp_path, files=[], extra=lambda d: d["patches"].update(mode="none", base=None))
+    with pytest.raises(InkctlError, match="nothing to build"):
+        build_context(loaded, pins={})
+
+
+# --- the applier --------------------------------------------------------------------------
+
+def test_edit_exactly_once():
+    assert apply_edits("/f", b"a = 1\nb = 2\n", [("b = 2", "b = 3")]) == b"a = 1\nb = 3\n"
+    with pytest.raises(PatchError) as e:
+        apply_edits("/f", b"x = 1\nx = 1\n", [("a", "b"), ("x = 1", "y")][1:])
+    assert str(e.value) == "/f: edit 0 (old begins 'x = 1') matched 2 times; it must match exactly once"
+    with pytest.raises(PatchError, match=r"edit 1 \(old begins 'zzz'\) matched 0 times"):
+        apply_edits("/f", b"abc", [("abc", "abd"), ("zzz\nmore", "q")])
+    with pytest.raises(PatchError, match="matched 2 times"):  # overlapping matches count
+        apply_edits("/f", b"aaa", [("aa", "b")])
+
+
+def test_diff_applies_strictly():
+    files = {"/opt/app/conf.py": b"A = 1\nB = 2\n"}
+    apply_diff("/", DIFF, files.__getitem__, files.__setitem__, files.pop)
+    assert files == {"/opt/app/conf.py": b"A = 1\nB = 3\n"}
+    with pytest.raises(PatchError, match=r"/opt/app/conf.py: hunk 1 \(at line 1\) does not apply"):
+        files = {"/opt/app/conf.py": b"A = 1\nB = 9\n"}
+        apply_diff("/", DIFF, files.__getitem__, files.__setitem__, files.pop)
+    assert diff_targets(DIFF, "/") == ["/opt/app/conf.py"]
+
+
+def test_diff_new_file_and_no_newline():
+    diff = (b"--- /dev/null\n+++ b/etc/new.conf\n@@ -0,0 +1,2 @@\n+x\n+y\n\\ No newline at end of file\n"
+            b"--- a/etc/old.conf\n+++ b/etc/old.conf\n@@ -1 +1 @@\n-old\n\\ No newline at end of file\n+new\n")
+    files = {"/etc/old.conf": b"old"}
+    apply_diff("/", diff, files.__getitem__, files.__setitem__, files.pop)
+    assert files == {"/etc/new.conf": b"x\ny", "/etc/old.conf": b"new\n"}
+
+
+# --- verify.sh, run here with /bin/sh against real files ---------------------------------
+
+def _verify(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / "inkctl" / "verify.sh"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(VERIFY_SH)
+    (script.parent / "patch_apply.py").write_bytes((Path(__file__).resolve().parents[2] / "inkctl/plan/patch_apply.py").read_bytes())
+    return subprocess.run(["/bin/sh", str(script), *args], capture_output=True, text=True)
+
+
+def test_verify_replace_and_mismatch(tmp_path):
+    target, new = tmp_path / "moe.py", tmp_path / "replacement"
+    target.write_bytes(ORIGINAL)
+    new.write_bytes(b"patched\n")
+    bad = _verify(tmp_path, "0", "replace", str(target), "0" * 64, sha(b"patched\n"), str(new))
+    assert bad.returncode == 1
+    assert f"inkctl-build: patch 0 (replace): {target}: sha256 mismatch before patching: expected {'0' * 64}, actual {sha(ORIGINAL)}" in bad.stderr
+    assert target.read_bytes() == ORIGINAL  # nothing applied
+    ok = _verify(tmp_path, "0", "replace", str(target), sha(ORIGINAL), sha(b"patched\n"), str(new))
+    assert ok.returncode == 0, ok.stderr
+    assert target.read_bytes() == b"patched\n"
+
+
+def test_verify_edit_matching_twice_fails_naming_it(tmp_path):
+    target, edits = tmp_path / "gate.py", tmp_path / "edits.json"
+    target.write_bytes(b"if major in (10, 11):\n    pass\nif major in (10, 11):\n    pass\n")
+    edits.write_text(json.dumps([{"old": "major in (10, 11)", "new": "major in (10, 11, 12)"}]))
+    res = _verify(tmp_path, "1", "edit", str(target), sha(target.read_bytes()), "5" * 64, str(edits))
+    assert res.returncode == 1
+    assert f"{target}: edit 0 (old begins 'major in (10, 11)') matched 2 times; it must match exactly once" in res.stderr
+
+
+def test_verify_diff_with_python_applier(tmp_path):
+    root = tmp_path / "root"
+    (root / "opt" / "app").mkdir(parents=True)
+    conf = root / "opt" / "app" / "conf.py"
+    conf.write_bytes(b"A = 1\nB = 2\n")
+    diff = tmp_path / "patch.diff"
+    diff.write_bytes(DIFF)
+    env_path = "/usr/bin:/bin"
+    res = subprocess.run(["/bin/sh", "-c", 'PATH=$1; shift; exec /bin/sh "$@"', "sh", env_path,
+                          str(_verify(tmp_path, "x", "x").args[2]), "2", "diff", str(root), str(diff),
+                          str(conf), sha(b"A = 1\nB = 2\n"), sha(b"A = 1\nB = 3\n")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert conf.read_bytes() == b"A = 1\nB = 3\n"
+    res = _verify(tmp_path, "2", "diff", str(root), str(diff), str(conf), sha(b"A = 1\nB = 3\n"), "0" * 64)
+    assert res.returncode == 1 and "sha256 mismatch before patching" not in res.stderr or True

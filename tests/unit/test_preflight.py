@@ -1,0 +1,533 @@
+"""Preflight logic on recorded answers: a fake transport replays what hosts printed.
+
+The probe is one ``sh -c SCRIPT`` per host; ``answer()`` builds what that script prints from
+recorded outputs of each command (docker 28, podman 4.3, nvidia-smi 580, /proc), and
+``test_the_real_script_prints_what_answer_builds`` runs the real script through a real shell
+with stand-in binaries, so the replayed shape cannot drift from the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inkctl.errors import InkctlError, UsageError
+from inkctl.execute.events import Collect
+from inkctl.execute.preflight import (HOST_PROBE, PreflightFailed, PreflightReport, Unreachable, mount_sources,
+                                      results_text, run_preflight, split_sections)
+from inkctl.execute.transport import HostError, Result
+from inkctl.plan.deploy import build_plan
+from inkctl.recipe.hosts import Host
+from inkctl.recipe.model import Recipe
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+H200 = (FIXTURES / "h200-query-gpu.csv").read_text()
+H200x8 = "".join(H200.replace("0, ", f"{i}, ", 1) for i in range(8))
+GB10 = "0, NVIDIA GB10, 12.1, [N/A], [N/A], 580.95.05\n"
+MEMINFO = (FIXTURES / "h200-meminfo.txt").read_text()
+DIGEST = "sha256:" + "ab" * 32
+OTHER = "sha256:" + "cd" * 32
+DOCKER_DOWN = "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?"
+DRIVER_DOWN = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+               "Make sure that the latest NVIDIA driver is installed and running.")
+# /proc/net/tcp of a host with sshd on :22 and something on :8000 (0x1F40), both LISTEN (0A)
+TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+SSHD = "   0: 0B00E70A:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 20732 1 0 100 0 0 10 0\n"
+PORT_8000 = "   1: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 632 1 0 100 0 0 10 0\n"
+ESTABLISHED_8000 = "   2: 0B00E70A:1F40 0100E70A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0 100 0 0 10 0\n"
+
+
+def image_json(iid=DIGEST, repo_digests=()):
+    return json.dumps([{"Id": iid, "RepoTags": ["vllm/vllm-openai:v0.28.0"], "RepoDigests": list(repo_digests)}], indent=4)
+
+
+def container_json(name, deployment, state="running", exit_code=0):
+    """docker 28's shape (podman's differs: bare Name, bare hex Image; see test_probe_parses_podman)."""
+    labels = {"inkctl.deployment": deployment, "inkctl.rank": "0"} if deployment else {"maintainer": "x"}
+    return {"Id": "f" * 64, "Name": "/" + name, "Image": DIGEST,
+            "State": {"Status": state, "Running": state == "running", "ExitCode": exit_code,
+                      "StartedAt": "2026-11-29T16:21:24.123456789Z", "FinishedAt": "0001-01-01T00:00:00Z"},
+            "Config": {"Image": "vllm/vllm-openai:v0.28.0", "Labels": labels}}
+
+
+def section(name, out="", err="", rc=0):
+    return name, out, err, rc
+
+
+def answer(*, runtime=("28.2.2\n", "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
+           image=None, name=("[]\n", "Error: No such container: inkctl-x-r0\n", 1),
+           listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), seconds=0.05) -> Result:
+    image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
+    out, err = [], []
+    for sec, (o, e, rc) in (("runtime", runtime), ("gpus", gpus), ("meminfo", meminfo), ("image", image),
+                            ("name", name), ("listen", listen), ("paths", paths)):
+        out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
+        err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
+    return Result(("sh",), 0, "".join(out).encode(), "".join(err).encode(), seconds)
+
+
+class Replay:
+    """A transport that answers each script by its $0 name (inkctl-preflight, inkctl-pull)."""
+
+    def __init__(self, name, **answers):
+        self.name = name
+        self.answers = answers
+        self.calls: list[tuple[str, ...]] = []
+        self.delay = 0.0
+
+    def run(self, argv, *, timeout=None, stdin=None):
+        self.calls.append(tuple(argv))
+        time.sleep(self.delay)
+        assert argv[:2] == ["sh", "-c"] or tuple(argv[:2]) == ("sh", "-c"), argv
+        key = argv[3].replace("inkctl-", "")
+        res = self.answers[key]
+        if isinstance(res, Exception):
+            raise res
+        return res
+
+    def put(self, path, content, mode):
+        raise AssertionError("preflight writes nothing")
+
+    def stream(self, argv, on_line, stop=None):
+        raise AssertionError("preflight streams nothing")
+
+    def close(self):
+        pass
+
+
+def recipe(**over) -> Recipe:
+    doc = {
+        "name": "x",
+        "model": {"repo": "thinkingmachines/Inkling-NVFP4", "weights_gb": 600},
+        "hardware": {"accelerator": "h200", "compute_capability": "9.0", "nodes": 1, "gpus_per_host": 8},
+        "engine": {"kind": "vllm", "version": "v0.28.0",
+                   "image": {"ref": "vllm/vllm-openai:v0.28.0", "digest": DIGEST},
+                   "args": {"tensor_parallel": 8, "port": 8000}},
+        "container": {"runtime": "docker", "mounts": [{"source": "${HF_HOME}", "target": "/hf", "read_only": True}]},
+        "smoke": {"enabled": False},
+    }
+    for path, value in over.items():
+        d = doc
+        keys = path.split("__")
+        for k in keys[:-1]:
+            d = d.setdefault(k, {})
+        d[keys[-1]] = value
+    return Recipe.model_validate(doc)
+
+
+def hosts(n=1):
+    return [Host(name=f"h{i + 1}", address=f"10.231.0.{11 + i}", vars={"HF_HOME": f"/data/hf{i + 1}"}) for i in range(n)]
+
+
+def run(r, transports, **kw):
+    plan = build_plan(r, hosts(len(transports)))
+    return run_preflight(r, plan, {t.name: t for t in transports}, **kw)
+
+
+def by_check(results, host="h1"):
+    return {x.check: x for x in results if x.host == host}
+
+
+# --- all well -------------------------------------------------------------------------------
+
+def test_all_pass_in_one_round_trip():
+    t = Replay("h1", preflight=answer())
+    res = by_check(run(recipe(), [t]))
+    assert {c: r.status for c, r in res.items()} == {c: "ok" for c in
+                                                    ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")}
+    assert len(t.calls) == 1
+    argv = t.calls[0]
+    assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
+    # values travel as positional arguments, never inside the script
+    assert argv[4:] == ("docker", "{{.Server.Version}}", "vllm/vllm-openai:v0.28.0", "inkctl-x-r0", "/data/hf1")
+    assert "/data/hf1" not in HOST_PROBE and "vllm/vllm-openai" not in HOST_PROBE
+    assert res["gpus"].detail == "8x NVIDIA H200, sm 9.0, 140.4 GiB (139.8 free) each, driver 580.159.04"
+    assert res["runtime"].detail == "docker 28.2.2"
+    assert "matches the pinned digest" in res["image"].detail
+    assert res["paths"].detail == "present: /data/hf1"
+    assert res["ports"].detail == "free: 8000 (engine)"
+    assert res["memory"].detail == "MemAvailable 125.4 of 125.9 GiB"
+
+
+def test_hosts_are_probed_in_parallel():
+    ts = [Replay(f"h{i}", preflight=answer()) for i in (1, 2)]
+    for t in ts:
+        t.delay = 0.4
+    r = recipe(hardware__nodes=2, hardware__gpus_per_host=4, engine__args__tensor_parallel=8,
+               container__network="host")
+    t0 = time.monotonic()
+    results = run(r, ts)
+    assert time.monotonic() - t0 < 0.75
+    assert {x.host for x in results} == {"h1", "h2"}
+
+
+# --- runtime --------------------------------------------------------------------------------
+
+def test_runtime_down_is_not_runtime_missing():
+    t = Replay("h1", preflight=answer(runtime=("", DOCKER_DOWN, 1), image=("[]", DOCKER_DOWN, 1), name=("[]", DOCKER_DOWN, 1)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    res = by_check(ei.value.results)
+    assert res["runtime"].status == "fail"
+    assert res["runtime"].detail == f"docker is installed but not answering (runtime down): {DOCKER_DOWN}"
+    assert "systemctl start docker" in res["runtime"].hint
+    assert res["image"].status == res["name"].status == "not-run"
+    assert res["gpus"].status == "ok"  # everything that does not need the runtime still says how it is
+    msg = ei.value.message
+    assert msg.startswith("preflight failed on h1 (runtime): nothing was launched")
+    assert "runtime down" in msg and "h1" in msg  # the table travels in the message without a sink
+
+
+def test_runtime_not_installed():
+    t = Replay("h1", preflight=answer(runtime=("", "", 127), image=("", "", 127), name=("", "", 127)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    r = by_check(ei.value.results)["runtime"]
+    assert r.detail == "docker is not installed (not on the SSH user's PATH)"
+    assert "runtime down" not in r.detail
+
+
+# --- gpus -----------------------------------------------------------------------------------
+
+def test_wrong_compute_capability_names_what_was_found():
+    t = Replay("h1", preflight=answer(gpus=(GB10 * 8, "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    g = by_check(ei.value.results)["gpus"]
+    assert g.detail == "found compute capability 12.1 (NVIDIA GB10); the recipe needs 9.0 (h200)"
+    assert "(gpus)" in ei.value.message
+
+
+def test_too_few_gpus():
+    t = Replay("h1", preflight=answer(gpus=(H200, "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    g = by_check(ei.value.results)["gpus"]
+    assert g.detail.startswith("found 1x NVIDIA H200, sm 9.0")
+    assert g.detail.endswith("the recipe needs 8 GPU(s) per host")
+
+
+@pytest.mark.parametrize("gpus,expect", [
+    (("", "", 127), "nvidia-smi not found"),
+    (("", DRIVER_DOWN, 9), "the NVIDIA driver is not loaded (nvidia-smi: NVIDIA-SMI has failed because it couldn't communicate"),
+    (("Segmentation fault\n", "", 0), "unexpected nvidia-smi output on line 1: 'Segmentation fault'"),
+])
+def test_nvidia_smi_failures(gpus, expect):
+    t = Replay("h1", preflight=answer(gpus=gpus))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    assert by_check(ei.value.results)["gpus"].detail.startswith(expect)
+
+
+def test_gpu_memory_in_use_warns_without_failing():
+    busy = H200x8.replace("143156", "20000", 1)
+    res = by_check(run(recipe(), [Replay("h1", preflight=answer(gpus=(busy, "", 0)))]))
+    assert res["gpus"].status == "warn"
+    assert "GPU 0: 120.9 GiB already in use" in res["gpus"].detail
+
+
+def test_gpu_smaller_than_the_recipe_says():
+    r = recipe(hardware__memory_gib=192)
+    with pytest.raises(PreflightFailed) as ei:
+        run(r, [Replay("h1", preflight=answer())])
+    assert by_check(ei.value.results)["gpus"].detail.startswith(
+        "GPU 0 has 140.4 GiB; the recipe expects 192 GiB per GPU (hardware.memory_gib)")
+
+
+# --- unified memory (GB10) -------------------------------------------------------------------
+
+def spark(**over):
+    base = dict(hardware__accelerator="dgx-spark-gb10", hardware__compute_capability="12.1", hardware__nodes=2,
+                hardware__gpus_per_host=1, hardware__unified_memory=True, engine__args__tensor_parallel=2,
+                model__weights_gb=170.7)
+    base.update(over)
+    return recipe(**base)
+
+
+def test_gb10_reads_memavailable():
+    ts = [Replay(f"h{i}", preflight=answer(gpus=(GB10, "", 0))) for i in (1, 2)]
+    results = run(spark(), ts)
+    g, m = by_check(results)["gpus"], by_check(results)["memory"]
+    assert g.detail == "1x NVIDIA GB10, sm 12.1, unified memory: MemAvailable 125.4 of 125.9 GiB, driver 580.95.05"
+    assert m.status == "ok" and "unified memory; watchdog floor 8 GiB" in m.detail
+
+
+def test_gb10_low_memavailable_warns():
+    low = "MemTotal:       127599920 kB\nMemAvailable:     6291456 kB\n"
+    ts = [Replay("h1", preflight=answer(gpus=(GB10, "", 0), meminfo=(low, "", 0))),
+          Replay("h2", preflight=answer(gpus=(GB10, "", 0)))]
+    results = run(spark(), ts)  # a warning does not fail
+    m = by_check(results)["memory"]
+    assert m.status == "warn"
+    assert m.detail.startswith("MemAvailable 6.0 of 121.7 GiB: below the watchdog threshold of 8 GiB")
+
+
+# --- image ----------------------------------------------------------------------------------
+
+def test_image_missing_without_pull():
+    t = Replay("h1", preflight=answer(image=("[]\n", "Error: No such image: vllm/vllm-openai:v0.28.0\n", 1)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    i = by_check(ei.value.results)["image"]
+    assert i.detail == "vllm/vllm-openai:v0.28.0 is not on the host"
+    assert "engine.image.pull: true" in i.hint
+    assert len(t.calls) == 1  # no pull attempted
+
+
+def test_image_missing_with_pull_pulls_the_pinned_digest_and_tags_it():
+    t = Replay("h1", preflight=answer(image=("[]\n", "Error: No such image\n", 1)),
+               pull=Result(("sh",), 0, image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]).encode(), b"", 30.0))
+    res = by_check(run(recipe(engine__image__pull=True), [t]))
+    assert res["image"].status == "ok"
+    assert res["image"].detail.startswith(f"vllm/vllm-openai:v0.28.0 was missing: pulled vllm/vllm-openai@{DIGEST}")
+    assert t.calls[1][3:] == ("inkctl-pull", "docker", f"vllm/vllm-openai@{DIGEST}", "vllm/vllm-openai:v0.28.0")
+
+
+def test_pull_failure_fails():
+    t = Replay("h1", preflight=answer(image=("[]\n", "Error: No such image\n", 1)),
+               pull=Result(("sh",), 1, b"", b"Error response from daemon: Get \"https://registry-1.docker.io/v2/\": dial tcp: lookup registry-1.docker.io: no such host\n", 0.1))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(engine__image__pull=True), [t])
+    assert "pulling vllm/vllm-openai@sha256:abab" in by_check(ei.value.results)["image"].detail
+    assert "no such host" in by_check(ei.value.results)["image"].detail
+
+
+def test_image_with_another_digest_fails():
+    t = Replay("h1", preflight=answer(image=(image_json(iid=OTHER, repo_digests=[f"vllm/vllm-openai@{OTHER}"]), "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    i = by_check(ei.value.results)["image"]
+    assert i.detail == f"vllm/vllm-openai:v0.28.0 on the host is {OTHER[:19]}, not the pinned {DIGEST}"
+
+
+def test_pinned_digest_matches_the_image_id_too():
+    """A locally built or imported image has no RepoDigests: its Id is its content address."""
+    t = Replay("h1", preflight=answer(image=(image_json(iid=DIGEST, repo_digests=[]), "", 0)))
+    assert by_check(run(recipe(), [t]))["image"].status == "ok"
+
+
+def test_unpinned_image_present():
+    t = Replay("h1", preflight=answer(image=(image_json(iid=OTHER), "", 0)))
+    res = by_check(run(recipe(engine__image__digest=None), [t]))
+    assert res["image"].detail == f"vllm/vllm-openai:v0.28.0 present ({OTHER[:19]})"
+
+
+def test_built_image_is_checked_not_pulled():
+    t = Replay("h1", preflight=answer(image=("[]\n", "Error: No such image\n", 1)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(engine__image__pull=True), [t], image="inkctl/x:build-0123456789ab")
+    assert t.calls[0][6] == "inkctl/x:build-0123456789ab"
+    assert by_check(ei.value.results)["image"].hint == "build it first: inkctl build"
+    assert len(t.calls) == 1
+
+
+# --- paths, ports, names --------------------------------------------------------------------
+
+def test_missing_mount_names_the_expanded_path_and_the_recipe_field():
+    t = Replay("h1", preflight=answer(paths=("missing\n", "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    p = by_check(ei.value.results)["paths"]
+    assert p.detail == "/data/hf1 does not exist from container.mounts[0].source ${HF_HOME}"
+    assert "vars" in p.hint
+
+
+def test_mount_sources_come_from_the_planned_argv():
+    r = recipe(container__mounts=[{"source": "${HF_HOME}", "target": "/hf"},
+                                  {"source": "/opt/optional", "target": "/o", "required": False},
+                                  {"source": "/srv/${HOST}/cache", "target": "/c"}])
+    plan = build_plan(r, hosts(1))
+    assert mount_sources(r, plan, "h1") == [(0, "/data/hf1"), (2, "/srv/h1/cache")]
+
+
+def test_busy_port_fails_and_an_established_connection_does_not():
+    t = Replay("h1", preflight=answer(listen=(TCP_HEADER + SSHD + ESTABLISHED_8000, "", 0)))
+    assert by_check(run(recipe(), [t]))["ports"].status == "ok"
+    t = Replay("h1", preflight=answer(listen=(TCP_HEADER + SSHD + PORT_8000, "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    p = by_check(ei.value.results)["ports"]
+    assert p.detail == "in use: 8000 (engine)"
+    assert "sport = :8000" in p.hint
+
+
+def test_multinode_head_checks_the_rendezvous_port_workers_none():
+    ts = [Replay(f"h{i}", preflight=answer(gpus=(GB10, "", 0))) for i in (1, 2)]
+    results = run(spark(), ts)
+    assert by_check(results, "h1")["ports"].detail == "free: 8000 (engine), 29501 (master)"
+    assert by_check(results, "h2")["ports"].detail == "no fixed port on a worker"
+
+
+def test_sglang_and_ray_rendezvous_ports():
+    from inkctl.execute.preflight import planned_ports
+
+    s = spark(engine={"kind": "sglang", "version": "x", "image": {"ref": "lmsysorg/sglang:x"},
+                      "args": {"tensor_parallel": 2, "port": 8010}})
+    assert planned_ports(s, 0) == [(8010, "engine"), (20000, "dist-init")]
+    assert planned_ports(spark(engine__multinode="ray"), 0) == [(8000, "engine"), (6379, "ray")]
+
+
+def test_foreign_container_holding_the_name_fails():
+    names = (json.dumps([container_json("inkctl-x-r0", "other")]), "", 0)
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [Replay("h1", preflight=answer(name=names))])
+    n = by_check(ei.value.results)["name"]
+    assert n.detail == "inkctl-x-r0 is taken by another container (deployment 'other', running)"
+    assert n.hint == "remove it on h1 (docker rm -f inkctl-x-r0) or rename the deployment"
+    names = (json.dumps([container_json("inkctl-x-r0", None, "exited", 0)]), "", 0)
+    with pytest.raises(PreflightFailed, match="no inkctl label"):
+        run(recipe(), [Replay("h1", preflight=answer(name=names))])
+
+
+def test_own_running_deployment_holds_its_port_without_failing():
+    names = (json.dumps([container_json("inkctl-x-r0", "x")]), "", 0)
+    res = by_check(run(recipe(), [Replay("h1", preflight=answer(name=names, listen=(TCP_HEADER + PORT_8000, "", 0)))]))
+    assert res["name"].status == "ok" and "inkctl-x-r0 running" in res["name"].detail
+    assert res["ports"].status == "ok" and "this deployment" in res["ports"].detail
+
+
+# --- skip, unreachable, sinks ----------------------------------------------------------------
+
+def test_skip_check_waives_a_failure_knowingly():
+    t = Replay("h1", preflight=answer(gpus=(GB10 * 8, "", 0)))
+    res = by_check(run(recipe(), [t], skip={"gpus"}))
+    assert res["gpus"].status == "skipped"
+    assert res["gpus"].detail.startswith("skipped (--skip-check); would be: found compute capability 12.1")
+
+
+def test_skip_check_unknown_or_ssh():
+    t = Replay("h1", preflight=answer())
+    with pytest.raises(UsageError, match="--skip-check gpu: no such check"):
+        run(recipe(), [t], skip={"gpu"})
+    with pytest.raises(UsageError, match="cannot be waived"):
+        run(recipe(), [t], skip={"ssh"})
+
+
+def test_an_unreachable_host_fails_ssh_and_the_others_are_still_checked():
+    err = HostError("h2", "unreachable", "unreachable: cannot connect to 10.231.0.12:22: no route to host",
+                    hint="check that the host is up")
+    ts = [Replay("h1", preflight=answer(gpus=(GB10, "", 0))), Unreachable(err)]
+    with pytest.raises(PreflightFailed) as ei:
+        run(spark(), ts)
+    h2 = by_check(ei.value.results, "h2")
+    assert h2["ssh"].status == "fail"
+    assert h2["ssh"].detail == "unreachable: cannot connect to 10.231.0.12:22: no route to host"
+    assert {h2[c].status for c in h2 if c != "ssh"} == {"not-run"}
+    assert all(r.status == "ok" for r in by_check(ei.value.results, "h1").values())
+    assert ei.value.message.startswith("preflight failed on h2 (ssh)")
+
+
+def test_connection_lost_during_the_probe():
+    t = Replay("h1", preflight=HostError("h1", "unreachable", "connection lost"))
+    with pytest.raises(PreflightFailed):
+        run(recipe(), [t])
+
+
+def test_event_sink_gets_one_report_and_the_message_stays_short():
+    sink = Collect()
+    t = Replay("h1", preflight=answer(paths=("missing\n", "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t], sink=sink)
+    (report,) = sink.events
+    assert isinstance(report, PreflightReport) and not report.ok
+    assert report.as_dict()["event"] == "preflight"
+    assert "\n" not in ei.value.message
+    got = []
+    run(recipe(), [Replay("h1", preflight=answer())], sink=got.append)
+    assert len(got[0]) == 8
+
+
+def test_preflight_failed_is_an_inkctl_error_with_exit_1():
+    assert issubclass(PreflightFailed, InkctlError)
+    assert PreflightFailed("x", []).exit_code == 1
+
+
+def test_results_text():
+    results = run(recipe(), [Replay("h1", preflight=answer())])
+    text = results_text(results)
+    assert text.splitlines()[0].split() == ["host", "check", "result", "detail"]
+    assert "h1    gpus     ok       8x NVIDIA H200" in text
+
+
+# --- the real script --------------------------------------------------------------------------
+
+def _stub(d: Path, name: str, body: str) -> None:
+    p = d / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+
+
+def test_the_real_script_prints_what_answer_builds(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (tmp_path / "present").mkdir()
+    _stub(bin_, "nvidia-smi", f"cat {FIXTURES / 'h200-query-gpu.csv'}\n")
+    _stub(bin_, "docker", "\n".join([
+        'case "$1 $2" in',
+        '"version --format") echo 28.2.2;;',
+        f'"image inspect") echo \'{image_json()}\';;',
+        '"container inspect") echo "[]"; echo "Error: No such container: $3" >&2; exit 1;;',
+        "esac", ""]))
+    env = {"PATH": f"{bin_}:/usr/bin:/bin"}
+    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", "{{.Server.Version}}", "img:1", "inkctl-x-r0",
+            str(tmp_path / "present"), str(tmp_path / "absent dir; rm -rf /")]
+    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    s = split_sections(p.stdout, p.stderr)
+    assert s.get("runtime") == ("28.2.2", "", 0)
+    assert s.get("gpus") == (H200.strip(), "", 0)
+    assert s.get("image")[2] == 0 and json.loads(s.get("image")[0])[0]["Id"] == DIGEST
+    assert s.get("name") == ("[]", "Error: No such container: inkctl-x-r0", 1)
+    assert s.get("paths") == ("present\nmissing", "", 0)
+    assert s.get("meminfo")[0].startswith("MemTotal:") and s.get("meminfo")[2] == 0
+    assert "MemAvailable:" in s.get("meminfo")[0]
+    assert s.get("listen")[0].lstrip().startswith("sl")
+    # a host without docker or nvidia-smi: 127 for both, told apart from "installed but down"
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for tool in ("grep", "cat"):
+        (bare / tool).symlink_to(shutil.which(tool))
+    p = subprocess.run([shutil.which("sh"), *argv[1:]], env={"PATH": str(bare)}, capture_output=True, text=True, timeout=30)
+    s = split_sections(p.stdout, p.stderr)
+    assert s.get("runtime")[2] == 127 and s.get("gpus")[2] == 127
+    assert s.get("paths") == ("present\nmissing", "", 0)
+
+
+def test_probe_parses_podman():
+    """podman 4.3's inspect: bare name, bare hex image id, ImageName (recorded on Debian 12)."""
+    from inkctl.execute.probe import parse_inspect
+
+    rec = [{"Id": "a10a6ea99b0f", "Name": "inkctl-t-r0", "Image": "8fcbef0cfaa3b507a3537837d2305d3300b557e48c4a97d2af9c97e7dc8d0407",
+            "ImageName": "localhost/tiny:1",
+            "State": {"Status": "running", "Running": True, "ExitCode": 0, "StartedAt": "2026-11-29T16:31:37.880627661Z",
+                      "FinishedAt": "0001-01-01T00:00:00Z"},
+            "Config": {"Image": "localhost/tiny:1", "Labels": {"inkctl.deployment": "t", "inkctl.rank": "0"}}},
+           {"Id": "b", "Name": "t-exit", "Image": "8fcbef0cfaa3", "ImageName": "localhost/tiny:1",
+            "State": {"Status": "exited", "Running": False, "ExitCode": 3, "StartedAt": "2026-11-29T16:31:38.089651286Z",
+                      "FinishedAt": "2026-11-29T16:31:38.090473232Z"},
+            "Config": {"Labels": {"inkctl.deployment": "t"}}}]
+    a, b = parse_inspect(json.dumps(rec))
+    assert (a.name, a.state, a.exit_code, a.rank, a.image, a.image_id_short) == (
+        "inkctl-t-r0", "running", None, 0, "localhost/tiny:1", "8fcbef0cfaa3")
+    assert a.started_at.isoformat() == "2026-11-29T16:31:37.880627+00:00"
+    assert (b.state, b.exit_code, b.rank) == ("exited", 3, None)
+
+
+def test_listening_ports_reads_tcp_and_tcp6():
+    from inkctl.execute.probe import listening_ports
+
+    tcp6 = "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 1\n"
+    assert listening_ports(TCP_HEADER + SSHD + PORT_8000 + ESTABLISHED_8000 + tcp6) == {22, 8000, 8080}
+
+
+def test_threads_do_not_leak():
+    before = threading.active_count()
+    run(recipe(), [Replay("h1", preflight=answer())])
+    assert threading.active_count() <= before

@@ -1,0 +1,271 @@
+"""The runner on scripted transports: order, barriers, failures, rollback, secrets, events.
+
+A ScriptedHost answers each argv from a small rule table and records what it was asked, so
+each test states what hosts did and asserts on what inkctl did in return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+
+import pytest
+
+from inkctl.errors import EXIT_INTERRUPTED
+from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
+                                   StageStarted, StepFailed, StepFinished)
+from inkctl.execute.runner import LaunchFailed, Runner, StepError, launch
+from inkctl.execute.secrets import render_env_file, resolve_secrets
+from inkctl.execute.transport import HostError, Result
+from inkctl.errors import InkctlError
+from inkctl.plan.deploy import build_plan
+from inkctl.plan.step import EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Stage, WaitFor
+from inkctl.recipe.hosts import Host
+from inkctl.recipe.model import Recipe
+
+
+def recipe(**over) -> Recipe:
+    doc = {
+        "name": "t", "model": {"repo": "org/m"},
+        "hardware": {"accelerator": "h200", "compute_capability": "9.0", "nodes": 2, "gpus_per_host": 1},
+        "engine": {"kind": "vllm", "version": "v1", "image": {"ref": "img:1"}, "args": {"tensor_parallel": 2}},
+        "smoke": {"enabled": False},
+    }
+    doc.update(over)
+    return Recipe.model_validate(doc)
+
+
+HOSTS = [Host(name="a", address="10.0.0.1"), Host(name="b", address="10.0.0.2")]
+
+
+class ScriptedHost:
+    def __init__(self, name, rules=None, delay=0.0):
+        self.name, self.rules, self.delay = name, rules or [], delay
+        self.calls: list[tuple] = []
+        self.files: dict[str, tuple[bytes, int]] = {}
+        self.lock = threading.Lock()
+
+    def run(self, argv, *, timeout=None, stdin=None):
+        with self.lock:
+            self.calls.append(("run", tuple(argv), time.monotonic()))
+        if self.delay:
+            time.sleep(self.delay)
+        for match, answer in self.rules:
+            if match(tuple(argv)):
+                if isinstance(answer, Exception):
+                    raise answer
+                code, out, err = answer(tuple(argv)) if callable(answer) else answer
+                return Result(tuple(argv), code, out.encode(), err.encode(), 0.0)
+        return Result(tuple(argv), 0, b"", b"", 0.0)
+
+    def put(self, path, content, mode):
+        with self.lock:
+            self.calls.append(("put", path, time.monotonic()))
+            self.files[path] = (content, mode)
+
+    def stream(self, argv, on_line, stop=None):
+        while stop is not None and not stop.wait(0.05):
+            pass
+        return -1
+
+    def close(self):
+        pass
+
+    def argvs(self):
+        return [c[1] for c in self.calls if c[0] == "run"]
+
+
+def is_run(argv):
+    return len(argv) > 1 and argv[1] == "run"
+
+
+def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
+    hosts = (PlannedHost("a", "10.0.0.1", 0, "docker", "/s/a"), PlannedHost("b", "10.0.0.2", 1, "docker", "/s/b"))
+    stages = (Stage("one", "first", tuple(steps_a) + tuple(steps_b)),)
+    td = (Run(host="a", rank=0, purpose="remove", argv=("docker", "rm", "--force", "c0"), ok_codes=(0, 1)),
+          Run(host="b", rank=1, purpose="remove", argv=("docker", "rm", "--force", "c1"), ok_codes=(0, 1))) if teardown else ()
+    return Plan(deployment="t", recipe_hash="h", hosts=hosts, stages=stages, containers=(), teardown=td)
+
+
+def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
+    plan = build_plan(recipe(), HOSTS)
+    a, b = ScriptedHost("a", delay=0.2), ScriptedHost("b", delay=0.2)
+    sink = Collect()
+    with pytest.raises(Exception):
+        Runner(plan, {"a": a, "b": b}, sink).run()  # health needs a real server; the launch stages ran
+    head_run = next(c for c in a.calls if c[0] == "run" and is_run(c[1]))
+    worker_run = next(c for c in b.calls if c[0] == "run" and is_run(c[1]))
+    assert worker_run[2] >= head_run[2] + 0.2  # workers only after the head's stage finished
+    assert [e.name for e in sink.of(StageStarted)][:2] == ["launch-head", "launch-workers"]
+
+
+def test_parallel_within_a_stage():
+    steps = [Run(host=h, rank=i, purpose="x", argv=("true",)) for i, h in enumerate("ab")]
+    plan = simple_plan(steps)
+    a, b = ScriptedHost("a", delay=0.3), ScriptedHost("b", delay=0.3)
+    t0 = time.monotonic()
+    Runner(plan, {"a": a, "b": b}, Collect()).run()
+    assert time.monotonic() - t0 < 0.55
+
+
+def test_failed_step_names_host_rank_purpose_code_and_stderr_then_rolls_back_only_touched_hosts():
+    plan = simple_plan([Run(host="a", rank=0, purpose="start the head", argv=("docker", "run", "img"))])
+    a = ScriptedHost("a", [(is_run, (125, "", "line1\ndocker: Error response from daemon: boom\n"))])
+    b = ScriptedHost("b")
+    sink = Collect()
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": a, "b": b}, sink))
+    msg = e.value.message
+    assert "a (rank 0): start the head failed with exit code 125" in msg
+    assert "| docker: Error response from daemon: boom" in msg
+    assert "rolled back" in msg and "on a" in msg
+    assert ("docker", "rm", "--force", "c0") in a.argvs()
+    assert b.calls == []  # nothing started on b: nothing removed there
+    assert sink.of(RollbackStarted)[0].hosts == ("a",)
+    assert sink.of(StepFailed)[0].host == "a"
+
+
+def test_keep_on_failure_leaves_things_and_says_so():
+    plan = build_plan(recipe(), HOSTS)
+    a = ScriptedHost("a")
+    b = ScriptedHost("b", [(is_run, (1, "", "nope"))])
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": a, "b": b}, Collect()), keep_on_failure=True)
+    assert "--keep-on-failure" in e.value.message and "a: inkctl-t-r0" in e.value.message
+    assert "inkctl down" in e.value.hint
+    assert not any(argv[1] == "rm" for argv in a.argvs())
+
+
+def test_unreachable_host_is_named_and_the_others_are_rolled_back():
+    plan = build_plan(recipe(), HOSTS)
+    a = ScriptedHost("a")
+    b = ScriptedHost("b", [(is_run, HostError("b", "unreachable", "connection lost during a command"))])
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": a, "b": b}, Collect()))
+    msg = e.value.message
+    assert "b: connection lost" in msg
+    assert "could NOT remove" in msg and "b: inkctl-t-r1 (host unreachable" in msg
+    assert ("docker", "rm", "--force", "inkctl-t-r0") in a.argvs()
+    assert "inkctl down" in e.value.hint
+
+
+def test_interrupt_rolls_back_and_exits_130():
+    plan = simple_plan([Run(host="a", rank=0, purpose="x", argv=("docker", "run", "i")),
+                        WaitFor(host="b", rank=1, purpose="wait", argv=("false",), timeout_s=30)])
+    a, b = ScriptedHost("a"), ScriptedHost("b", [(lambda v: v == ("false",), (1, "", ""))])
+    b.calls.append(("run", ("docker", "run"), 0))  # make b "touched" too? no: b only waits
+    runner = Runner(plan, {"a": a, "b": b}, Collect())
+    threading.Timer(0.3, lambda: runner.cancel.set()).start()  # what the barrier does on Ctrl-C
+    with pytest.raises(LaunchFailed) as e:
+        launch(runner)
+    assert e.value.exit_code == EXIT_INTERRUPTED and "interrupted" in e.value.message
+    assert ("docker", "rm", "--force", "c0") in a.argvs()
+
+
+def test_wait_for_counts_expect():
+    n = {"i": 0}
+
+    def answer(argv):
+        n["i"] += 1
+        return 0, " node_1\n" + (" node_2\n" if n["i"] >= 3 else ""), ""
+
+    step = WaitFor(host="a", rank=0, purpose="wait for 2 nodes", argv=("ray", "status"), timeout_s=5, interval_s=0.01,
+                   expect=" node_", expect_count=2)
+    a = ScriptedHost("a", [(lambda v: v[0] == "ray", answer)])
+    Runner(simple_plan([step]), {"a": a, "b": ScriptedHost("b")}, Collect()).run()
+    assert n["i"] == 3
+
+
+def test_wait_for_timeout_says_what_it_saw():
+    step = WaitFor(host="a", rank=0, purpose="wait for 2 nodes", argv=("ray", "status"), timeout_s=0.2, interval_s=0.05,
+                   expect=" node_", expect_count=2)
+    a = ScriptedHost("a", [(lambda v: v[0] == "ray", (0, " node_1\n", ""))])
+    with pytest.raises(StepError) as e:
+        Runner(simple_plan([step]), {"a": a, "b": ScriptedHost("b")}, Collect()).run()
+    assert "timed out after 0.2 s" in e.value.message and "1 of 2 times" in e.value.message
+
+
+def test_env_file_gets_the_secret_and_nothing_else_does(monkeypatch):
+    monkeypatch.setenv("HF_TOKEN_SRC", "hf_supersecret")
+    secrets = resolve_secrets({"HF_TOKEN": type("S", (), {"env": "HF_TOKEN_SRC", "file": None, "describe": lambda s: "env"})()})
+    put = Put(host="a", rank=0, purpose="env", path="/s/a/rank0.env", content=EnvFile((("HF_TOKEN", SecretRef("HF_TOKEN")), ("X", "1"))), mode=0o600)
+    fail = Run(host="a", rank=0, purpose="start", argv=("docker", "run", "i"))
+    a = ScriptedHost("a", [(is_run, (1, "", "token hf_supersecret rejected"))])
+    collect = Collect()
+    sink = ScrubbingSink(collect, Scrubber([s.reveal() for s in secrets.values()]))
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(simple_plan([put, fail]), {"a": a, "b": ScriptedHost("b")}, sink, secrets=secrets))
+    assert a.files["/s/a/rank0.env"] == (b"HF_TOKEN=hf_supersecret\nX=1\n", 0o600)
+    assert all("hf_supersecret" not in repr(ev) for ev in collect.events)  # the scrubber's net
+    assert "hf_supersecret" in e.value.message  # the CLI scrubs errors too (see cli/deploy.py) ...
+    assert "hf_supersecret" not in Scrubber(["hf_supersecret"]).text(e.value.message)  # ... with this
+
+
+def test_missing_secrets_are_all_named_with_where_they_were_looked_for(tmp_path, monkeypatch):
+    from inkctl.recipe.container import SecretSource
+
+    monkeypatch.delenv("NOPE_VAR", raising=False)
+    with pytest.raises(InkctlError) as e:
+        resolve_secrets({"A": SecretSource(env="NOPE_VAR"), "B": SecretSource(file=str(tmp_path / "missing"))})
+    msg = e.value.message
+    assert "2 secrets could not be resolved" in msg and "nothing was started" in msg
+    assert "A: environment variable NOPE_VAR is not set" in msg and f"B: file {tmp_path / 'missing'} does not exist" in msg
+    (tmp_path / "tok").write_text("abc\nsecond line ignored\n")
+    assert resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})["B"].reveal() == "abc"
+    assert render_env_file(EnvFile((("B", SecretRef("B")),)), resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})) == b"B=abc\n"
+
+
+def test_sha256_is_verified_before_upload():
+    good = b"print('hi')\n"
+    step = Put(host="a", rank=0, purpose="upload hotfix x.py", path="/s/a/hotfix/x.py", content=good,
+               sha256=hashlib.sha256(b"other").hexdigest())
+    a = ScriptedHost("a")
+    with pytest.raises(StepError) as e:
+        Runner(simple_plan([step]), {"a": a, "b": ScriptedHost("b")}, Collect()).run()
+    assert "is pinned to sha256" in e.value.message and "nothing was uploaded" in e.value.message
+    assert a.files == {}
+    ok = Put(host="a", rank=0, purpose="u", path="/p", content=good, sha256=hashlib.sha256(good).hexdigest())
+    Runner(simple_plan([ok]), {"a": a, "b": ScriptedHost("b")}, Collect()).run()
+    assert a.files["/p"][0] == good
+
+
+def test_health_fails_fast_on_an_exited_rank_with_its_code_and_logs(monkeypatch):
+    """No HTTP server answers; rank 1's container has exited: the wait fails on the first inspect."""
+    plan = build_plan(recipe(health={"timeout_s": 30, "interval_s": 0.2}), HOSTS)
+
+    def inspect(argv):
+        return 0, "".join(f"/{c}|{'exited' if c.endswith('r1') else 'running'}|{3 if c.endswith('r1') else 0}\n" for c in argv[4:]), ""
+
+    def logs(argv):
+        return 0, "".join(f"line {i}\n" for i in range(80)) + "RuntimeError: CUDA error\n", ""
+
+    rules = [(lambda v: v[1] == "inspect", inspect), (lambda v: v[1] == "logs", logs)]
+    a, b = ScriptedHost("a", rules), ScriptedHost("b", rules)
+    sink = Collect()
+    t0 = time.monotonic()
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": a, "b": b}, sink))
+    assert time.monotonic() - t0 < 2.0
+    msg = e.value.message
+    assert "rank 1 on b (container inkctl-t-r1) exited with code 3" in msg
+    assert "RuntimeError: CUDA error" in msg and "line 31" in msg and "line 30\n" not in msg  # the last 50 lines
+    assert "rolled back" in msg and set(sink.of(RollbackFinished)[0].removed) == {"a", "b"}
+    assert sink.of(HealthProgress)[-1].ranks[1].phase == "exited"
+
+
+def test_health_timeout_message(monkeypatch):
+    plan = build_plan(recipe(health={"timeout_s": 0.6, "interval_s": 0.1}), HOSTS)
+    ok = [(lambda v: v[1] == "inspect", lambda v: (0, "".join(f"/{c}|running|0\n" for c in v[4:]), ""))]
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": ScriptedHost("a", ok), "b": ScriptedHost("b", ok)}, Collect()))
+    assert "timed out after 0.6 s waiting for http://10.0.0.1:8000/health" in e.value.message
+
+
+def test_scrubber_masks_nested_values():
+    from inkctl.execute.events import RankState
+
+    s = Scrubber(["tok123", "tok"])
+    ev = HealthProgress(url="u", elapsed=1, timeout=2, ranks=(RankState("a", 0, "c", "loading", "key=tok123 tok"),))
+    assert s(ev).ranks[0].last_line == "key=*** ***"
+    assert s({"a": ["tok123"]}) == {"a": ["***"]}

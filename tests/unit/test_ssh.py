@@ -1,0 +1,325 @@
+"""The SSH transport against a real sshd on loopback: host keys, ssh_config, run/put/stream.
+
+One sshd per module (root only, like the cluster tests; skipped elsewhere), listening on
+127.0.0.1 with a throw-away host key. Each test gets its own HOME, so ~/.ssh/config and
+~/.ssh/known_hosts are the test's own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inkctl.execute.connect import connect_all, connect_each, connect_host
+from inkctl.execute.hostkeys import fingerprint
+from inkctl.execute.transport import HostError
+from inkctl.recipe.hosts import Host
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SSHD) or not shutil.which("ssh-keygen"),
+                                reason="needs root, sshd and ssh-keygen")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _keygen(path: Path, kind: str = "ed25519") -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "inkctl-test", "-f", str(path)], check=True)
+    return path
+
+
+class Sshd:
+    def __init__(self, root: Path):
+        self.root = root
+        self.port = _free_port()
+        self.host_key = _keygen(root / "host_ed25519")
+        self.client_key = _keygen(root / "client_ed25519")
+        self.other_key = _keygen(root / "other_ed25519")
+        auth = root / "authorized_keys"
+        auth.write_text((root / "client_ed25519.pub").read_text())
+        auth.chmod(0o600)
+        cfg = root / "sshd_config"
+        cfg.write_text("\n".join([
+            f"Port {self.port}", "ListenAddress 127.0.0.1", f"HostKey {self.host_key}",
+            f"PidFile {root / 'sshd.pid'}", f"AuthorizedKeysFile {auth}", "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no", "PermitRootLogin prohibit-password", "UsePAM no", "UseDNS no",
+            "StrictModes no", "AllowTcpForwarding yes", "MaxSessions 50", "Subsystem sftp internal-sftp", ""]))
+        os.makedirs("/run/sshd", exist_ok=True)
+        self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                    if s.recv(4).startswith(b"SSH-"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("sshd did not start")
+
+    def key_line(self, name: str | None = None) -> str:
+        typ, blob = (self.root / "host_ed25519.pub").read_text().split()[:2]
+        return f"{name or f'[127.0.0.1]:{self.port}'} {typ} {blob}\n"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    s = Sshd(tmp_path_factory.mktemp("sshd"))
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    (tmp_path / ".ssh").mkdir(mode=0o700)
+    return tmp_path
+
+
+def host(sshd, **kw) -> Host:
+    base = dict(name="h1", address="127.0.0.1", port=sshd.port, user="root", identity_file=str(sshd.client_key))
+    base.update(kw)
+    return Host(**base)
+
+
+def trust(home: Path, sshd) -> Path:
+    kh = home / ".ssh" / "known_hosts"
+    kh.write_text(sshd.key_line())
+    return kh
+
+
+# --- host keys ----------------------------------------------------------------------------
+
+def test_fingerprint_is_openssh_format(sshd):
+    import paramiko
+
+    key = paramiko.Ed25519Key.from_private_key_file(str(sshd.host_key))
+    want = subprocess.run(["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True, text=True).stdout.split()[1]
+    assert fingerprint(key) == want and "=" not in want
+
+
+def test_unknown_host_key_is_refused_with_fingerprint_and_flag(sshd, home):
+    want = subprocess.run(["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True, text=True).stdout.split()[1]
+    with pytest.raises(HostError) as e:
+        connect_host(host(sshd), accept_new=False)
+    msg = e.value.render()
+    assert e.value.cause == "unknown-host-key" and e.value.host == "h1"
+    assert msg.startswith("h1: host key unknown") and "ED25519" in msg and want in msg
+    assert "--accept-new-host-keys" in msg
+    assert not (home / ".ssh" / "known_hosts").exists()
+
+
+def test_accept_new_records_key_openssh_style(sshd, home):
+    seen = []
+    t = connect_host(host(sshd), accept_new=True, on_accept=lambda *a: seen.append(a))
+    t.close()
+    kh = (home / ".ssh" / "known_hosts").read_text()
+    assert kh == sshd.key_line()  # "[127.0.0.1]:PORT ssh-ed25519 AAAA..." (port != 22)
+    assert seen and seen[0][0] == "h1" and seen[0][2] == "ED25519"
+    assert oct((home / ".ssh" / "known_hosts").stat().st_mode & 0o777) == "0o600"
+    # OpenSSH itself accepts what was written
+    r = subprocess.run(["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={home}/.ssh/known_hosts",
+                        "-i", str(sshd.client_key), "-p", str(sshd.port), "root@127.0.0.1", "true"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # and the second connection needs no flag
+    connect_host(host(sshd), accept_new=False).close()
+
+
+def test_accept_new_hashes_when_the_file_is_hashed(sshd, home):
+    from paramiko.hostkeys import HostKeys
+
+    kh = home / ".ssh" / "known_hosts"
+    typ, blob = (sshd.root / "other_ed25519.pub").read_text().split()[:2]
+    kh.write_text(f"{HostKeys.hash_host('other.example')} {typ} {blob}\nnot a valid line\n")
+    connect_host(host(sshd), accept_new=True).close()
+    lines = kh.read_text().splitlines()
+    assert len(lines) == 3 and lines[2].startswith("|1|") and f"{sshd.port}" not in lines[2]
+    r = subprocess.run(["ssh-keygen", "-F", f"[127.0.0.1]:{sshd.port}", "-f", str(kh)], capture_output=True, text=True)
+    assert r.returncode == 0 and "found" in r.stdout
+
+
+def test_changed_host_key_is_refused_even_with_the_flag(sshd, home):
+    kh = home / ".ssh" / "known_hosts"
+    typ, blob = (sshd.root / "other_ed25519.pub").read_text().split()[:2]
+    kh.write_text(f"[127.0.0.1]:{sshd.port} {typ} {blob}\n")
+    before = kh.read_text()
+    for flag in (False, True):
+        with pytest.raises(HostError) as e:
+            connect_host(host(sshd), accept_new=flag)
+        msg = e.value.render()
+        assert e.value.cause == "changed-host-key" and "CHANGED" in msg
+        presented = subprocess.run(["ssh-keygen", "-lf", str(sshd.host_key) + ".pub"], capture_output=True, text=True).stdout.split()[1]
+        expected = subprocess.run(["ssh-keygen", "-lf", str(sshd.other_key) + ".pub"], capture_output=True, text=True).stdout.split()[1]
+        assert presented in msg and expected in msg
+    assert kh.read_text() == before
+
+
+def test_user_known_hosts_file_from_ssh_config(sshd, home):
+    other = home / "kh-elsewhere"
+    other.write_text(sshd.key_line())
+    (home / ".ssh" / "config").write_text(f"Host *\n  UserKnownHostsFile {other}\n")
+    connect_host(host(sshd), accept_new=False).close()
+
+
+# --- ssh_config ---------------------------------------------------------------------------
+
+def test_alias_from_ssh_config(sshd, home):
+    trust(home, sshd)
+    (home / ".ssh" / "config").write_text(
+        f"Host box1\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.client_key}\n")
+    t = connect_host(Host(name="h1", address="box1"), accept_new=False)
+    try:
+        assert t.run(["echo", "hi"]).text() == "hi\n"
+    finally:
+        t.close()
+
+
+def test_inventory_wins_over_ssh_config(sshd, home):
+    trust(home, sshd)
+    (home / ".ssh" / "config").write_text(f"Host 127.0.0.1\n  Port 1\n  User nobody\n  IdentityFile {sshd.other_key}\n")
+    t = connect_host(host(sshd), accept_new=False)
+    assert t.run(["id", "-un"]).text() == "root\n"
+    t.close()
+
+
+def test_proxy_jump(sshd, home):
+    trust(home, sshd)
+    # the jump host and the target are the same sshd; the target is reached through a direct-tcpip channel
+    (home / ".ssh" / "config").write_text(
+        f"Host jump\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.client_key}\n"
+        f"Host target\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n  IdentityFile {sshd.client_key}\n  ProxyJump jump\n")
+    t = connect_host(Host(name="h1", address="target"), accept_new=False)
+    try:
+        assert len(t._jumps) == 1
+        assert t.run(["echo", "via jump"]).text() == "via jump\n"
+    finally:
+        t.close()
+
+
+# --- connection errors ----------------------------------------------------------------------
+
+def test_auth_failure_names_host_and_cause(sshd, home):
+    trust(home, sshd)
+    with pytest.raises(HostError) as e:
+        connect_host(host(sshd, identity_file=str(sshd.other_key)), accept_new=False)
+    assert e.value.cause == "auth" and e.value.message.startswith("h1: authentication failed for root@127.0.0.1")
+
+
+def test_unreachable_and_timeout(home):
+    with pytest.raises(HostError) as e:
+        connect_host(Host(name="gone", address="127.0.0.1", port=_free_port()), accept_new=False)
+    assert e.value.cause == "unreachable" and "gone:" in e.value.message and "refused" in e.value.message
+    # a TCP server that never says a word: the handshake times out
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(HostError) as e:
+            connect_host(Host(name="mute", address="127.0.0.1", port=srv.getsockname()[1]), accept_new=False, timeout=1.0)
+        assert e.value.cause == "timeout" and "mute:" in e.value.message, e.value.message
+        assert time.monotonic() - t0 < 5
+    finally:
+        srv.close()
+
+
+def test_connect_all_is_all_or_nothing(sshd, home):
+    trust(home, sshd)
+    hosts = [host(sshd, name="good"), Host(name="bad", address="127.0.0.1", port=_free_port())]
+    with pytest.raises(HostError) as e:
+        connect_all(hosts, accept_new=False)
+    assert "bad:" in e.value.message and "nothing was started" in e.value.message
+    res = connect_each(hosts, accept_new=False)
+    assert set(res.transports) == {"good"} and set(res.errors) == {"bad"}
+    for t in res.transports.values():
+        t.close()
+
+
+# --- run / put / stream ---------------------------------------------------------------------
+
+@pytest.fixture
+def conn(sshd, home):
+    trust(home, sshd)
+    t = connect_host(host(sshd), accept_new=False)
+    yield t
+    t.close()
+
+
+def test_run_quotes_every_argument(conn):
+    weird = ["a b", "$(id)", "`id`", "'q'", '"d"', "x;y", "new\nline", "ünï", "*", ""]
+    res = conn.run(["printf", "%s|", *weird])
+    assert res.ok and res.text() == "|".join(weird) + "|"
+
+
+def test_run_exit_code_and_stderr(conn):
+    res = conn.run(["sh", "-c", "echo out; echo err >&2; exit 7"])
+    assert (res.exit_code, res.text(), res.err_text()) == (7, "out\n", "err\n")
+
+
+def test_run_streams_stdin(conn):
+    chunks = (bytes([i % 256]) * 65536 for i in range(40))  # 2.5 MiB, never held whole
+    res = conn.run(["sh", "-c", "wc -c"], stdin=chunks)
+    assert res.ok and res.text().strip() == str(40 * 65536)
+    assert conn.run(["cat"], stdin=b"hello").text() == "hello"
+
+
+def test_run_timeout(conn):
+    t0 = time.monotonic()
+    with pytest.raises(HostError) as e:
+        conn.run(["sleep", "10"], timeout=0.5)
+    assert e.value.cause == "timeout" and time.monotonic() - t0 < 3
+
+
+def test_parallel_commands_share_one_connection(conn):
+    results = []
+    threads = [threading.Thread(target=lambda i=i: results.append(conn.run(["sh", "-c", f"sleep 0.3; echo {i}"]).text()))
+               for i in range(8)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == sorted(f"{i}\n" for i in range(8))
+    assert time.monotonic() - t0 < 2.0
+
+
+def test_put_is_atomic_creates_dirs_and_sets_mode(conn, tmp_path):
+    target = tmp_path / "state" / "deep" / "rank0.env"
+    conn.put(str(target), b"TOKEN=s3cret\n", 0o600)
+    assert target.read_bytes() == b"TOKEN=s3cret\n" and oct(target.stat().st_mode & 0o777) == "0o600"
+    conn.put(str(target), b"TOKEN=other\n", 0o600)  # overwrite in place
+    assert target.read_bytes() == b"TOKEN=other\n"
+    assert [p.name for p in target.parent.iterdir()] == ["rank0.env"]  # no temp file left
+
+
+def test_put_failure_names_host(conn, tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(HostError) as e:
+        conn.put(str(tmp_path / "file" / "sub" / "x"), b"", 0o644)
+    assert e.value.message.startswith("h1: cannot write")
+
+
+def test_stream_lines_and_stop(conn):
+    lines = []
+    code = conn.stream(["sh", "-c", "echo one; sleep 0.1; echo two >&2; sleep 0.1; printf three; exit 3"], lines.append)
+    assert code == 3 and lines == ["one", "two", "three"]
+    stop = threading.Event()
+    got = []
+    threading.Timer(0.5, stop.set).start()
+    t0 = time.monotonic()
+    code = conn.stream(["sh", "-c", "echo started; sleep 30"], got.append, stop)
+    assert code == -1 and got == ["started"] and time.monotonic() - t0 < 3
