@@ -24,12 +24,16 @@ def validate(
 ) -> None:
     """Validate recipes: a line per recipe, every problem located; non-zero if any fails."""
     from inkctl.cli.render import console, print_problems
-    from inkctl.recipe.source import expand_paths, load_recipe
+    from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
 
     fmt = output_format(output)
     results = []
     for path in expand_paths(paths):
         try:
+            if is_inventory(path):
+                load_inventory(path)
+                results.append((path, True, [], []))
+                continue
             loaded = load_recipe(path, overrides(set_), hosts)
             if hosts is not None:
                 _check_hosts(loaded)
@@ -125,9 +129,9 @@ def recipes(
             rows.append({"recipe": str(path), "error": "invalid (run inkctl validate)"})
             continue
         rows.append({
-            "recipe": str(path), "name": r.name, "model": r.model.repo,
-            "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator} (sm {r.hardware.compute_capability})",
-            "engine": f"{r.engine.kind} {r.engine.version}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
+            "recipe": path.name, "path": str(path), "name": r.name, "model": r.model.repo,
+            "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator}",
+            "engine": f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
             "parallel": f"TP={r.engine.args.tensor_parallel} PP={r.engine.args.pipeline_parallel}",
             "runtime": r.container.runtime, "patches": r.patches.mode,
             "status": r.provenance.status if r.provenance else "draft",

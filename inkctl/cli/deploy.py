@@ -251,8 +251,8 @@ def down(
         for h in plan.hosts:
             if h.name in report["removed"]:
                 names = report["removed"][h.name]
-                out.print(f"{h.name}: removed {', '.join(names) if names else 'no container (none was there)'}; "
-                          f"removed {h.state_dir}", markup=False)
+                out.print(f"{h.name}: removed {', '.join(names)} and {h.state_dir}" if names
+                          else f"{h.name}: nothing to remove (no container of {plan.deployment}; {h.state_dir} absent)", markup=False)
     if report["failed"]:
         lines = "\n".join(f"  {h}: {why}" for h, why in report["failed"].items())
         raise InkctlError(f"{plan.deployment}: could not clean {len(report['failed'])} host(s); what is there is unknown or left:\n{lines}",

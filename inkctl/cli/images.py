@@ -73,12 +73,24 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
         plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
         transports = connect_all(list(loaded.hosts), accept_new=accept_new)
         try:
-            return ensure_image(loaded, plan, transports, sink, local=local)
+            with _deploy_lock_held(plan, transports):
+                return ensure_image(loaded, plan, transports, sink, local=local)
         finally:
             close_all(transports)
     finally:
         if sink is not None:
             sink.close()
+
+
+def _deploy_lock_held(plan, transports):
+    """One up/down/build per deployment at a time (the deploy lock), when it is installed."""
+    import contextlib
+
+    try:
+        from inkctl.execute.deploylock import DeployLock
+    except ModuleNotFoundError:
+        return contextlib.nullcontext()
+    return DeployLock(plan, transports, "build")
 
 
 def _local_only(loaded, sink):
@@ -143,7 +155,7 @@ def lock(
 
 
 def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) -> None:
-    from inkctl.execute.observe import changes, observe
+    from inkctl.execute.pinning import changes, observe
     from inkctl.recipe.lockfile import read_pins, write_lock
     from inkctl.recipe.source import load_recipe
 
@@ -184,12 +196,10 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
 
 def _deploy_lock(args: list[str], *, hosts, set_, accept_new: bool, fmt: str) -> None:
-    """``lock status|release RECIPE``: the deploy lock (inkctl.execute.deploylock), when present."""
-    import inspect
-
+    """``lock status|release RECIPE``: the deploy lock (inkctl.execute.deploylock) on every host."""
     verb = args[0]
     if len(args) != 2:
-        raise UsageError(f"usage: inkctl lock {verb} RECIPE")
+        raise UsageError(f"usage: inkctl lock {verb} RECIPE [--hosts FILE]")
     try:
         from inkctl.execute import deploylock
     except ModuleNotFoundError as e:
@@ -197,12 +207,30 @@ def _deploy_lock(args: list[str], *, hosts, set_, accept_new: bool, fmt: str) ->
             raise
         raise InkctlError(f"`inkctl lock {verb}` is not available in this build: the deploy lock is not installed",
                           hint="`inkctl lock RECIPE` (pinning sha256s) works", exit_code=2) from None
-    fn = getattr(deploylock, verb)
-    offered = {"recipe": Path(args[1]), "hosts": hosts, "set_": set_, "overrides": overrides(set_),
-               "accept_new": accept_new, "output": fmt}
-    params = inspect.signature(fn).parameters
-    if "loaded" in params:
-        from inkctl.recipe.source import load_recipe
+    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.plan.deploy import build_plan
+    from inkctl.recipe.source import load_recipe
 
-        offered["loaded"] = load_recipe(Path(args[1]), overrides(set_), hosts)
-    fn(**{k: v for k, v in offered.items() if k in params})
+    loaded = load_recipe(Path(args[1]), overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError(f"lock {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
+    plan = build_plan(loaded.recipe, loaded.hosts)
+    transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+    try:
+        result = getattr(deploylock, verb)(plan, transports)
+    finally:
+        close_all(transports)
+    if verb == "status":
+        doc = {h: (None if v is None else {"who": v.who, "pid": v.pid, "command": v.command, "since": v.since})
+               for h, v in result.items()}
+        lines = [f"{h}: {'free' if v is None else 'held by ' + v.describe()}" for h, v in result.items()]
+    else:
+        doc = {h: bool(v) for h, v in result.items()}
+        lines = [f"{h}: {'released' if v else 'was not held'}" for h, v in result.items()]
+    if fmt == "json":
+        print(json.dumps({"deployment": plan.deployment, verb: doc}, indent=2))
+        return
+    from inkctl.cli.render import console
+
+    for line in lines:
+        console().print(f"{plan.deployment} {line}", markup=False)

@@ -78,8 +78,7 @@ class LiveDisplay:
                             else f"  smoke {r.prompt!r} FAILED: {r.error}")
             return "\n".join(rows)
         if isinstance(e, RollbackStarted):
-            where = ", ".join(e.hosts) if e.hosts else "no host (nothing had started)"
-            return f"rolling back on {where}: {e.reason}"
+            return f"rolling back on {', '.join(e.hosts)}" if e.hosts else "nothing to roll back: nothing had started"
         if isinstance(e, RollbackFinished):
             text = f"rollback done in {e.seconds:.1f} s" + (f": removed on {', '.join(e.removed)}" if e.removed else "")
             if e.left:

@@ -22,7 +22,7 @@ from inkctl.execute.images import BuildOutcome, HostImages, ImageInfo, build_fai
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.build import BuildContext, build_context, split_digest
 from inkctl.plan.step import Plan
-from inkctl.recipe.lockfile import read_pins
+from inkctl.recipe.lockfile import base_key, read_pins
 from inkctl.recipe.source import Loaded
 
 
@@ -124,19 +124,18 @@ def _raise_failures(report: ImageReport) -> None:
                       exit_code=2 if drift else 1)
 
 
-def _pinned_id(pins: dict[str, str], ref: str, host: str) -> str | None:
-    return pins.get(f"image:{ref}@{host}")
-
-
 def _check_lock(pins: dict[str, str], ref: str, host: str, info: ImageInfo) -> None:
-    want = _pinned_id(pins, ref, host)
+    want = pins.get(f"image:{ref}@{host}")
     if want and want != info.id:
         raise InkctlError(f"lock drift: pin image:{ref}@{host}: {want} -> {info.id}")
+    common = pins.get(f"image:{ref}")
+    if common and not info.matches(common):
+        raise InkctlError(f"lock drift: pin image:{ref}: {common} -> {info.id} (on {host})")
 
 
 def _check_present(s: HostImages, ref: str, pins: dict[str, str], emit) -> HostImage:
     """No build: only hold what is there against the lock (presence is preflight's job)."""
-    if not any(k.startswith(f"image:{ref}@") for k in pins):
+    if not any(k == f"image:{ref}" or k.startswith(f"image:{ref}@") for k in pins):
         return HostImage(s.host, "present", ref)
     info = s.inspect(ref)
     if info is None:
@@ -170,10 +169,11 @@ def resolve_base(ctx: BuildContext, s) -> ImageInfo:
         raise InkctlError(f"base image {ctx.base} is not on this host",
                           hint=f"pull or load it there first ({s.runtime} pull {ctx.base})")
     if ctx.base_pin and not info.matches(ctx.base_pin):
-        have = ", ".join([info.id, *sorted(info.digests)])
-        pinned = "the recipe pins" if digest else "the lock pins"
-        raise InkctlError(f"base image {name} here is {have}, but {pinned} {ctx.base_pin}",
-                          hint="load the pinned base, or re-pin on purpose (recipe digest / `inkctl lock`)")
+        if digest:
+            have = ", ".join([info.id, *sorted(info.digests)])
+            raise InkctlError(f"base image {name} here is {have}, but the recipe pins {ctx.base_pin}",
+                              hint="load the pinned base there, or change the digest in the recipe on purpose")
+        raise InkctlError(f"lock drift: pin {base_key(ctx.base)}: {ctx.base_pin} -> {info.id}")
     return info
 
 

@@ -44,8 +44,19 @@ def probe_host(host: str, transport: Transport, runtime: str, deployment: str) -
         parts = line.split("\t")
         if parts and parts[0].strip():
             parts += [""] * (3 - len(parts))
-            out.append(Found(host, parts[0].strip(), parts[1].strip().lower(), parts[2].strip()))
+            out.append(Found(host, parts[0].strip(), normal_state(parts[1]), parts[2].strip()))
     return out
+
+
+def normal_state(text: str) -> str:
+    """docker prints the state (``running``); podman 4.3 prints its status (``Up 2 minutes``)."""
+    t = text.strip().lower()
+    if t.startswith("up "):
+        return "running"
+    for word in ("exited", "created", "paused", "restarting", "removing", "dead", "stopped"):
+        if t.startswith(word):
+            return word
+    return t
 
 
 def probe_all(hosts: list[tuple[str, str]], transports: dict[str, Transport], deployment: str

@@ -12,6 +12,7 @@ its last 50 log lines.
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +24,9 @@ from inkctl.execute.transport import HostError
 from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
-INSPECT_EVERY_S = 1.0  # an exited container is noticed within this, or at once via its log stream
-INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}"
+INSPECT_EVERY_S = 1.0
+SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first  # an exited container is noticed within this, or at once via its log stream
+INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
 class RankFailed(InkctlError):
@@ -47,6 +49,7 @@ class Watched:
     lines: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LOG_LINES))
     status: str = "starting"
     exit_code: int | None = None
+    finished_at: float = 0.0  # seconds since the epoch, 0 while running
     stream_ended: bool = False
 
     @property
@@ -107,12 +110,13 @@ class HealthWait:
         seen = {}
         for line in res.text().splitlines():
             parts = line.strip().lstrip("/").split("|")
-            if len(parts) == 3:
-                seen[parts[0]] = (parts[1], parts[2])
+            if len(parts) == 4:
+                seen[parts[0]] = parts[1:]
         for w in items:
             if w.container in seen:
-                status, code = seen[w.container]
+                status, code, finished = seen[w.container]
                 w.status = status
+                w.finished_at = _timestamp(finished)
                 try:
                     w.exit_code = int(code)
                 except ValueError:
@@ -129,10 +133,12 @@ class HealthWait:
             f.result()  # HostError propagates: the host is gone
 
     def _crashed(self) -> Watched | None:
-        for w in self.watched:
-            if w.status in ("exited", "dead", "missing", "removing", "stopped"):
-                return w
-        return None
+        """The rank that died first: when one rank crashes its peers follow within a second
+        (an NCCL error), and the first is the one whose log explains it."""
+        dead = [w for w in self.watched if w.status in ("exited", "dead", "missing", "removing", "stopped")]
+        if not dead:
+            return None
+        return min(dead, key=lambda w: (w.status == "missing", w.finished_at or float("inf"), w.rank))
 
     def _logs(self, w: Watched) -> list[str]:
         try:
@@ -181,6 +187,12 @@ class HealthWait:
                         next_inspect = time.monotonic() + inspect_every
                         dead = self._crashed()
                         if dead is not None:
+                            # peers of a crashed rank die within a moment (NCCL errors); look
+                            # again shortly so that the first to die is the one reported
+                            if len(self.watched) > 1:
+                                time.sleep(SETTLE_S)
+                                self._inspect_all(pool)
+                                dead = self._crashed() or dead
                             self._progress(t0, status, force=True)
                             raise self._crash_error(dead, t0)
                     if now >= next_http:
@@ -212,12 +224,27 @@ class HealthWait:
         code = f" with code {w.exit_code}" if w.exit_code is not None and w.status != "missing" else ""
         body = "\n".join("    | " + line for line in lines) if lines else "    (no log output)"
         others = [x for x in self.watched if x is not w]
-        extra = "".join(f"\n  rank {x.rank} ({x.host}): {phase_of(x, False)}" for x in others)
+        extra = "".join(f"\n  rank {x.rank} ({x.host}): {phase_of(x, False)}"
+                        + (f" too, with code {x.exit_code}, after it" if x.status == "exited" else "") for x in others)
         return RankFailed(
             f"rank {w.rank} on {w.host} (container {w.container}) {what}{code} after {time.monotonic() - t0:.1f} s, "
             f"before {self.step.url} answered; its last {len(lines)} log lines:\n{body}{extra}",
             host=w.host, rank=w.rank,
             hint="the log above is the engine's own; fix the cause (or use --keep-on-failure to inspect the containers)")
+
+
+_TS = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?")
+
+
+def _timestamp(text: str) -> float:
+    """FinishedAt from docker (RFC 3339, nanoseconds) or podman ('... +0000 UTC') -> epoch s."""
+    m = _TS.search(text)
+    if not m or text.startswith("0001-01-01"):
+        return 0.0
+    from datetime import datetime, timezone
+
+    base = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
+    return base.timestamp() + (float("0." + m.group(3)) if m.group(3) else 0.0)
 
 
 def _poll(http, url: str) -> str:

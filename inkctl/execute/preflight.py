@@ -263,9 +263,9 @@ def _runtime(h: _Host, s: Sections) -> bool:
         return False
     if rc != 0:
         why = _last_line(err, out) or f"exit {rc}"
-        start = "systemctl start docker" if rt == "docker" else "podman info"
-        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}",
-              f"start it on {h.name} ({start}) and check with `{rt} version`")
+        fix = (f"start it on {h.name} (systemctl start docker) and check with `docker version`" if rt == "docker" else
+               f"podman has no daemon: see what `podman info` says on {h.name} (storage, runtime, configuration)")
+        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}", fix)
         return False
     h.put("runtime", OK, f"{rt} {out.strip() or '(version unknown)'}")
     return True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,6 +178,34 @@ def drift_findings(loaded: Loaded) -> list[Problem]:
         drifts = local_drift(loaded)
     except InkctlError as e:
         return [Problem(e.message, file=str(lock_path(loaded)), severity="warning", hint=e.hint)]
-    return [Problem(f"pin {d.render()} differs from {lock_path(loaded).name}", path="patches", file=str(loaded.path),
+    return [Problem(f"pin {d.pin} changed since `inkctl lock` ({lock_path(loaded).name}): {d.old} -> {d.new}"
+                    + (f" ({d.where})" if d.where else ""), path="patches", file=str(loaded.path),
                     severity="warning", hint=f"restore it, or run `inkctl lock {loaded.path}` to re-pin")
             for d in drifts]
+
+
+def _settled_by(path: str, loaded: Loaded) -> str | None:
+    """The pin that settles an "is not pinned" warning at ``path``, if the recipe has one there."""
+    r = loaded.recipe
+    m = re.fullmatch(r"patches\.hotfixes\[(\d+)\]\.sha256", path)
+    if m:
+        return f"hotfix:{r.patches.hotfixes[int(m.group(1))].name}"
+    m = re.fullmatch(r"patches\.files\[(\d+)\](?:\.files\[(\d+)\])?\.sha256_(before|after)", path)
+    if m:
+        return ":".join(x for x in ("patch", m.group(1), m.group(2), m.group(3)) if x is not None)
+    if path == "engine.image.digest":
+        return f"image:{r.engine.image.ref}"
+    if path == "patches.base" and r.patches.base:
+        return base_key(r.patches.base)
+    return None
+
+
+def apply_lock(loaded: Loaded, warnings: list[Problem]) -> list[Problem]:
+    """The recipe's warnings as the lock file leaves them: "not pinned" warnings for what the lock
+    pins are settled (so `validate --strict` passes after `inkctl lock`), and drift is added."""
+    try:
+        pins = read_pins(loaded)
+    except InkctlError:
+        pins = {}
+    kept = [w for w in warnings if w.severity != "warning" or _settled_by(w.path, loaded) not in pins]
+    return kept + drift_findings(loaded)

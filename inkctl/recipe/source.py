@@ -43,7 +43,9 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
         hosts, source = list(recipe.hosts), "recipe"
     loaded = Loaded(recipe=recipe, path=path, hosts=hosts, warnings=list(warnings), hosts_source=source)
     warnings += _file_findings(loaded)
-    loaded.warnings = warnings
+    from inkctl.recipe.lockfile import apply_lock
+
+    loaded.warnings = apply_lock(loaded, warnings)  # pins the lock settles; drift (an error with --strict)
     return loaded
 
 
@@ -83,6 +85,17 @@ def expand_paths(paths: list[str]) -> list[Path]:
             else:
                 raise UsageError(f"{m}: no such file or directory")
     return out
+
+
+def is_inventory(path: str | Path) -> bool:
+    """An inventory is a document whose only top-level key is ``hosts``."""
+    from inkctl.recipe.load import parse_document
+
+    try:
+        data = parse_document(Path(path)).data
+    except Exception:  # the real load reports it, located
+        return False
+    return isinstance(data, dict) and set(data) == {"hosts"}
 
 
 def raise_if_strict(warnings: list[Problem], strict: bool) -> None:

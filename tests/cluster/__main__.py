@@ -3,9 +3,10 @@ python -m tests.cluster down [--state DIR]
 python -m tests.cluster status [--state DIR]"""
 
 import argparse
+import os
 import sys
 
-from .cluster import DEFAULT_STATE, Cluster, down
+from .cluster import DEFAULT_STATE, Cluster, default_state, down
 from .proc import HarnessError
 
 
@@ -23,19 +24,23 @@ def main(argv=None):
     for s in (up, sub.add_parser("down", help="remove everything up made"),
               sub.add_parser("status", help="show the hosts and what is wrong")):
         s.add_argument("--state", default=DEFAULT_STATE, metavar="DIR")
+        s.add_argument("--net-id", type=int, default=None, metavar="K",
+                       help="a second cluster beside the default one: netns ink<K>h<i>, 10.231.K.0/24, "
+                            "state /var/lib/inkctl-test-<K> (default 0: inkh<i>, 10.231.0.0/24)")
     args = p.parse_args(argv)
     try:
         if args.cmd == "up":
             profiles = dict(x.split("=", 1) for x in args.profile)
             podman = ("h3",) if args.podman is None else tuple(args.podman)
             c = Cluster.up(args.hosts, podman_hosts=podman, small_disk_hosts=tuple(args.small_disk),
-                           state=args.state, profiles=profiles, fresh=args.fresh)
+                           state=args.state, profiles=profiles, fresh=args.fresh, net_id=args.net_id or 0)
             _print_hosts(c)
             print(f"inventory: {c.inventory}\nssh:       ssh -F {c.ssh_config} h1")
         elif args.cmd == "down":
-            down(args.state)
+            down(args.state, args.net_id)
         else:
-            c = Cluster._try_load(args.state)
+            state = default_state(args.net_id) if args.state == DEFAULT_STATE else args.state
+            c = Cluster._try_load(os.path.abspath(state))
             if c is None:
                 print(f"no test cluster in {args.state}")
                 return 3

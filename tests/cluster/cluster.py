@@ -68,12 +68,14 @@ class Cluster:
     # ------------------------------------------------------------ up / load / down
     @classmethod
     def up(cls, n_hosts, podman_hosts=("h3",), small_disk_hosts=(), state=DEFAULT_STATE, profiles=None,
-           fresh=False, small_disk_size="400m", log=_log):
+           fresh=False, small_disk_size="400m", net_id=0, log=_log):
         """Bring up n_hosts hosts h1..hN (idempotent: a healthy cluster with the same shape is
         reused unless fresh=True; anything else, including leftovers of a crashed run, is torn
-        down first). podman_hosts beyond n_hosts are ignored."""
+        down first). podman_hosts beyond n_hosts are ignored. net_id K > 0 makes a second,
+        independent cluster beside the default one (netns ink<K>h<i>, 10.231.K.0/24, state
+        /var/lib/inkctl-test-<K> unless given)."""
         t0 = time.monotonic()
-        state = os.path.abspath(state)
+        state = default_state(net_id) if state == DEFAULT_STATE else os.path.abspath(state)
         names = [f"h{i}" for i in range(1, n_hosts + 1)]
         if not 1 <= n_hosts <= 200:
             raise ValueError("n_hosts must be between 1 and 200")
@@ -86,8 +88,8 @@ class Cluster:
         for n, p in profiles.items():
             if p not in known:
                 raise ValueError(f"{n}: unknown nvidia-smi profile {p!r}; known: {', '.join(known)}")
-        hosts = [Host(n, i, "podman" if n in podman_hosts else "docker", profiles[n], n in small_disk_hosts, state)
-                 for i, n in enumerate(names, 1)]
+        hosts = [Host(n, i, "podman" if n in podman_hosts else "docker", profiles[n], n in small_disk_hosts, state,
+                      net_id) for i, n in enumerate(names, 1)]
         config = {"hosts": [h.to_json() for h in hosts], "small_disk_size": small_disk_size,
                   "image_key": image.image_key()}
 
@@ -99,24 +101,29 @@ class Cluster:
                     log(f"reusing the running cluster in {state} ({time.monotonic() - t0:.1f} s)")
                     return old
                 log("rebuilding the cluster: " + "; ".join(problems[:3]))
-        teardown.teardown(state, keep_control=True, log=log)
+        teardown.teardown(state, net_id, final=False, log=log)
         t_clean = time.monotonic()
 
         os.makedirs(state, mode=0o755, exist_ok=True)
         open(os.path.join(state, teardown.MARKER), "w").close()
-        with open(teardown.ACTIVE, "w") as f:
+        with open(teardown.active_file(net_id), "w") as f:
             f.write(state + "\n")
-        record = {"config": config, "created_netns_mount": not os.path.ismount(net.NETNS_DIR), "ready": False}
+        record = {"config": config, "ready": False}
         cluster = cls(state, hosts, record)
         cluster._save()
 
         with ThreadPoolExecutor(max_workers=len(hosts) + 4) as pool:
             img = pool.submit(image.archive, log)
-            control = pool.submit(cls._control, state)
-            net.ensure_bridge()
-            record["forward_rule"] = net.allow_bridge_forwarding()
+            control = pool.submit(cls._control)
+            net.ensure_bridge(net_id)
+            record["forward_rule"] = net.allow_bridge_forwarding(net_id)
+            if not os.path.ismount(net.NETNS_DIR):
+                teardown.note_created("netns_mount")
+            if not os.path.isdir("/run/sshd"):
+                os.makedirs("/run/sshd", mode=0o755)
+                teardown.note_created("run_sshd")
             for h in hosts:
-                net.add_netns(h.index)
+                net.add_netns(h.index, net_id)
             identity = sshd.client_key(state)
             if any(h.runtime == "podman" for h in hosts):
                 record["cdi_spec"] = gpu.install_cdi_spec()
@@ -124,7 +131,7 @@ class Cluster:
             _wait_all([(h.name, pool.submit(cls._start_host, h, small_disk_size)) for h in hosts])
             t_hosts = time.monotonic()
             path, image_id = img.result()
-            record["control_started"] = control.result()
+            control.result()
             record["image_id"] = image_id
             t_image = time.monotonic()
             loads = [(h.name, pool.submit(cluster._load_image, h, path, image_id)) for h in hosts]
@@ -152,8 +159,12 @@ class Cluster:
             return None
         return cls(state, [Host.from_json(d, state) for d in record["config"]["hosts"]], record)
 
+    @property
+    def net_id(self):
+        return self.hosts[0].net_id if self.hosts else 0
+
     def down(self, log=_log):
-        down(self.state, log)
+        down(self.state, self.net_id, log)
 
     def _save(self):
         tmp = os.path.join(self.state, "cluster.json.tmp")
@@ -162,17 +173,16 @@ class Cluster:
         os.replace(tmp, os.path.join(self.state, "cluster.json"))
 
     @staticmethod
-    def _control(state):
-        started = runtimes.ensure_control(state)
-        runtimes.wait_control(state)
-        return started
+    def _control():
+        runtimes.ensure_control()
+        runtimes.wait_control()
 
     @staticmethod
     def _start_host(h, small_disk_size):
         for d in (h.dir, h.state_dir, h.hf_dir):
             os.makedirs(d, exist_ok=True)
         gpu.install(h.bin_dir, h.profile)
-        net.wire_host(h.index)
+        net.wire_host(h.index, h.net_id)
         if h.runtime == "docker":
             runtimes.start_docker(h, small_disk_size)
         else:
@@ -196,7 +206,7 @@ class Cluster:
             if not os.path.exists(h.netns_path):
                 out.append(f"{h.name}: netns {h.netns} is missing")
                 continue
-            if not net.link_is_up(h.index):
+            if not net.link_is_up(h.index, h.net_id):
                 out.append(f"{h.name}: link {h.veth} is down (cut)")
             elif not tcp_banner(h.address, 22).startswith(b"SSH-"):
                 out.append(f"{h.name}: sshd does not answer on {h.address}:22")
@@ -232,10 +242,12 @@ class Cluster:
 
     def cut(self, name):
         """Take the host off the network (its veth goes down)."""
-        net.set_link(self.host(name).index, False)
+        h = self.host(name)
+        net.set_link(h.index, False, h.net_id)
 
     def heal(self, name):
-        net.set_link(self.host(name).index, True)
+        h = self.host(name)
+        net.set_link(h.index, True, h.net_id)
 
     def stop_runtime(self, name):
         """Stop the host's container engine: dockerd is killed (its containers stop with it; its
@@ -264,10 +276,21 @@ class Cluster:
         return f"Cluster({self.state!r}, hosts={[h.name for h in self.hosts]})"
 
 
-def down(state=DEFAULT_STATE, log=_log):
-    """Remove everything `up` made (also after a crashed or half-finished up)."""
+def default_state(net_id=0):
+    return DEFAULT_STATE if not net_id else f"{DEFAULT_STATE}-{net_id}"
+
+
+def down(state=DEFAULT_STATE, net_id=None, log=_log):
+    """Remove everything `up` made (also after a crashed or half-finished up). The net id comes
+    from the state dir's record; give it when that record is gone (default 0)."""
     t0 = time.monotonic()
-    teardown.teardown(os.path.abspath(state), keep_control=False, log=log)
+    if state == DEFAULT_STATE and net_id:
+        state = default_state(net_id)
+    state = os.path.abspath(state)
+    if net_id is None:
+        hosts = teardown.read_record(state).get("config", {}).get("hosts") or [{}]
+        net_id = hosts[0].get("net_id", 0)
+    teardown.teardown(state, net_id, final=True, log=log)
     log(f"down in {time.monotonic() - t0:.1f} s")
 
 
@@ -283,4 +306,4 @@ def _wait_all(named_futures):
                            "`python -m tests.cluster down` cleans up):\n  " + "\n  ".join(errors))
 
 
-__all__ = ["Cluster", "DEFAULT_STATE", "down", "host_exec"]
+__all__ = ["Cluster", "DEFAULT_STATE", "default_state", "down", "host_exec"]

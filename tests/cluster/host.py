@@ -18,22 +18,27 @@ class Host:
     profile: str       # nvidia-smi fixture profile
     small_disk: bool   # docker data-root on a small tmpfs
     root: str          # the cluster's state dir
+    net_id: int = 0    # 0: the default network (inkbr0, 10.231.0.0/24); K: a second cluster beside it
 
     @property
     def address(self):
-        return net.address(self.index)
+        return net.address(self.index, self.net_id)
 
     @property
     def netns(self):
-        return net.netns(self.index)
+        return net.netns(self.index, self.net_id)
 
     @property
     def netns_path(self):
-        return net.netns_path(self.index)
+        return net.netns_path(self.index, self.net_id)
 
     @property
     def veth(self):
-        return net.veth(self.index)
+        return net.veth(self.index, self.net_id)
+
+    @property
+    def cgroup_parent(self):
+        return f"/inkctl-test-{self.netns}"
 
     @property
     def dir(self):
@@ -81,9 +86,9 @@ class Host:
 
     def to_json(self):
         return {"name": self.name, "index": self.index, "runtime": self.runtime, "profile": self.profile,
-                "small_disk": self.small_disk, "address": self.address, "socket": self.socket,
+                "small_disk": self.small_disk, "net_id": self.net_id, "address": self.address, "socket": self.socket,
                 "netns": self.netns, "dir": self.dir, "state_dir": self.state_dir, "hf_dir": self.hf_dir}
 
     @classmethod
     def from_json(cls, d, root):
-        return cls(d["name"], d["index"], d["runtime"], d["profile"], d["small_disk"], root)
+        return cls(d["name"], d["index"], d["runtime"], d["profile"], d["small_disk"], root, d.get("net_id", 0))

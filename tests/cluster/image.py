@@ -169,11 +169,11 @@ def archive(log=print):
         os.replace(path + ".tmp", path)
         with open(meta, "w") as f:
             json.dump({"id": image_id, "key": key, "image": IMAGE}, f)
-        for old in glob.glob(os.path.join(CACHE_DIR, "image-*.tar")):
-            if old != path:
-                os.remove(old)
-                if os.path.exists(old[:-4] + ".json"):
-                    os.remove(old[:-4] + ".json")
+        # keep a few older archives: another cluster may be loading one right now
+        for old in sorted(glob.glob(os.path.join(CACHE_DIR, "image-*.tar")), key=os.path.getmtime)[:-3]:
+            for p in (old, old[:-4] + ".json"):
+                if os.path.exists(p):
+                    os.remove(p)
     return path, image_id
 
 

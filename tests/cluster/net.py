@@ -1,5 +1,8 @@
-"""The network: a bridge inkbr0 (10.231.0.1/24) on the control side, one netns per host joined
-to it by a veth pair (inkv<i> on the bridge, eth0 inside at 10.231.0.(10+i))."""
+"""The network: a bridge inkbr0 (10.231.0.1/24) on the control side, one netns inkh<i> per host
+joined to it by a veth pair (inkv<i> on the bridge, eth0 inside at 10.231.0.(10+i)).
+
+A second, independent cluster can run beside it with net id K > 0: bridge ink<K>br0 at
+10.231.K.1/24, netns ink<K>h<i>, veths ink<K>v<i>, hosts at 10.231.K.(10+i)."""
 
 import os
 import re
@@ -7,78 +10,96 @@ import shutil
 
 from .proc import run
 
-BRIDGE = "inkbr0"
-GATEWAY = "10.231.0.1"
-PREFIX = 24
 NETNS_DIR = "/var/run/netns"
-RULE = ["FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-m", "comment", "--comment", "inkctl-test", "-j", "ACCEPT"]
+PREFIX = 24
 
 
-def netns(i):
-    return f"inkh{i}"
+def _tag(k):
+    return "ink" if k == 0 else f"ink{k}"
 
 
-def veth(i):
-    return f"inkv{i}"
+def bridge(k=0):
+    return f"{_tag(k)}br0"
 
 
-def address(i):
-    return f"10.231.0.{10 + i}"
+def gateway(k=0):
+    return f"10.231.{k}.1"
 
 
-def netns_path(i):
-    return f"{NETNS_DIR}/{netns(i)}"
+def netns(i, k=0):
+    return f"{_tag(k)}h{i}"
+
+
+def veth(i, k=0):
+    return f"{_tag(k)}v{i}"
+
+
+def address(i, k=0):
+    return f"10.231.{k}.{10 + i}"
+
+
+def netns_path(i, k=0):
+    return f"{NETNS_DIR}/{netns(i, k)}"
 
 
 def link_exists(name):
     return os.path.exists(f"/sys/class/net/{name}")
 
 
-def ensure_bridge():
-    if not link_exists(BRIDGE):
-        run(["ip", "link", "add", BRIDGE, "type", "bridge"])
-    addrs = run(["ip", "-o", "-4", "addr", "show", "dev", BRIDGE]).stdout
-    if f"{GATEWAY}/{PREFIX}" not in addrs:
-        run(["ip", "addr", "add", f"{GATEWAY}/{PREFIX}", "dev", BRIDGE])
-    run(["ip", "link", "set", BRIDGE, "up"])
+def ensure_bridge(k=0):
+    br = bridge(k)
+    if not link_exists(br):
+        run(["ip", "link", "add", br, "type", "bridge"])
+    addrs = run(["ip", "-o", "-4", "addr", "show", "dev", br]).stdout
+    if f"{gateway(k)}/{PREFIX}" not in addrs:
+        run(["ip", "addr", "add", f"{gateway(k)}/{PREFIX}", "dev", br])
+    run(["ip", "link", "set", br, "up"])
 
 
-def add_netns(i):
+def add_netns(i, k=0):
     """Create the namespace (sequentially: the first `ip netns add` mounts /run/netns)."""
-    if not os.path.exists(netns_path(i)):
-        run(["ip", "netns", "add", netns(i)])
+    if not os.path.exists(netns_path(i, k)):
+        run(["ip", "netns", "add", netns(i, k)])
 
 
-def wire_host(i):
+def wire_host(i, k=0):
     """The veth pair and addresses of host i (safe to run for several hosts at once)."""
-    ns, v = netns(i), veth(i)
+    ns, v = netns(i, k), veth(i, k)
     if link_exists(v):
         run(["ip", "link", "del", v])
     run(["ip", "link", "add", v, "type", "veth", "peer", "name", "eth0", "netns", ns])
-    run(["ip", "link", "set", v, "master", BRIDGE, "up"])
-    run(["ip", "-n", ns, "addr", "add", f"{address(i)}/{PREFIX}", "dev", "eth0"])
+    run(["ip", "link", "set", v, "master", bridge(k), "up"])
+    run(["ip", "-n", ns, "addr", "add", f"{address(i, k)}/{PREFIX}", "dev", "eth0"])
     run(["ip", "-n", ns, "link", "set", "eth0", "up"])
     run(["ip", "-n", ns, "link", "set", "lo", "up"])
 
 
-def set_link(i, up):
-    run(["ip", "link", "set", veth(i), "up" if up else "down"])
+def set_link(i, up, k=0):
+    run(["ip", "link", "set", veth(i, k), "up" if up else "down"])
 
 
-def link_is_up(i):
+def link_is_up(i, k=0):
     try:
-        with open(f"/sys/class/net/{veth(i)}/operstate") as f:
+        with open(f"/sys/class/net/{veth(i, k)}/operstate") as f:
             return f.read().strip() != "down"
     except OSError:
         return False
 
 
-def our_netns():
+def our_netns(k=0):
+    return [n for n in _all_netns() if re.fullmatch(rf"{_tag(k)}h\d+", n)]
+
+
+def any_cluster_netns():
+    """Namespaces of any test cluster (any net id)."""
+    return [n for n in _all_netns() if re.fullmatch(r"ink\d*h\d+", n)]
+
+
+def _all_netns():
     try:
-        names = os.listdir(NETNS_DIR)
+        return sorted(os.listdir(NETNS_DIR))
     except OSError:
         return []
-    return sorted(n for n in names if re.fullmatch(r"inkh\d+", n))
 
 
 def netns_pids(name):
@@ -90,27 +111,32 @@ def delete_netns(name):
     run(["ip", "netns", "del", name], check=False)
 
 
-def delete_links():
+def delete_links(k=0):
     for name in os.listdir("/sys/class/net"):
-        if re.fullmatch(r"inkv\d+", name):
+        if re.fullmatch(rf"{_tag(k)}v\d+", name):
             run(["ip", "link", "del", name], check=False)
-    if link_exists(BRIDGE):
-        run(["ip", "link", "del", BRIDGE], check=False)
+    if link_exists(bridge(k)):
+        run(["ip", "link", "del", bridge(k)], check=False)
 
 
-def allow_bridge_forwarding():
+def _rule(k):
+    return ["FORWARD", "-i", bridge(k), "-o", bridge(k), "-m", "comment", "--comment", "inkctl-test", "-j", "ACCEPT"]
+
+
+def allow_bridge_forwarding(k=0):
     """With br_netfilter loaded, bridged frames go through iptables FORWARD, whose policy a
-    dockerd may have set to DROP: accept host-to-host traffic on our bridge. True if added."""
+    dockerd may have set to DROP: accept host-to-host traffic on our bridge. True if in place."""
     if not shutil.which("iptables"):
         return False
-    if run(["iptables", "-C", *RULE], check=False).returncode == 0:
+    rule = _rule(k)
+    if run(["iptables", "-C", *rule], check=False).returncode == 0:
         return True
-    return run(["iptables", "-I", *RULE[:1], "1", *RULE[1:]], check=False).returncode == 0
+    return run(["iptables", "-I", rule[0], "1", *rule[1:]], check=False).returncode == 0
 
 
-def remove_bridge_forwarding():
+def remove_bridge_forwarding(k=0):
     if not shutil.which("iptables"):
         return
     for _ in range(20):
-        if run(["iptables", "-D", *RULE], check=False).returncode != 0:
+        if run(["iptables", "-D", *_rule(k)], check=False).returncode != 0:
             return

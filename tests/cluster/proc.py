@@ -74,10 +74,10 @@ def cmdline(pid):
         return ""
 
 
-def kill_all(pids, timeout=10.0):
-    """SIGTERM, then SIGKILL what is left; return once all are gone."""
+def kill_all(pids, timeout=10.0, graceful=True):
+    """SIGTERM (unless not graceful), then SIGKILL what is left; return once all are gone."""
     pids = {p for p in pids if p and p != os.getpid()}
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    for sig in (signal.SIGTERM, signal.SIGKILL) if graceful else (signal.SIGKILL,):
         for p in pids:
             try:
                 os.kill(p, sig)

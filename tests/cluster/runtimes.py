@@ -30,11 +30,15 @@ def _tail(path, n=15):
 
 # ---------------------------------------------------------------- docker hosts
 
-def containerd_config(host):
+def containerd_socket(host):
+    return host.path("containerd", "containerd.sock")
+
+
+def write_containerd_config(host):
     d = host.path("containerd")
     os.makedirs(d, exist_ok=True)
     cfg = os.path.join(d, "config.toml")
-    with open(cfg, "w") as f:
+    with open(cfg + ".tmp", "w") as f:
         f.write(f"""version = 2
 root = "{host.data_root}/containerd"
 state = "{d}/state"
@@ -51,33 +55,41 @@ oom_score = 0
 [plugins."io.containerd.internal.v1.opt"]
   path = "{d}/opt"
 """)
-    return cfg, f"{d}/containerd.sock"
+    os.replace(cfg + ".tmp", cfg)
+    return cfg
 
 
-def mount_small_disk(host, size):
-    """A small tmpfs as the docker data-root, so a build can fill the disk."""
+DATA_ROOT_SIZE = "8g"  # a cap: tmpfs holds only what is written (about 110 MB for the fake engine image)
+
+
+def mount_data_root(host, size):
+    """The docker data-root is a tmpfs: loading the image is quicker, and `down` frees it at once
+    instead of unlinking thousands of files on disk (about 3 s per host here). Small-disk hosts
+    get a small one, so a build can fill the disk."""
     os.makedirs(host.data_root, exist_ok=True)
     if not os.path.ismount(host.data_root):
-        run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=711", f"inkctl-{host.name}-disk", host.data_root])
+        run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=711", f"inkctl-{host.netns}-disk", host.data_root])
 
 
 def dockerd_argv(host, containerd_sock):
     return ["dockerd", "--data-root", host.data_root, "--exec-root", host.path("exec"),
             "--pidfile", host.path("docker.pid"), "-H", f"unix://{host.socket}",
             "--containerd", containerd_sock, "--bridge=none", "--iptables=false", "--ip-masq=false",
-            "--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", f"/inkctl-test-{host.name}"]
+            "--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", host.cgroup_parent]
 
 
 def start_docker(host, small_disk_size="400m"):
     """containerd and dockerd in the host's netns (nsenter, not `ip netns exec`: that one
     remounts /sys and dockerd dies with "Devices cgroup isn't mounted")."""
-    if host.small_disk:
-        mount_small_disk(host, small_disk_size)
-    cfg, csock = containerd_config(host)
+    mount_data_root(host, small_disk_size if host.small_disk else DATA_ROOT_SIZE)
+    csock = containerd_socket(host)
     ns = ["nsenter", f"--net={host.netns_path}"]
     env = _env(host.bin_dir)
     if not _answers_grpc(csock, host.path("containerd.pid")):
-        pid = spawn(ns + ["containerd", "--config", cfg], host.path("containerd.log"), env=env)
+        cfg = write_containerd_config(host)
+        pid = spawn(ns + ["containerd", "--config", cfg, "--root", f"{host.data_root}/containerd",
+                          "--state", host.path("containerd", "state"), "--address", csock],
+                    host.path("containerd.log"), env=env)
         with open(host.path("containerd.pid"), "w") as f:
             f.write(f"{pid}\n")
     start_dockerd(host)
@@ -86,9 +98,9 @@ def start_docker(host, small_disk_size="400m"):
 def start_dockerd(host):
     if docker_ping(host.socket):
         return
-    _, csock = containerd_config(host)
     env = _env(host.bin_dir)
-    spawn(["nsenter", f"--net={host.netns_path}"] + dockerd_argv(host, csock), host.path("dockerd.log"), env=env)
+    spawn(["nsenter", f"--net={host.netns_path}"] + dockerd_argv(host, containerd_socket(host)),
+          host.path("dockerd.log"), env=env)
 
 
 def wait_docker(host, timeout=60):
@@ -141,38 +153,34 @@ runroot = "/run/inkctl-podman"
 
 
 # ---------------------------------------------------------------- the control dockerd
+# Outside every cluster's state dir: clusters beside each other (net ids) share it, and the
+# `down` of the last one stops it (only if the harness started it) and removes this dir.
+CONTROL_DIR = "/var/lib/inkctl-test-control"
+CONTROL_PIDFILE = os.path.join(CONTROL_DIR, "docker.pid")
 
-def ensure_control(root):
-    """A dockerd on the default socket for inkctl's local builds, unless one answers there.
-    Returns True when the harness started it (and so `down` stops it)."""
-    d = os.path.join(root, "control")
-    pidfile = os.path.join(d, "docker.pid")
+
+def ensure_control():
+    """A dockerd on the default socket for inkctl's local builds, unless one answers there."""
     if docker_ping(CONTROL_SOCKET):
-        pid = read_pid(pidfile)
-        return bool(pid) and pidfile in cmdline(pid)
+        return
     if not shutil.which("dockerd"):
         raise HarnessError("dockerd: not installed (run tests/cluster/install.sh)")
-    bin_dir = os.path.join(d, "bin")
+    bin_dir = os.path.join(CONTROL_DIR, "bin")
     gpu.install(bin_dir, "h200x8")
-    argv = ["dockerd", "-H", f"unix://{CONTROL_SOCKET}", "--pidfile", pidfile,
-            "--data-root", os.path.join(d, "data"), "--exec-root", os.path.join(d, "exec"),
+    open(os.path.join(CONTROL_DIR, ".inkctl-test-cluster"), "w").close()
+    argv = ["dockerd", "-H", f"unix://{CONTROL_SOCKET}", "--pidfile", CONTROL_PIDFILE,
+            "--data-root", os.path.join(CONTROL_DIR, "data"), "--exec-root", os.path.join(CONTROL_DIR, "exec"),
             "--bridge=none", "--iptables=false", "--ip-masq=false",
             "--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", "/inkctl-test-control"]
-    spawn(argv, os.path.join(d, "dockerd.log"), env=_env(bin_dir))
-    return True
+    spawn(argv, os.path.join(CONTROL_DIR, "dockerd.log"), env=_env(bin_dir))
 
 
-def wait_control(root, timeout=60):
-    log = os.path.join(root, "control", "dockerd.log")
+def wait_control(timeout=60):
     wait_for("the control dockerd on /var/run/docker.sock", lambda: docker_ping(CONTROL_SOCKET), timeout=timeout,
-             on_timeout=lambda: _tail(log))
+             on_timeout=lambda: _tail(os.path.join(CONTROL_DIR, "dockerd.log")))
 
 
-def control_pid(root):
-    pidfile = os.path.join(root, "control", "docker.pid")
-    pid = read_pid(pidfile)
-    return pid if pid and pidfile in cmdline(pid) else None
-
-
-def docker_cli():
-    return shutil.which("docker") or "docker"
+def control_pid():
+    """The control dockerd's pid if the harness started it, else None."""
+    pid = read_pid(CONTROL_PIDFILE)
+    return pid if pid and CONTROL_PIDFILE in cmdline(pid) else None

@@ -7,12 +7,14 @@ from .proc import HarnessError, cmdline, read_pid, run, tcp_banner, wait_for
 
 SSHD = "/usr/sbin/sshd"
 # Podman hosts run sshd in a private mount namespace: a private /run (podman's runtime state
-# stays in it and vanishes with it), their own nvidia-smi for the CDI spec to mount, and no
+# stays in it and vanishes with it), podman's storage on a tmpfs (gone with it too), their own
+# nvidia-smi for the CDI spec to mount, and no
 # docker: an overlay with a whiteout hides docker/dockerd in each bin dir (the host "has" podman only).
 PODMAN_HOST_SETUP = r"""set -e
 mount -t tmpfs -o mode=755,size=64m inkctl-run /run
 mkdir -p /run/sshd /run/inkctl-gpu
 cp "$INKCTL_SMI" /run/inkctl-gpu/nvidia-smi
+mount -t tmpfs -o size=8g,mode=700 inkctl-podman-storage "$INKCTL_PODMAN_STORAGE"
 for d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
   [ -d "$d" ] && [ ! -L "$d" ] || continue
   hide=/run/inkctl-hide$(echo "$d" | tr / _)
@@ -83,15 +85,14 @@ def write_config(host):
 
 def start(host):
     """Start sshd in the host's netns; return its pid once it answers on address:22."""
-    if not os.path.isdir("/run/sshd"):
-        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     cfg, log = write_config(host), host.path("sshd.log")
     run([SSHD, "-t", "-f", cfg])
     argv = ["nsenter", f"--net={host.netns_path}"]
     env = None
     if host.runtime == "podman":
         argv += ["unshare", "--mount", "--propagation", "private", "sh", "-c", PODMAN_HOST_SETUP, "sh"]
-        env = dict(os.environ, INKCTL_SMI=os.path.join(host.bin_dir, "nvidia-smi"))
+        env = dict(os.environ, INKCTL_SMI=os.path.join(host.bin_dir, "nvidia-smi"),
+                   INKCTL_PODMAN_STORAGE=host.path("podman", "storage"))
     run(argv + [SSHD, "-f", cfg, "-E", log], env=env)
     wait_for(f"sshd of {host.name} on {host.address}:22", lambda: tcp_banner(host.address, 22).startswith(b"SSH-"),
              timeout=20, on_timeout=lambda: _tail(log))

@@ -13,13 +13,32 @@ from . import gpu, net
 from .proc import cmdline, kill_all, run
 
 MARKER = ".inkctl-test-cluster"
-ACTIVE = "/run/inkctl-test.state"  # the state dir of the cluster that is up (for a later up/down with another)
+SHARED = "/run/inkctl-test.shared.json"  # machine-wide things the harness created (for the last down)
 
 
-def state_dirs(state):
+def note_created(what):
+    """Remember that the harness created a machine-wide thing ("netns_mount", "run_sshd")."""
+    try:
+        with open(SHARED) as f:
+            made = json.load(f)
+    except (OSError, ValueError):
+        made = {}
+    if not made.get(what):
+        made[what] = True
+        with open(SHARED + ".tmp", "w") as f:
+            json.dump(made, f)
+        os.replace(SHARED + ".tmp", SHARED)
+
+
+def active_file(net_id=0):
+    """Names the state dir of the cluster that is up on this network (for an up/down with another)."""
+    return "/run/inkctl-test.state" if net_id == 0 else f"/run/inkctl-test-{net_id}.state"
+
+
+def state_dirs(state, net_id=0):
     dirs = [os.path.abspath(state)]
     try:
-        with open(ACTIVE) as f:
+        with open(active_file(net_id)) as f:
             other = f.read().strip()
         if other and other not in dirs:
             dirs.append(other)
@@ -60,21 +79,20 @@ def _pids_under(roots, spare):
     return found
 
 
-def _netns_pids():
+def _netns_pids(net_id):
     pids = set()
-    for name in net.our_netns():
+    for name in net.our_netns(net_id):
         pids.update(net.netns_pids(name))
     return pids
 
 
-def kill_processes(roots, keep_control):
-    spare = [os.path.join(r, "control") for r in roots] if keep_control else []
+def kill_processes(roots, net_id=None, spare=()):
     for _ in range(5):
-        pids = _netns_pids() | _pids_under(roots, spare)
+        pids = (_netns_pids(net_id) if net_id is not None else set()) | _pids_under(roots, spare)
         pids.discard(os.getpid())
         if not pids:
             return
-        kill_all(pids, timeout=6)
+        kill_all(pids, timeout=6, graceful=False)  # all of it is about to be deleted
 
 
 def unmount_under(roots, spare=()):
@@ -89,8 +107,8 @@ def unmount_under(roots, spare=()):
                 run(["umount", "-l", p], check=False)
 
 
-def remove_cgroups():
-    for top in glob.glob("/sys/fs/cgroup/*/inkctl-test-*") + glob.glob("/sys/fs/cgroup/inkctl-test-*"):
+def remove_cgroups(pattern):
+    for top in glob.glob(f"/sys/fs/cgroup/*/{pattern}") + glob.glob(f"/sys/fs/cgroup/{pattern}"):
         for dirpath, _, _ in sorted(os.walk(top), key=lambda w: len(w[0]), reverse=True):
             try:
                 os.rmdir(dirpath)
@@ -144,29 +162,60 @@ def read_record(root):
         return {}
 
 
-def teardown(state, keep_control=False, log=print):
-    roots = state_dirs(state)
-    records = [read_record(r) for r in roots]
+def teardown(state, net_id=0, final=True, log=print):
+    """Remove the cluster of this state dir and net id (and the one the active file names).
+    final (a `down`, not the clean-up before an `up`): when no cluster is left, also remove what
+    clusters share: the control dockerd if the harness started it, the CDI spec, /run/netns."""
+    roots = state_dirs(state, net_id)
     cids = podman_container_ids(roots)
-    kill_processes(roots, keep_control)
-    unmount_under(roots, [os.path.join(r, "control") for r in roots] if keep_control else ())
-    for name in net.our_netns():
+    kill_processes(roots, net_id)
+    unmount_under(roots)
+    for name in net.our_netns(net_id):
         net.delete_netns(name)
-    net.delete_links()
-    net.remove_bridge_forwarding()
-    gpu.remove_cdi_spec()
-    remove_cgroups()
+    net.delete_links(net_id)
+    net.remove_bridge_forwarding(net_id)
+    remove_cgroups(f"inkctl-test-{net.netns('*', net_id)}")
+    if net_id == 0:
+        remove_cgroups("inkctl-test-h[0-9]*")  # the layout before net ids
     remove_podman_cgroups(cids)
     remove_stale_shim_sockets()
-    if any(r.get("created_netns_mount") for r in records) and not net.our_netns():
-        _drop_netns_mount()
     for r in roots:
-        _remove_state(r, keep_control)
-    if not keep_control:
-        try:
-            os.remove(ACTIVE)
-        except OSError:
-            pass
+        _remove_state(r)
+    try:
+        os.remove(active_file(net_id))
+    except OSError:
+        pass
+    if final and not net.any_cluster_netns():
+        gpu.remove_cdi_spec()
+        stop_control()
+        _remove_shared()
+
+
+def _remove_shared():
+    try:
+        with open(SHARED) as f:
+            made = json.load(f)
+    except (OSError, ValueError):
+        return
+    if made.get("netns_mount"):
+        _drop_netns_mount()
+    if made.get("run_sshd") and not any(os.path.basename(cmdline(p).split(" ", 1)[0]).startswith("sshd")
+                                        for p in os.listdir("/proc") if p.isdigit()):
+        shutil.rmtree("/run/sshd", ignore_errors=True)
+    os.remove(SHARED)
+
+
+def stop_control():
+    """Stop the control dockerd (with its containerd and containers) if the harness started it:
+    only processes pointing into its dir are touched, so a machine's own dockerd is left alone."""
+    from .runtimes import CONTROL_DIR
+    if not os.path.isdir(CONTROL_DIR):
+        return
+    kill_processes([CONTROL_DIR])
+    unmount_under([CONTROL_DIR])
+    remove_cgroups("inkctl-test-control")
+    remove_stale_shim_sockets()
+    _remove_state(CONTROL_DIR)
 
 
 def _drop_netns_mount():
@@ -183,20 +232,11 @@ def _drop_netns_mount():
         pass
 
 
-def _remove_state(root, keep_control):
+def _remove_state(root):
     """rm -rf the state dir, but only one the harness made (it holds the marker)."""
     if not os.path.isdir(root):
         return
     if not os.path.exists(os.path.join(root, MARKER)) and os.listdir(root):
         print(f"not removing {root}: it lacks {MARKER}, so the harness did not make it")
         return
-    for entry in os.listdir(root):
-        if keep_control and entry in ("control", MARKER):
-            continue
-        p = os.path.join(root, entry)
-        if os.path.isdir(p) and not os.path.islink(p):
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            os.remove(p)
-    if not keep_control:
-        shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)

@@ -197,11 +197,13 @@ def test_diff_new_file_and_no_newline():
 
 # --- verify.sh, run here with /bin/sh against real files ---------------------------------
 
-def _verify(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def _verify(tmp_path: Path, *args: str) -> subprocess.CompletedProcess | None:
     script = tmp_path / "inkctl" / "verify.sh"
     script.parent.mkdir(exist_ok=True)
     script.write_text(VERIFY_SH)
     (script.parent / "patch_apply.py").write_bytes((Path(__file__).resolve().parents[2] / "inkctl/plan/patch_apply.py").read_bytes())
+    if not args:
+        return None
     return subprocess.run(["/bin/sh", str(script), *args], capture_output=True, text=True)
 
 
@@ -227,18 +229,37 @@ def test_verify_edit_matching_twice_fails_naming_it(tmp_path):
     assert f"{target}: edit 0 (old begins 'major in (10, 11)') matched 2 times; it must match exactly once" in res.stderr
 
 
-def test_verify_diff_with_python_applier(tmp_path):
+def _bin_without_patch(tmp_path: Path) -> str:
+    """A PATH with what verify.sh needs but no `patch`: the Python applier must be used."""
+    import shutil
+
+    d = tmp_path / "bin"
+    d.mkdir()
+    for tool in ("sh", "sha256sum", "cut", "cp", "dirname", "grep", "python3"):
+        (d / tool).symlink_to(shutil.which(tool))
+    return str(d)
+
+
+@pytest.mark.parametrize("applier", ["gnu-patch", "python"])
+def test_verify_diff(tmp_path, applier):
+    import shutil
+
+    if applier == "gnu-patch" and not shutil.which("patch"):
+        pytest.skip("no GNU patch here")
     root = tmp_path / "root"
     (root / "opt" / "app").mkdir(parents=True)
     conf = root / "opt" / "app" / "conf.py"
     conf.write_bytes(b"A = 1\nB = 2\n")
     diff = tmp_path / "patch.diff"
     diff.write_bytes(DIFF)
-    env_path = "/usr/bin:/bin"
-    res = subprocess.run(["/bin/sh", "-c", 'PATH=$1; shift; exec /bin/sh "$@"', "sh", env_path,
-                          str(_verify(tmp_path, "x", "x").args[2]), "2", "diff", str(root), str(diff),
-                          str(conf), sha(b"A = 1\nB = 2\n"), sha(b"A = 1\nB = 3\n")], capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
+    _verify(tmp_path)  # writes the scripts
+    env = dict(os.environ, PATH=_bin_without_patch(tmp_path) if applier == "python" else os.environ["PATH"])
+    args = ["/bin/sh", str(tmp_path / "inkctl" / "verify.sh"), "2", "diff", str(root), str(diff), str(conf)]
+    bad = subprocess.run(args + [sha(b"A = 1\nB = 2\n"), "0" * 64], capture_output=True, text=True, env=env)
+    assert bad.returncode == 1
+    assert f"{conf}: sha256 mismatch after patching: expected {'0' * 64}, actual {sha(b'A = 1' + chr(10).encode() + b'B = 3' + chr(10).encode())}" in bad.stderr
+    conf.write_bytes(b"A = 1\nB = 2\n")
+    ok = subprocess.run(args + [sha(b"A = 1\nB = 2\n"), sha(b"A = 1\nB = 3\n")], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr
     assert conf.read_bytes() == b"A = 1\nB = 3\n"
-    res = _verify(tmp_path, "2", "diff", str(root), str(diff), str(conf), sha(b"A = 1\nB = 3\n"), "0" * 64)
-    assert res.returncode == 1 and "sha256 mismatch before patching" not in res.stderr or True
+    assert ("patch.diff" in ok.stderr or "patching file" in ok.stderr) == (applier == "gnu-patch")

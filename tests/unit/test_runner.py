@@ -154,7 +154,6 @@ def test_interrupt_rolls_back_and_exits_130():
     plan = simple_plan([Run(host="a", rank=0, purpose="x", argv=("docker", "run", "i")),
                         WaitFor(host="b", rank=1, purpose="wait", argv=("false",), timeout_s=30)])
     a, b = ScriptedHost("a"), ScriptedHost("b", [(lambda v: v == ("false",), (1, "", ""))])
-    b.calls.append(("run", ("docker", "run"), 0))  # make b "touched" too? no: b only waits
     runner = Runner(plan, {"a": a, "b": b}, Collect())
     threading.Timer(0.3, lambda: runner.cancel.set()).start()  # what the barrier does on Ctrl-C
     with pytest.raises(LaunchFailed) as e:
@@ -235,7 +234,7 @@ def test_health_fails_fast_on_an_exited_rank_with_its_code_and_logs(monkeypatch)
     plan = build_plan(recipe(health={"timeout_s": 30, "interval_s": 0.2}), HOSTS)
 
     def inspect(argv):
-        return 0, "".join(f"/{c}|{'exited' if c.endswith('r1') else 'running'}|{3 if c.endswith('r1') else 0}\n" for c in argv[4:]), ""
+        return 0, "".join(f"/{c}|{'exited' if c.endswith('r1') else 'running'}|{3 if c.endswith('r1') else 0}|0001-01-01T00:00:00Z\n" for c in argv[4:]), ""
 
     def logs(argv):
         return 0, "".join(f"line {i}\n" for i in range(80)) + "RuntimeError: CUDA error\n", ""
@@ -256,7 +255,7 @@ def test_health_fails_fast_on_an_exited_rank_with_its_code_and_logs(monkeypatch)
 
 def test_health_timeout_message(monkeypatch):
     plan = build_plan(recipe(health={"timeout_s": 0.6, "interval_s": 0.1}), HOSTS)
-    ok = [(lambda v: v[1] == "inspect", lambda v: (0, "".join(f"/{c}|running|0\n" for c in v[4:]), ""))]
+    ok = [(lambda v: v[1] == "inspect", lambda v: (0, "".join(f"/{c}|running|0|0001-01-01T00:00:00Z\n" for c in v[4:]), ""))]
     with pytest.raises(LaunchFailed) as e:
         launch(Runner(plan, {"a": ScriptedHost("a", ok), "b": ScriptedHost("b", ok)}, Collect()))
     assert "timed out after 0.6 s waiting for http://10.0.0.1:8000/health" in e.value.message

@@ -126,7 +126,7 @@ def fatal(log, message, code=None, exc="RuntimeError"):
         f"{exc}: {message}",
     ]
     if log is not None and log.style == "vllm":
-        log(f"EngineCore failed to start: {message}", level="ERROR", src="core.py:708")
+        log(f"EngineCore encountered a fatal error: {message}", level="ERROR", src="core.py:708")
     sys.stdout.flush()
     print("\n".join(lines), file=sys.stderr, flush=True)
     os._exit(code)

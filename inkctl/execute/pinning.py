@@ -36,20 +36,22 @@ def _each(stores: dict, fn) -> dict:
 
 
 def _common(ref: str, infos: dict[str, ImageInfo], digest: str | None) -> str:
-    """One pin for an image across hosts: the recipe's digest (checked), else a repo digest all
-    hosts share, else the image id if all hosts agree."""
+    """One pin for an image across hosts: the recipe's digest (checked), else the image id if
+    all hosts agree (the exact image; podman's self-made repo digests of loaded images differ
+    from docker's none), else a repo digest all hosts share (one multi-arch image pulled by
+    digest, whose per-arch ids differ)."""
     if digest:
         bad = [f"{h} has {i.id}" for h, i in infos.items() if not i.matches(digest)]
         if bad:
             raise Refused(f"{ref}: the recipe pins {digest}, but " + "; ".join(bad),
                           hint="load the pinned image there, or fix the digest in the recipe")
         return digest
-    shared = set.intersection(*(i.digests for i in infos.values())) if infos else set()
-    if len(shared) == 1:
-        return shared.pop()
     ids = {i.id for i in infos.values()}
     if len(ids) == 1:
         return ids.pop()
+    shared = set.intersection(*(i.digests for i in infos.values())) if infos else set()
+    if len(shared) == 1:
+        return shared.pop()
     raise Refused(f"{ref} differs between hosts: " + ", ".join(f"{h} {i.id}" for h, i in infos.items()),
                   hint="pin it by digest in the recipe (@sha256:...) and put that image on every host")
 
@@ -156,12 +158,18 @@ def observe(loaded: Loaded, stores: dict) -> tuple[dict[str, str], dict[str, dic
     infos = _inspect_all(stores, run_ref, required)
     for h, i in infos.items():
         hosts[h]["images"][run_ref] = i.as_lock()
+    if not required:
+        # A built tag is recorded, not pinned: its content is pinned by the tag itself (the hash
+        # of base and patches, checked against the image's inkctl.content label) and verified
+        # by the build; a rebuild of the same content gets a new image id, which is not drift.
+        return pins, hosts
+    for h, i in infos.items():
         pins[f"image:{run_ref}@{h}"] = i.id
-    if infos and len(infos) == len(stores):
+    if len(infos) == len(stores):
         try:
-            pins[f"image:{run_ref}"] = _common(run_ref, infos, r.engine.image.digest if required else None)
+            pins[f"image:{run_ref}"] = _common(run_ref, infos, r.engine.image.digest)
         except Refused:
-            if required and r.engine.image.digest:
+            if r.engine.image.digest:
                 raise
     return pins, hosts
 

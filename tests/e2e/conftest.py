@@ -1,0 +1,148 @@
+"""Shared fixtures of the end-to-end tests: the real ``inkctl`` CLI against the test cluster.
+
+- ``cluster``: the session's test cluster (``tests.cluster``), 4 hosts, h3 on podman; reused
+  when one of that shape is already up.
+- ``home``: a HOME per test with ~/.ssh/config and ~/.ssh/known_hosts made from the cluster's
+  files, so host-key tests can change them freely.
+- ``inkctl``: runs ``python -m inkctl ...`` as a subprocess in that HOME -> Ran(rc, stdout, stderr).
+- ``inventory`` / ``recipe``: write an inventory of chosen hosts, or a variant of a test recipe.
+
+Every test's deployments are removed from every host afterwards, whatever the test did.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPES = Path(__file__).resolve().parent / "recipes"
+HOSTS = 4
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster needs root (network namespaces, dockerd)")
+    from tests.cluster import Cluster
+
+    # INKCTL_E2E_NET_ID=K runs on a cluster of its own beside the default one (a shared machine)
+    return Cluster.up(HOSTS, net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")))
+
+
+@dataclass
+class Ran:
+    rc: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def out(self) -> str:
+        return self.stdout + self.stderr
+
+    def __str__(self) -> str:  # what pytest shows when an assert on it fails
+        return f"rc={self.rc} in {self.seconds:.1f} s\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+@pytest.fixture
+def home(tmp_path, cluster):
+    h = tmp_path / "home"
+    ssh = h / ".ssh"
+    ssh.mkdir(parents=True, mode=0o700)
+    shutil.copy(cluster.known_hosts, ssh / "known_hosts")
+    lines = []
+    for host in cluster.hosts:
+        lines += [f"Host {host.name}", f"  HostName {host.address}", "  User root", f"  IdentityFile {cluster.identity_file}", ""]
+    (ssh / "config").write_text("\n".join(lines))
+    return h
+
+
+@pytest.fixture
+def inkctl(home):
+    def run(*args, timeout: float = 120, env: dict | None = None) -> Ran:
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "INKCTL_", "E2E_"))}
+        e.update(HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                 COLUMNS="200", NO_COLOR="1", **(env or {}))
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=e, capture_output=True,
+                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        return Ran(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+
+    return run
+
+
+@pytest.fixture
+def inventory(tmp_path, cluster):
+    """inventory("h1", "h2", vars={"h2": {"X": "1"}}) -> path of an inventory of those hosts in that order."""
+    base = {h["name"]: h for h in yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]}
+
+    def make(*names: str, vars: dict | None = None, **fields) -> Path:
+        hosts = []
+        for n in names:
+            h = copy.deepcopy(base[n])
+            h.setdefault("vars", {}).update((vars or {}).get(n, {}))
+            h.update(fields.get(n, {}))
+            hosts.append(h)
+        path = tmp_path / f"inventory-{'-'.join(names)}-{len(list(tmp_path.glob('inventory-*')))}.yaml"
+        path.write_text(yaml.safe_dump({"hosts": hosts}, sort_keys=False))
+        return path
+
+    return make
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+    return out
+
+
+@pytest.fixture
+def recipe(tmp_path):
+    """recipe("single", name="x", container={"env": {...}}) -> path of a variant of tests/e2e/recipes/single.yaml."""
+    def make(base: str, **changes) -> Path:
+        doc = _merge(yaml.safe_load((RECIPES / f"{base}.yaml").read_text()), changes)
+        path = tmp_path / f"{doc['name']}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False))
+        return path
+
+    return make
+
+
+def containers(cluster, host: str, deployment: str | None = None) -> list[str]:
+    """'name state' of inkctl's containers on a host (of one deployment, or all)."""
+    label = f"label=inkctl.deployment={deployment}" if deployment else "label=inkctl.deployment"
+    r = cluster.docker(host, "ps", "--all", "--filter", label, "--format", "{{.Names}} {{.State}}", check=True)
+    from inkctl.execute.deployed import normal_state
+
+    out = []
+    for line in r.stdout.splitlines():
+        if line.strip():
+            name, _, state = line.partition(" ")
+            out.append(f"{name} {normal_state(state)}")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _clean_hosts(request):
+    """After each test: no inkctl container left on any host, and all links up."""
+    yield
+    if "cluster" not in request.fixturenames:
+        return
+    cluster = request.getfixturevalue("cluster")
+    for h in cluster.hosts:
+        cluster.heal(h.name)
+        r = cluster.docker(h.name, "ps", "--all", "--quiet", "--filter", "label=inkctl.deployment")
+        ids = r.stdout.split()
+        if ids:
+            cluster.docker(h.name, "rm", "--force", *ids)

@@ -1,0 +1,184 @@
+"""``inkctl up`` / ``inkctl down`` for real: the CLI as a subprocess, sshd + dockerd/podman hosts,
+the fake engine image. Every assertion is about what is (or is not) on the hosts afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import containers
+
+pytestmark = pytest.mark.cluster
+PORT = 18000
+
+
+def http(url: str) -> httpx.Response:
+    return httpx.get(url, timeout=5, trust_env=False)
+
+
+def address(cluster, name: str) -> str:
+    return cluster.host(name).address
+
+
+def state_dir(cluster, name: str, deployment: str) -> Path:
+    return Path(cluster.host(name).state_dir) / deployment
+
+
+def engine_argv(cluster, host: str, container: str) -> list[str]:
+    """The argv the fake engine was started with (it records it in the container)."""
+    r = cluster.docker(host, "exec", container, "cat", "/tmp/inkctl-fake-engine.json", check=True)
+    return json.loads(r.stdout)["argv"]
+
+
+def test_single_host_up_healthy_twice_down(cluster, inkctl, inventory, recipe):
+    inv = inventory("h1")
+    rec = recipe("single", secrets={"HF_TOKEN": {"env": "E2E_TOKEN"}})
+    token = "hf_e2e_" + os.urandom(6).hex()
+    r = inkctl("up", rec, "--hosts", inv, env={"E2E_TOKEN": token})
+    assert r.rc == 0, r
+    url = f"http://{address(cluster, 'h1')}:{PORT}"
+    assert f"e2e-single is up: {url}" in r.stdout and "smoke: 1/1 prompts answered" in r.stdout
+    assert containers(cluster, "h1", "e2e-single") == ["inkctl-e2e-single-r0 running"]
+    assert http(url + "/health").status_code == 200
+    assert http(url + "/v1/models").json()["data"][0]["id"] == "fake"
+    # the secret: in a 0600 env file and the container's env, never on a command line or in output
+    env_file = state_dir(cluster, "h1", "e2e-single") / "rank0.env"
+    assert env_file.read_text() == f"HF_TOKEN={token}\n" and oct(env_file.stat().st_mode & 0o777) == "0o600"
+    args = cluster.docker("h1", "inspect", "--format", "{{.Path}} {{json .Args}}", "inkctl-e2e-single-r0").stdout
+    assert token not in args and token not in r.out
+    assert cluster.docker("h1", "exec", "inkctl-e2e-single-r0", "printenv", "HF_TOKEN").stdout.strip() == token
+
+    again = inkctl("up", rec, "--hosts", inv, env={"E2E_TOKEN": token})
+    assert again.rc == 0 and "already up" in again.stdout, again
+    assert containers(cluster, "h1", "e2e-single") == ["inkctl-e2e-single-r0 running"]  # no duplicate
+
+    d = inkctl("down", rec, "--hosts", inv)
+    assert d.rc == 0, d
+    assert containers(cluster, "h1", "e2e-single") == []
+    assert not state_dir(cluster, "h1", "e2e-single").exists()
+    with pytest.raises(httpx.ConnectError):
+        http(url + "/health")
+    d2 = inkctl("down", rec, "--hosts", inv)  # idempotent
+    assert d2.rc == 0 and "nothing to remove" in d2.stdout, d2
+
+
+def test_up_refuses_a_different_version_beside_a_running_one(cluster, inkctl, inventory, recipe):
+    inv = inventory("h1")
+    assert inkctl("up", recipe("single", name="e2e-twice"), "--hosts", inv).rc == 0
+    other = recipe("single", name="e2e-twice", smoke={"max_tokens": 4})  # another recipe hash
+    r = inkctl("up", other, "--hosts", inv)
+    assert r.rc == 1 and "already has containers" in r.stderr and "another recipe version" in r.stderr, r
+    assert containers(cluster, "h1", "e2e-twice") == ["inkctl-e2e-twice-r0 running"]  # untouched, not rolled back
+    assert http(f"http://{address(cluster, 'h1')}:{PORT}/health").status_code == 200
+
+
+@pytest.mark.parametrize("base,name,worker_flag", [
+    ("vllm-native-2", "e2e-vllm-native", "--headless"),
+    ("vllm-ray-2", "e2e-vllm-ray", None),
+    ("sglang-2", "e2e-sglang", "--dist-init-addr"),
+])
+def test_two_hosts(cluster, inkctl, inventory, base, name, worker_flag):
+    inv = inventory("h1", "h2")
+    rec = Path(__file__).parent / "recipes" / f"{base}.yaml"
+    r = inkctl("up", rec, "--hosts", inv, "--output", "json")
+    assert r.rc == 0, r
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert events[-1]["event"] == "finished" and events[-1]["ok"] is True
+    stages = [e["name"] for e in events if e["event"] == "stage_started"]
+    assert stages.index("health") > 0 and stages[0] in ("launch-head", "ray-head")
+    assert containers(cluster, "h1", name) == [f"inkctl-{name}-r0 running"]
+    assert containers(cluster, "h2", name) == [f"inkctl-{name}-r1 running"]
+    head = address(cluster, "h1")
+    assert http(f"http://{head}:{PORT}/health").status_code == 200
+    if worker_flag:
+        assert worker_flag in engine_argv(cluster, "h2", f"inkctl-{name}-r1")
+    if base == "vllm-native-2":
+        started = {e["host"]: e["ts"] for e in events if e["event"] == "step_finished" and e["kind"] == "run"}
+        assert started["h1"] <= started["h2"]  # the head before the worker
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    assert containers(cluster, "h1", name) == [] and containers(cluster, "h2", name) == []
+
+
+def test_podman_host(cluster, inkctl, inventory):
+    inv = inventory("h3")
+    rec = Path(__file__).parent / "recipes" / "podman.yaml"
+    r = inkctl("up", rec, "--hosts", inv)
+    assert r.rc == 0, r
+    assert containers(cluster, "h3", "e2e-podman") == ["inkctl-e2e-podman-r0 running"]
+    assert http(f"http://{address(cluster, 'h3')}:{PORT}/health").status_code == 200
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    assert containers(cluster, "h3", "e2e-podman") == []
+
+
+def test_host_cut_off_before_launch_starts_nothing_anywhere(cluster, inkctl, inventory):
+    inv = inventory("h1", "h2")
+    rec = Path(__file__).parent / "recipes" / "vllm-native-2.yaml"
+    cluster.cut("h2")
+    try:
+        r = inkctl("up", rec, "--hosts", inv, timeout=90)
+    finally:
+        cluster.heal("h2")
+    assert r.rc == 1, r
+    assert "h2:" in r.stderr and "nothing was started on any host" in r.stderr
+    assert any(w in r.stderr for w in ("unreachable", "timed out")), r
+    assert containers(cluster, "h1", "e2e-vllm-native") == []
+    assert not state_dir(cluster, "h1", "e2e-vllm-native").exists()
+
+
+def test_rank_crashing_during_boot_is_reported_and_everything_removed(cluster, inkctl, inventory, recipe):
+    rec = recipe("vllm-native-2", name="e2e-crash", container={"env": {
+        "FAKE_READY_AFTER": "20", "FAKE_CRASH_AFTER": "${CRASH_AFTER}", "FAKE_EXIT_CODE": "3", "FAKE_LOG_EVERY": "0.5"}})
+    inv = inventory("h1", "h2", vars={"h1": {"CRASH_AFTER": "-1"}, "h2": {"CRASH_AFTER": "1.5"}})
+    t0 = time.monotonic()
+    r = inkctl("up", rec, "--hosts", inv)
+    assert r.rc == 1, r
+    assert time.monotonic() - t0 < 15  # noticed long before the 60 s health timeout
+    err = r.stderr
+    assert "rank 1 on h2 (container inkctl-e2e-crash-r1) exited with code 3" in err
+    assert "CUDA error: an illegal memory access" in err  # its own log lines
+    assert "rolled back" in err
+    for h in ("h1", "h2"):
+        assert containers(cluster, h, "e2e-crash") == []
+        assert not state_dir(cluster, h, "e2e-crash").exists()
+
+
+def test_health_timeout_rolls_back(cluster, inkctl, inventory, recipe):
+    rec = recipe("single", name="e2e-slow", container={"env": {"FAKE_READY_AFTER": "60"}})
+    inv = inventory("h1")
+    r = inkctl("up", rec, "--hosts", inv, "--timeout", "3")
+    assert r.rc == 1, r
+    assert f"timed out after 3 s waiting for http://{address(cluster, 'h1')}:{PORT}/health" in r.stderr
+    assert "rolled back" in r.stderr
+    assert containers(cluster, "h1", "e2e-slow") == []
+
+
+def test_keep_on_failure_leaves_the_containers_and_down_removes_them(cluster, inkctl, inventory, recipe):
+    rec = recipe("single", name="e2e-keep", container={"env": {"FAKE_CRASH_AFTER": "0.5", "FAKE_READY_AFTER": "30"}})
+    inv = inventory("h1")
+    r = inkctl("up", rec, "--hosts", inv, "--keep-on-failure")
+    assert r.rc == 1 and "--keep-on-failure" in r.stderr and "h1: inkctl-e2e-keep-r0" in r.stderr, r
+    assert containers(cluster, "h1", "e2e-keep") == ["inkctl-e2e-keep-r0 exited"]
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    assert containers(cluster, "h1", "e2e-keep") == []
+
+
+def test_down_with_a_host_unreachable_cleans_the_others_and_fails(cluster, inkctl, inventory):
+    inv = inventory("h1", "h2")
+    rec = Path(__file__).parent / "recipes" / "vllm-native-2.yaml"
+    assert inkctl("up", rec, "--hosts", inv).rc == 0
+    cluster.cut("h2")
+    try:
+        r = inkctl("down", rec, "--hosts", inv, timeout=90)
+    finally:
+        cluster.heal("h2")
+    print("down with h2 cut:", r.seconds)
+    assert r.rc == 1 and "h2:" in r.stderr and "could not clean 1 host" in r.stderr, r
+    assert containers(cluster, "h1", "e2e-vllm-native") == []
+    assert inkctl("down", rec, "--hosts", inv).rc == 0  # once h2 is back, down finishes the job
+    assert containers(cluster, "h2", "e2e-vllm-native") == []
