@@ -54,7 +54,9 @@ def _register() -> None:
 def main(argv: list[str] | None = None) -> None:
     _register()
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int) and rv:
+            sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:
         from inkctl.cli.render import print_error
 

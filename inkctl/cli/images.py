@@ -73,8 +73,8 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
         plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
         transports = connect_all(list(loaded.hosts), accept_new=accept_new)
         try:
-            with _deploy_lock_held(plan, transports):
-                return ensure_image(loaded, plan, transports, sink, local=local)
+            return ensure_image(loaded, plan, transports, sink, local=local,
+                                guard=lambda: _deploy_lock_held(plan, transports))
         finally:
             close_all(transports)
     finally:
@@ -83,7 +83,8 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
 
 
 def _deploy_lock_held(plan, transports):
-    """One up/down/build per deployment at a time (the deploy lock), when it is installed."""
+    """One up/down/build per deployment at a time (the deploy lock), when it is installed; taken
+    only when something must be built or delivered (a cache hit only reads)."""
     import contextlib
 
     try:

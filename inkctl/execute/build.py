@@ -12,6 +12,7 @@ there (images), and unpinned hotfixes are refused.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,9 +72,13 @@ class _Emit:
 
 
 def ensure_image(loaded: Loaded, plan: Plan, transports: dict[str, Transport], sink=None, *,
-                 local: bool = False) -> ImageReport:
+                 local: bool = False, guard=None) -> ImageReport:
     """Called by ``up`` before launching and by ``inkctl build``. Raises InkctlError (naming each
-    host, file and hash) when inputs are untrusted or a build fails; returns what happened."""
+    host, file and hash) when inputs are untrusted or a build fails; returns what happened.
+
+    Every host is probed first, in parallel; when all have the tag (a cache hit) that is all.
+    ``guard`` (a callable returning a context manager, e.g. the deploy lock) is entered only
+    when something must be built or delivered; the hosts are probed again inside it."""
     from inkctl.plan.inputs import require_trusted
 
     t0 = time.monotonic()
@@ -89,10 +94,15 @@ def ensure_image(loaded: Loaded, plan: Plan, transports: dict[str, Transport], s
         gz = gzip.compress(ctx.tar(), mtime=0)
         report = ImageReport(image=ctx.tag, mode="local" if local else "on-host", context_bytes=ctx.size,
                              context_tar_bytes=len(ctx.tar()), context_sent_bytes=len(gz))
-        if local:
-            _local(ctx, gz, stores, pins, emit, report)
-        else:
-            report.hosts = _parallel(stores, lambda s: _on_host(ctx, gz, s, pins, emit))
+        done = {p.host: p for p in _parallel(stores, lambda s: _probe(ctx, s, pins, emit))}
+        missing = {h: s for h, s in stores.items() if done[h].action == "missing"}
+        if missing or (local and not stores):  # --local without hosts: build here only
+            with (guard() if guard else contextlib.nullcontext()):
+                if local:
+                    _local(ctx, gz, missing, pins, emit, report, done)
+                else:
+                    done.update((r.host, r) for r in _parallel(missing, lambda s: _on_host(ctx, gz, s, pins, emit)))
+        report.hosts = [done[h] for h in stores]
     report.seconds = round(time.monotonic() - t0, 3)
     _raise_failures(report)
     return report
@@ -207,43 +217,44 @@ def _on_host(ctx: BuildContext, gz: bytes, s: HostImages, pins: dict[str, str], 
     return HostImage(s.host, "built", ctx.tag, info.id, out.bytes_sent, secs)
 
 
-def _local(ctx: BuildContext, gz: bytes, stores: dict[str, HostImages], pins, emit, report: ImageReport) -> None:
+def _local(ctx: BuildContext, gz: bytes, missing: dict[str, HostImages], pins, emit, report: ImageReport,
+           done: dict[str, HostImage]) -> None:
+    """Build once on the local daemon (unless it has the tag), then stream it to ``missing``."""
     from inkctl.execute.deliver import deliver
     from inkctl.execute.local_daemon import LocalDaemon
 
-    probes = _parallel(stores, lambda s: _probe(ctx, s, pins))
-    missing = [p.host for p in probes if p.action == "missing"]
-    done = {p.host: p for p in probes if p.action != "missing"}
-    if missing or not stores:  # no hosts at all: build here only
-        daemon = LocalDaemon()
+    daemon = LocalDaemon()
+    t = time.monotonic()
+    info = _cached(ctx, daemon, {})
+    action, sent = "cache-hit", 0
+    if info is None:
+        base = resolve_base(ctx, daemon)
+        emit("info", "local", f"building {ctx.tag} on the local daemon")
+        out = daemon.build(gz, ctx.tag, build_args(base))
+        if not out.ok:
+            raise _failed_build(ctx, out)
+        info, action, sent = daemon.inspect(ctx.tag), "built", out.bytes_sent
+    report.local = HostImage("local", action, ctx.tag, info.id, sent, round(time.monotonic() - t, 3))
+
+    def send(s: HostImages) -> HostImage:
         t = time.monotonic()
-        info = _cached(ctx, daemon, {})
-        action, sent = "cache-hit", 0
-        if info is None:
-            base = resolve_base(ctx, daemon)
-            emit("info", "local", f"building {ctx.tag} on the local daemon")
-            out = daemon.build(gz, ctx.tag, build_args(base))
-            if not out.ok:
-                raise _failed_build(ctx, out)
-            info, action, sent = daemon.inspect(ctx.tag), "built", out.bytes_sent
-        report.local = HostImage("local", action, ctx.tag, info.id, sent, round(time.monotonic() - t, 3))
+        hit = _cached(ctx, s, pins)  # delivered meanwhile by someone else?
+        if hit is not None:
+            return HostImage(s.host, "cache-hit", ctx.tag, hit.id, 0, round(time.monotonic() - t, 3))
+        emit("start", s.host, f"deliver {ctx.tag}")
+        d = deliver(daemon, s, ctx.tag, info.id,
+                    on_progress=lambda n: emit("info", s.host, f"{n >> 20} MiB of {ctx.tag} sent"))
+        emit("done", s.host, f"deliver {ctx.tag}", seconds=round(d.seconds, 3), detail=f"loaded, {d.bytes_sent} bytes sent")
+        return HostImage(s.host, "delivered", ctx.tag, d.image_id, d.bytes_sent, round(d.seconds, 3))
 
-        def send(s: HostImages) -> HostImage:
-            emit("start", s.host, f"deliver {ctx.tag}")
-            d = deliver(daemon, s, ctx.tag, info.id,
-                        on_progress=lambda n: emit("info", s.host, f"{n >> 20} MiB of {ctx.tag} sent"))
-            emit("done", s.host, f"deliver {ctx.tag}", seconds=round(d.seconds, 3), detail=f"loaded, {d.bytes_sent} bytes sent")
-            return HostImage(s.host, "delivered", ctx.tag, d.image_id, d.bytes_sent, round(d.seconds, 3))
-
-        for r in _parallel({h: stores[h] for h in missing}, send):
-            done[r.host] = r
-    report.hosts = [done[h] for h in stores]
+    done.update((r.host, r) for r in _parallel(missing, send))
 
 
-def _probe(ctx: BuildContext, s: HostImages, pins) -> HostImage:
+def _probe(ctx: BuildContext, s: HostImages, pins, emit) -> HostImage:
     t = time.monotonic()
     hit = _cached(ctx, s, pins)
     if hit is None:
         return HostImage(s.host, "missing", ctx.tag)
-    return HostImage(s.host, "cache-hit", ctx.tag, hit.id, 0, round(time.monotonic() - t, 3))
-
+    secs = round(time.monotonic() - t, 3)
+    emit("done", s.host, f"image {ctx.tag}", seconds=secs, detail="cache hit, nothing sent")
+    return HostImage(s.host, "cache-hit", ctx.tag, hit.id, 0, secs)
