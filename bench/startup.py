@@ -41,9 +41,10 @@ def timed(argv: list[str], runs: int) -> float:
 def heavy_imports(args: list[str]) -> list[str]:
     code = ("import sys, runpy; sys.argv=['inkctl', *sys.argv[1:]]\n"
             "try:\n    runpy.run_module('inkctl', run_name='__main__')\nexcept SystemExit: pass\n"
-            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True).stdout
-    return [m for m in out.strip().splitlines()[-1].split(",") if m] if out.strip() else []
+            f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    err = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True).stderr
+    line = next((x for x in err.splitlines() if x.startswith("HEAVY:")), "HEAVY:?")
+    return [m for m in line[len("HEAVY:"):].split(",") if m]
 
 
 def main() -> int:

@@ -47,6 +47,7 @@ def up(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    _require_trusted(loaded)
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
     needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
@@ -81,6 +82,15 @@ def up(
         _summary(plan, outcome, total)
 
 
+def _require_trusted(loaded) -> None:
+    """Hotfix files and lock pins are checked locally before any host is touched."""
+    from inkctl.plan import inputs
+
+    check = getattr(inputs, "require_trusted", None)
+    if check is not None:
+        check(loaded)
+
+
 def _live():
     from inkctl.cli.live import LiveDisplay
 
@@ -108,20 +118,97 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
 
         sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
 
+    _warm_imports()
     t = time.monotonic()
     transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
                              on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
     n = len(transports)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
+    lock = None
     try:
-        already = _existing(plan, transports)
+        # the deploy lock, the deployment probe and preflight run side by side: one round trip
+        # per host instead of three; nothing is started before all three have answered
+        from concurrent.futures import ThreadPoolExecutor
+
+        from inkctl.execute.deploylock import DeployLock
+
+        lock = DeployLock(plan, transports, "up")
+        with ThreadPoolExecutor(2, thread_name_prefix="before-launch") as pool:
+            locked = pool.submit(lock.acquire)
+            existing = pool.submit(_existing, plan, transports)
+            try:
+                _preflight(loaded.recipe, plan, transports, skip, sink)
+            except InkctlError:
+                locked.exception()
+                already = existing.result()  # an existing deployment explains a failed preflight best
+                if already is not None:
+                    return already
+                raise
+            finally:
+                _settle(locked)
+            locked.result()
+            already = existing.result()
         if already is not None:
             return already
-        _preflight(loaded.recipe, plan, transports, skip, sink)
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout)
-        return launch(runner, keep_on_failure=keep)
+        with _watchdog(loaded.recipe, plan, transports, runner, sink):
+            return launch(runner, keep_on_failure=keep)
     finally:
+        if lock is not None:
+            lock.release()  # also after Ctrl-C: a lock must never outlive its command
         close_all(transports)
+
+
+def _settle(future) -> None:
+    """Wait for a future without raising (its result is read later, or not at all)."""
+    try:
+        future.exception()
+    except BaseException:
+        pass
+
+
+class _watchdog:
+    """The boot memory watchdog during the launch, when the recipe wants it (unified memory).
+
+    A trip kills that host's containers (the health wait then fails on them) and its reading
+    series becomes the first line of the failure, since it is the cause."""
+
+    def __init__(self, recipe, plan, transports, runner, sink):
+        self.on = bool(getattr(recipe, "watchdog_on", False))
+        self.args = (recipe, plan, transports, runner, sink)
+        self.dog = None
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        from inkctl.execute.events import Info
+        from inkctl.execute.watchdog import Watchdog
+
+        recipe, plan, transports, runner, sink = self.args
+
+        def tripped(trip) -> None:
+            runner.causes.append(trip.message)
+            sink.emit(Info(text=trip.message, level="warning"))
+
+        self.dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.dog is not None:
+            self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _warm_imports() -> None:
+    """Import what the health wait needs while the connections wait on the network."""
+    import threading
+
+    def warm():
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            pass
+
+    threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
 def _preflight(recipe, plan, transports, skip: list[str], sink) -> None:
@@ -295,11 +382,19 @@ def take_down(plan, hosts, *, accept_new: bool = False) -> dict:
             failed[h.name] = e.message.split(": ", 1)[-1]
 
     todo = [h for h in plan.hosts if h.name in conn.transports]
+    lock = None
     try:
         if todo:
+            from dataclasses import replace
+
+            from inkctl.execute.deploylock import DeployLock
+
+            lock = DeployLock(replace(plan, hosts=tuple(todo)), conn.transports, "down").acquire()
             with ThreadPoolExecutor(max_workers=min(64, len(todo)), thread_name_prefix="down") as pool:
                 list(pool.map(one, todo))
     finally:
+        if lock is not None:
+            lock.release()
         close_all(conn.transports)
     order = [h.name for h in plan.hosts]
     return {"removed": {n: removed[n] for n in order if n in removed},

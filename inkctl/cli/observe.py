@@ -141,7 +141,7 @@ def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
         up_s = uptime(x, hc.clock)
         rows.append({**base, "container": x.name, "state": x.state, "exit_code": x.exit_code,
                      "health": health.get("state") if c.rank == 0 and x.running else None,
-                     "uptime_s": None if up_s is None else round(up_s), "uptime": human_duration(up_s),
+                     "uptime_s": None if up_s is None else int(up_s), "uptime": human_duration(up_s),
                      "image": x.image, "image_id": x.image_id_short, "recipe_hash": x.recipe_hash,
                      "hash_matches": x.recipe_hash == plan.recipe_hash})
     planned = {c.name for c in plan.containers}
@@ -236,9 +236,9 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
     state_style = {"running": "green", "exited": "red", "missing": "yellow", "unreachable": "bold red"}
     t = Table(show_header=True, header_style="bold")
     for col in ("host", "rank", "container", "state", "health", "uptime", "image", "recipe"):
-        t.add_column(col, overflow="fold")
+        t.add_column(col, overflow="fold", no_wrap=col in ("host", "rank", "container", "health", "uptime"))
     for r in rows:
-        state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") not in (None,) and r["state"] != "running" else "")
+        state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") is not None else "")
         if r.get("detail"):
             state += f": {r['detail']}"
         health_text = {"up": Text("up", "green"), "down": Text("down", "red")}.get(r.get("health") or "", Text("-", "dim"))

@@ -25,6 +25,8 @@ from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
 INSPECT_EVERY_S = 1.0
+MAX_INSPECT_EVERY_S = 1.5
+FOLLOW_AFTER_S = 1.0  # an engine healthy within this needs no log followers at all
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first  # an exited container is noticed within this, or at once via its log stream
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
@@ -168,10 +170,11 @@ class HealthWait:
         deadline = t0 + self.timeout
         followers = [threading.Thread(target=self._follow, args=(w,), daemon=True, name=f"logs-{w.container}")
                      for w in self.watched]
-        for t in followers:
-            t.start()
+        following = False
         interval = self.step.interval_s
-        inspect_every = min(interval, INSPECT_EVERY_S)
+        # container states: often enough to fail within 2 s, rarely enough not to load the hosts
+        # (a log stream that ends triggers an inspect at once anyway)
+        inspect_every = min(max(interval, INSPECT_EVERY_S), MAX_INSPECT_EVERY_S)
         next_http = next_inspect = t0
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
@@ -201,6 +204,10 @@ class HealthWait:
                         if status == "200":
                             self._progress(t0, status, healthy=True, force=True)
                             return time.monotonic() - t0
+                    if not following and time.monotonic() - t0 >= FOLLOW_AFTER_S:
+                        following = True
+                        for t in followers:
+                            t.start()
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(

@@ -8,16 +8,15 @@ The only second round trip is a pull, when the recipe allows one and the image i
 
 from __future__ import annotations
 
-import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute import gpu as gpu_probe
-from inkctl.execute.probe import listening_ports, parse_inspect
 from inkctl.execute.events import Event
+from inkctl.execute.probe import (HOST_PROBE, PULL, Sections, image_ids, listening_ports, parse_inspect, repository,
+                                  split_sections)
 from inkctl.execute.transport import HostError, Transport
-from inkctl.plan.quote import command_line
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
@@ -26,37 +25,6 @@ OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 VERSION_FORMAT = {"docker": "{{.Server.Version}}", "podman": "{{.Client.Version}}"}
 PROBE_TIMEOUT_S = 60
 PULL_TIMEOUT_S = 3600
-
-# Sections go to stdout and stderr alike, so each section's stderr can be told apart.
-HOST_PROBE = "\n".join([
-    'rt="$1"; fmt="$2"; image="$3"; names="$4"; shift 4',
-    'sec() { echo "@@inkctl $1"; echo "@@inkctl $1" >&2; }',
-    'rc() { echo "@@inkctl rc $1"; }',
-    "sec runtime",
-    'if command -v "$rt" >/dev/null 2>&1; then "$rt" version --format "$fmt"; rc $?; else rc 127; fi',
-    "sec gpus",
-    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
-    "sec meminfo",
-    "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
-    "sec image",
-    'if [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
-    "sec name",
-    'if [ -n "$names" ]; then "$rt" container inspect $names; rc $?; else echo "[]"; rc 0; fi',
-    "sec listen",
-    "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
-    "sec paths",
-    'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
-    "",
-])
-
-# Pull (by digest when pinned), tag it as the plan's reference, then inspect it again.
-PULL = "\n".join([
-    'rt="$1"; src="$2"; ref="$3"',
-    '"$rt" pull "$src" >&2 || exit $?',
-    'if [ "$src" != "$ref" ]; then "$rt" tag "$src" "$ref" >&2 || exit $?; fi',
-    'exec "$rt" image inspect "$ref"',
-    "",
-])
 
 
 @dataclass(frozen=True)
@@ -114,39 +82,6 @@ class PreflightFailed(InkctlError):
     def __init__(self, message: str, results: list[CheckResult]):
         super().__init__(message, hint="fix what FAILed, or waive a check knowingly with --skip-check NAME")
         self.results = results
-
-
-@dataclass
-class Sections:
-    """The combined probe's answer: per section its stdout, stderr and exit code."""
-
-    out: dict[str, str]
-    err: dict[str, str]
-    rc: dict[str, int]
-
-    def get(self, name: str) -> tuple[str, str, int]:
-        return self.out.get(name, ""), self.err.get(name, ""), self.rc.get(name, -1)
-
-
-def split_sections(stdout: str, stderr: str) -> Sections:
-    def split(text: str, rcs: dict[str, int] | None) -> dict[str, str]:
-        parts: dict[str, list[str]] = {}
-        current = None
-        for line in text.splitlines():
-            if line.startswith("@@inkctl "):
-                word = line[9:].strip()
-                if word.startswith("rc ") and current is not None and rcs is not None:
-                    rcs[current] = int(word[3:]) if word[3:].strip().lstrip("-").isdigit() else -1
-                elif not word.startswith("rc "):
-                    current = word
-                    parts.setdefault(current, [])
-                continue
-            if current is not None:
-                parts[current].append(line)
-        return {k: "\n".join(v) for k, v in parts.items()}
-
-    rcs: dict[str, int] = {}
-    return Sections(out=split(stdout, rcs), err=split(stderr, None), rc=rcs)
 
 
 def check_names(skip) -> set[str]:
@@ -346,33 +281,11 @@ def _memory(h: _Host, s: Sections) -> None:
     h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)")
 
 
-def _repository(ref: str) -> str:
-    """'repo/name:tag' -> 'repo/name' (a ':' before the last '/' is a registry port)."""
-    ref = ref.split("@", 1)[0]
-    slash = ref.rfind("/")
-    colon = ref.rfind(":")
-    return ref[:colon] if colon > slash else ref
-
-
-def _image_ids(text: str) -> tuple[str, list[str]] | None:
-    try:
-        items = json.loads(text or "[]")
-    except json.JSONDecodeError:
-        return None
-    if not items:
-        return None
-    it = items[0]
-    iid = it.get("Id") or ""
-    if iid and not iid.startswith("sha256:"):
-        iid = "sha256:" + iid
-    return iid, list(it.get("RepoDigests") or [])
-
-
 def _image(h: _Host, s: Sections, t: Transport) -> None:
     out, err, rc = s.get("image")
     pin = None if h.built else h.recipe.engine.image.digest
     may_pull = h.recipe.engine.image.pull and not h.built and "image" not in h.skip
-    found = _image_ids(out) if rc == 0 else None
+    found = image_ids(out) if rc == 0 else None
     if found is not None and (pin is None or _matches(found, pin)):
         iid, _ = found
         h.put("image", OK, f"{h.image} present ({iid[:19]})" + (", matches the pinned digest" if pin else ""))
@@ -384,17 +297,17 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
             h.put("image", FAIL, f"{h.image} is not on the host", hint)
         else:
             h.put("image", FAIL, f"{h.image} on the host is {found[0][:19]}, not the pinned {pin}",
-                  f"put the pinned image on {h.name} ({h.runtime} pull {_repository(h.image)}@{pin}), "
+                  f"put the pinned image on {h.name} ({h.runtime} pull {repository(h.image)}@{pin}), "
                   "or update engine.image.digest (inkctl lock)")
         return
-    src = f"{_repository(h.image)}@{pin}" if pin else h.image
+    src = f"{repository(h.image)}@{pin}" if pin else h.image
     why = "missing" if found is None else f"{found[0][:19]}, not the pinned digest"
     try:
         res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
     except HostError as e:
         h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.message}")
         return
-    pulled = _image_ids(res.text()) if res.ok else None
+    pulled = image_ids(res.text()) if res.ok else None
     if pulled is None or (pin and not _matches(pulled, pin)):
         h.put("image", FAIL, f"{h.image} was {why}; pulling {src} failed: {_last_line(res.err_text()) or f'exit {res.exit_code}'}",
               "check the registry is reachable from the host, or load the image by hand")

@@ -1,7 +1,8 @@
-"""Reading remote state: containers by label or by name, from ``<runtime> container inspect``.
+"""Reading remote state: containers by label or by name (``<runtime> container inspect``), and
+the preflight's combined probe of a host (its script and the parsing of its answer).
 
 Read at run time, never baked into a plan. Both runtimes print a JSON array from ``inspect``
-without ``--format``; the parser reads docker's and podman's shapes alike.
+without ``--format``; the parsers read docker's and podman's shapes alike.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.container import LABEL_PREFIX
 from inkctl.plan.quote import command_line
@@ -22,6 +24,39 @@ BY_LABEL = (
     '[ -z "$ids" ] && { echo "[]"; exit 0; }\n'
     '"$rt" container inspect $ids\n'
 )
+
+
+# The preflight's one round trip per host. Values arrive as positional arguments, never inside
+# the script. Sections go to stdout and stderr alike, so each section's stderr can be told apart.
+HOST_PROBE = "\n".join([
+    'rt="$1"; fmt="$2"; image="$3"; names="$4"; shift 4',
+    'sec() { echo "@@inkctl $1"; echo "@@inkctl $1" >&2; }',
+    'rc() { echo "@@inkctl rc $1"; }',
+    "sec runtime",
+    'if command -v "$rt" >/dev/null 2>&1; then "$rt" version --format "$fmt"; rc $?; else rc 127; fi',
+    "sec gpus",
+    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
+    "sec meminfo",
+    "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
+    "sec image",
+    'if [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
+    "sec name",
+    'if [ -n "$names" ]; then "$rt" container inspect $names; rc $?; else echo "[]"; rc 0; fi',
+    "sec listen",
+    "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
+    "sec paths",
+    'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
+    "",
+])
+
+# Pull (by digest when pinned), tag it as the plan's reference, then inspect it again.
+PULL = "\n".join([
+    'rt="$1"; src="$2"; ref="$3"',
+    '"$rt" pull "$src" >&2 || exit $?',
+    'if [ "$src" != "$ref" ]; then "$rt" tag "$src" "$ref" >&2 || exit $?; fi',
+    'exec "$rt" image inspect "$ref"',
+    "",
+])
 
 
 @dataclass(frozen=True)
@@ -169,3 +204,61 @@ def listening_ports(proc_net_tcp: str) -> set[int]:
             except ValueError:
                 continue
     return ports
+
+
+# --- the preflight probe's answer ------------------------------------------------------------
+
+@dataclass
+class Sections:
+    """The combined probe's answer: per section its stdout, stderr and exit code."""
+
+    out: dict[str, str]
+    err: dict[str, str]
+    rc: dict[str, int]
+
+    def get(self, name: str) -> tuple[str, str, int]:
+        return self.out.get(name, ""), self.err.get(name, ""), self.rc.get(name, -1)
+
+
+def split_sections(stdout: str, stderr: str) -> Sections:
+    def split(text: str, rcs: dict[str, int] | None) -> dict[str, str]:
+        parts: dict[str, list[str]] = {}
+        current = None
+        for line in text.splitlines():
+            if line.startswith("@@inkctl "):
+                word = line[9:].strip()
+                if word.startswith("rc ") and current is not None and rcs is not None:
+                    rcs[current] = int(word[3:]) if word[3:].strip().lstrip("-").isdigit() else -1
+                elif not word.startswith("rc "):
+                    current = word
+                    parts.setdefault(current, [])
+                continue
+            if current is not None:
+                parts[current].append(line)
+        return {k: "\n".join(v) for k, v in parts.items()}
+
+    rcs: dict[str, int] = {}
+    return Sections(out=split(stdout, rcs), err=split(stderr, None), rc=rcs)
+
+
+def repository(ref: str) -> str:
+    """'repo/name:tag' -> 'repo/name' (a ':' before the last '/' is a registry port)."""
+    ref = ref.split("@", 1)[0]
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    return ref[:colon] if colon > slash else ref
+
+
+def image_ids(text: str) -> tuple[str, list[str]] | None:
+    """(Id, RepoDigests) of the first image in ``<runtime> image inspect`` JSON; None when there is none."""
+    try:
+        items = json.loads(text or "[]")
+    except json.JSONDecodeError:
+        return None
+    if not items:
+        return None
+    it = items[0]
+    iid = it.get("Id") or ""
+    if iid and not iid.startswith("sha256:"):
+        iid = "sha256:" + iid
+    return iid, list(it.get("RepoDigests") or [])

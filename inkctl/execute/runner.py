@@ -66,6 +66,7 @@ class Runner:
         self.cancel = threading.Event()
         self.touched: set[str] = set()  # hosts where this run started something
         self.lost: dict[str, HostError] = {}  # hosts whose connection died
+        self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
@@ -243,6 +244,8 @@ def launch(runner: Runner, *, keep_on_failure: bool = False) -> Outcome:
             cause, hint = e.message, e.hint
         else:
             cause, hint = f"internal error: {type(e).__name__}: {e}", "run with --debug and please report it"
+        if runner.causes:  # e.g. the watchdog killed a rank: that is why it exited
+            cause = "\n".join(runner.causes) + "\n" + cause
         if keep_on_failure:
             kept = runner.left_running()
             msg = cause + ("\nleft as they are (--keep-on-failure):\n" + "\n".join("  " + k for k in kept)

@@ -25,7 +25,7 @@ import yaml
 from pydantic import ValidationError
 
 from inkctl.errors import Problem, RecipeInvalid
-from inkctl.recipe.suggest import closest, did_you_mean
+from inkctl.recipe.suggest import did_you_mean
 
 __all__ = ["Document", "load_model", "parse_document", "parse_override", "MAX_NODES", "MAX_DEPTH"]
 
@@ -40,17 +40,23 @@ _CORE = "tag:yaml.org,2002:"
 _NULLS = {"", "~", "null", "Null", "NULL"}
 _BOOLS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
 _INT = re.compile(r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+")
-_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
+_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 _NON_PRINTABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x84\x86-\x9f\ud800-\udfff\ufffe\uffff]")  # not YAML
+_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")  # YAML 1.1 line breaks, as libyaml counts lines
 _PART = re.compile(r"([^.\[\]]+)((?:\[\d+\])*)")
 
 
-class _Fatal(Exception):
-    """The document cannot be read at all: one problem, nothing else is meaningful."""
+def _fatal(file: str, message: str, line: int | None = None, col: int | None = None,
+           hint: str | None = None) -> RecipeInvalid:
+    """The document cannot be read at all: one problem, since nothing after it would mean anything."""
+    return RecipeInvalid([Problem(message, "", file, line, col, hint)])
 
-    def __init__(self, message: str, line: int | None = None, col: int | None = None, hint: str | None = None):
-        super().__init__(message)
-        self.args4 = (message, line, col, hint)
+
+def _line_col(text: str, index: int) -> tuple[int, int]:
+    """1-based line and column of ``text[index]``, counting line breaks the way YAML does."""
+    rows = _BREAK.split(text[:index])
+    return len(rows), len(rows[-1]) + 1
 
 
 class _Node:
@@ -104,34 +110,30 @@ def _read(source: str | bytes | Path, filename: str | None) -> tuple[str, str]:
         try:
             raw = source.read_bytes()
         except FileNotFoundError:
-            raise RecipeInvalid([Problem("file not found", file=file, hint="check the path")]) from None
+            raise _fatal(file, "file not found", hint="check the path") from None
         except IsADirectoryError:
-            raise RecipeInvalid([Problem("is a directory, not a file", file=file)]) from None
+            raise _fatal(file, "is a directory, not a file") from None
         except OSError as e:
-            raise RecipeInvalid([Problem(f"cannot read the file: {e.strerror or e}", file=file)]) from None
+            raise _fatal(file, f"cannot read the file: {e.strerror or e}") from None
     else:
         file, raw = filename or "<text>", source
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
-            start = raw.rfind(b"\n", 0, e.start) + 1
-            line, col = raw.count(b"\n", 0, e.start) + 1, len(raw[start : e.start].decode("utf-8", "replace")) + 1
-            bad = f"byte 0x{raw[e.start]:02x}"
-            raise RecipeInvalid([Problem(f"not valid UTF-8: {bad} cannot be decoded", file=file, line=line,
-                                         col=col, hint="save the file as UTF-8")]) from None
+            before = raw[: e.start].decode("utf-8-sig", "replace")
+            raise _fatal(file, f"not valid UTF-8: byte 0x{raw[e.start]:02x} cannot be decoded",
+                         *_line_col(before, len(before)), "save the file as UTF-8") from None
     else:
         text = raw
-    m = _NON_PRINTABLE.search(text)
-    if m:
-        i = m.start()
-        line, col = text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i)
-        raise RecipeInvalid([Problem(f"character U+{ord(m.group()):04X} is not allowed in YAML", file=file,
-                                     line=line, col=col, hint="remove it, or write it as an escape in a double-quoted string")])
+    bad = _NON_PRINTABLE.search(text)
+    if bad:
+        raise _fatal(file, f"character U+{ord(bad.group()):04X} is not allowed in YAML", *_line_col(text, bad.start()),
+                     "remove it, or write it as an escape in a double-quoted string")
     return text, file
 
 
-def _compose(text: str) -> _Node | None:
+def _compose(text: str, file: str) -> _Node | None:
     """Build the node tree of the single document in ``text`` (None when empty), iteratively."""
     loader = _Loader(text)
     try:
@@ -149,22 +151,26 @@ def _compose(text: str) -> _Node | None:
             parent = stack[-1][0] if stack else None
             if isinstance(ev, yaml.AliasEvent):
                 node = anchors.get(ev.anchor)
+                if node is None and ev.anchor in opened:
+                    raise _fatal(file, f"alias '*{ev.anchor}' refers to a node that contains it (recursive alias)",
+                                 line, col)
                 if node is None:
-                    if ev.anchor in opened:
-                        raise _Fatal(f"alias '*{ev.anchor}' refers to a node that contains it (recursive alias)", line, col)
-                    raise _Fatal(f"alias '*{ev.anchor}' is not defined", line, col, f"define '&{ev.anchor}' before using it")
+                    raise _fatal(file, f"alias '*{ev.anchor}' is not defined", line, col,
+                                 f"define '&{ev.anchor}' before using it")
                 total += node.size
                 if len(stack) + node.height > MAX_DEPTH:
-                    raise _Fatal(f"nesting deeper than {MAX_DEPTH} levels after expanding alias '*{ev.anchor}'", line, col)
+                    raise _fatal(file, f"nesting deeper than {MAX_DEPTH} levels after expanding alias '*{ev.anchor}'",
+                                 line, col)
             elif isinstance(ev, yaml.ScalarEvent):
                 total += 1
-                node = _scalar(ev, line, col, parent is not None and parent.kind == "map" and len(parent.value) % 2 == 0)
+                is_key = parent is not None and parent.kind == "map" and len(parent.value) % 2 == 0
+                node = _scalar(ev, line, col, is_key)
                 if ev.anchor:
                     anchors[ev.anchor] = node
             elif isinstance(ev, yaml.CollectionStartEvent):
                 total += 1
                 if len(stack) >= MAX_DEPTH:
-                    raise _Fatal(f"nesting deeper than {MAX_DEPTH} levels", line, col)
+                    raise _fatal(file, f"nesting deeper than {MAX_DEPTH} levels", line, col)
                 kind = "map" if isinstance(ev, yaml.MappingStartEvent) else "seq"
                 node = _Node(kind, [], line, col)
                 if ev.tag not in (None, "!", _CORE + kind):
@@ -182,7 +188,7 @@ def _compose(text: str) -> _Node | None:
                     anchors[anchor] = node
                 parent = stack[-1][0] if stack else None
             if total > MAX_NODES:
-                raise _Fatal(f"the document expands to more than {MAX_NODES} values through aliases", line, col,
+                raise _fatal(file, f"the document expands to more than {MAX_NODES} values through aliases", line, col,
                              "this looks like an alias bomb; remove the nested '*' references")
             if parent is None:
                 root = node
@@ -191,32 +197,33 @@ def _compose(text: str) -> _Node | None:
         loader.get_event()  # DocumentEnd
         if not loader.check_event(yaml.StreamEndEvent):
             mark = loader.peek_event().start_mark
-            raise _Fatal("the file holds more than one YAML document", mark.line + 1, mark.column + 1,
+            raise _fatal(file, "the file holds more than one YAML document", mark.line + 1, mark.column + 1,
                          "remove the second '---' and everything after it, or split the file")
         return root
     except yaml.MarkedYAMLError as e:
-        raise _syntax(e, text) from None
+        raise _syntax(e, text, file) from None
     except yaml.YAMLError as e:  # reader errors carry no mark
-        raise _Fatal(f"invalid YAML: {e}", 1, 1) from None
+        raise _fatal(file, f"invalid YAML: {e}", 1, 1) from None
     finally:
         loader.dispose()
 
 
-def _syntax(e: yaml.MarkedYAMLError, text: str) -> _Fatal:
+def _syntax(e: yaml.MarkedYAMLError, text: str, file: str) -> RecipeInvalid:
     """PyYAML's parse error, with the offending character named (libyaml omits it) and a hint."""
     mark = e.problem_mark or e.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-    rows = (text + ".").splitlines()  # only YAML line breaks are left; "." keeps a last empty line
+    rows = _BREAK.split(text)
     if line > len(rows):  # libyaml can put the end of the stream one line past the end
-        line, col = len(rows), len(rows[-1])
+        line, col = len(rows), len(rows[-1]) + 1
     message, hint = str(e.problem or e.context), None
     if e.context and e.context_mark and e.context_mark is not mark and "next token" not in e.context:
         hint = f"{e.context} that starts at line {e.context_mark.line + 1}"
     if "cannot start any token" in message:
         ch = rows[line - 1][col - 1] if col <= len(rows[line - 1]) else "?"
         message = f"found character {ch!r} that cannot start any token"
-        hint = "indent with spaces: YAML does not allow tabs" if ch == "\t" else f"put the value in quotes ({ch!r} is reserved)"
-    return _Fatal(f"invalid YAML: {message}", line, col, hint)
+        hint = ("indent with spaces: YAML does not allow tabs" if ch == "\t"
+                else f"put the value in quotes ({ch!r} is reserved)")
+    return _fatal(file, f"invalid YAML: {message}", line, col, hint)
 
 
 def _scalar(ev: Any, line: int, col: int, is_key: bool) -> _Node:
@@ -261,7 +268,7 @@ def _explicit(tag: str, v: str) -> Any:
         return _BOOLS[v]
     if kind in ("int", "float"):
         value = _resolve(v)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind == "int" and isinstance(value, float)):
+        if type(value) not in ((int,) if kind == "int" else (int, float)):
             raise ValueError(v)
         return float(value) if kind == "float" else value
     raise TypeError(tag)
@@ -337,30 +344,28 @@ class _Builder:
 
 
 def _parse(source: str | bytes | Path, filename: str | None, *, mapping: bool = True) -> Document:
+    """Read, compose and build; ``mapping``: the document must be a non-empty mapping."""
     text, file = _read(source, filename)
-    try:
-        root = _compose(text)
-        if mapping and (root is None or (root.kind == "scalar" and root.value is None and not root.error)):
-            raise _Fatal("the document is empty", 1, 1, "a recipe is a YAML mapping of fields, e.g. 'engine: ...'")
-        if mapping and root.kind != "map":
-            got = "a list" if root.kind == "seq" else _got(root.value) if not root.error else "a tagged value"
-            raise _Fatal(f"the document must be a mapping of fields, got {got}", root.line, root.col)
-        if mapping and root.error:
-            raise _Fatal(root.error[0], root.line, root.col, root.error[1])
-    except _Fatal as e:
-        message, line, col, hint = e.args4
-        raise RecipeInvalid([Problem(message, "", file, line, col, hint)]) from None
+    root = _compose(text, file)
+    if mapping and (root is None or (root.kind == "scalar" and root.value is None and not root.error)):
+        raise _fatal(file, "the document is empty", 1, 1, "a recipe is a YAML mapping of fields, e.g. 'engine: ...'")
+    if mapping and root.kind != "map":
+        got = "a list" if root.kind == "seq" else "a tagged value" if root.error else _got(root.value)
+        raise _fatal(file, f"the document must be a mapping of fields, got {got}", root.line, root.col)
+    if mapping and root.error:
+        raise _fatal(file, root.error[0], root.line, root.col, root.error[1])
     builder = _Builder(file)
     data = builder.build(root, (), None) if root is not None else None
     return Document(data, file, builder.pos, builder.problems, builder.bad)
 
 
-def parse_document(source: str | bytes | Path, *, filename: str | None = None) -> Document:
-    """Parse one YAML mapping. ``Path`` -> read that file; ``str``/``bytes`` -> the text itself.
+def parse_document(path_or_text: str | bytes | Path, *, filename: str | None = None) -> Document:
+    """Parse one YAML mapping. A ``Path`` is read from disk; a ``str`` or ``bytes`` is the text itself
+    (a str is never guessed to be a file name). ``filename`` names it in problems.
 
     Raises RecipeInvalid (every problem, located) for anything wrong with the YAML itself.
     """
-    doc = _parse(source, filename)
+    doc = _parse(path_or_text, filename)
     if doc._problems:
         raise RecipeInvalid(_ordered(doc._problems))
     return doc
@@ -385,7 +390,7 @@ def _normalize(data: Any, path: tuple) -> tuple:
     """Digit parts that index a list become ints, so both path spellings find the same node."""
     out, cur = [], data
     for seg in path:
-        if isinstance(cur, list) and isinstance(seg, str) and seg.isdigit():
+        if isinstance(cur, list) and _is_index(seg):
             seg = int(seg)
         out.append(seg)
         try:
@@ -393,6 +398,10 @@ def _normalize(data: Any, path: tuple) -> tuple:
         except (KeyError, IndexError, TypeError):
             cur = None
     return tuple(out)
+
+
+def _is_index(seg: Any) -> bool:
+    return isinstance(seg, int) or (seg.isascii() and seg.isdigit())
 
 
 def _dotted(path: tuple) -> str:
@@ -408,11 +417,12 @@ def parse_override(text: str) -> tuple[tuple, Any]:
     def fail(message: str, hint: str | None = None) -> RecipeInvalid:
         return RecipeInvalid([Problem(message, "", OVERRIDE, hint=hint)])
 
+    example = "e.g. --set engine.args.tensor_parallel=4"
     key, eq, value = text.partition("=")
     if not eq:
-        raise fail(f"invalid override '{text}': expected PATH=VALUE", "e.g. --set engine.args.tensor_parallel=4")
+        raise fail(f"invalid override '{text}': expected PATH=VALUE", example)
     if not key.strip():
-        raise fail(f"invalid override '{text}': the path before '=' is empty", "e.g. --set engine.args.tensor_parallel=4")
+        raise fail(f"invalid override '{text}': the path before '=' is empty", example)
     try:
         path = _parse_path(key.strip())
     except ValueError as e:
@@ -428,7 +438,9 @@ def parse_override(text: str) -> tuple[tuple, Any]:
         return path, s
     if doc._problems or (isinstance(doc.data, (dict, list)) and s[0] not in "[{"):
         return path, s
-    raw = doc._pos[()][3] if () in doc._pos else s[1:]  # no node at all (e.g. '...'): keep the text
+    if () not in doc._pos:  # no node at all, e.g. '...'
+        return path, s
+    raw = doc._pos[()][3]  # a plain scalar must be all of the text ('&x y' is not just 'y')
     return path, doc.data if raw is None or raw == s else s
 
 
@@ -439,7 +451,7 @@ def _apply(data: dict, path: tuple, value: Any) -> tuple:
     for i, seg in enumerate(path):
         here = _dotted(tuple(out)) or "the document"
         if isinstance(cur, list):
-            if not (isinstance(seg, int) or seg.isdigit()):
+            if not _is_index(seg):
                 raise ValueError(f"'{here}' is a list, so '{seg}' must be an index")
             seg = int(seg)
             if seg > len(cur):
@@ -604,10 +616,12 @@ def _message(err: dict, path: tuple, leaf: tuple, parent: Any, raw: str | None) 
         return path, f"unknown field '{path[-1]}'", hint, "key"
     if typ in ("union_tag_invalid", "union_tag_not_found"):
         disc = str(ctx.get("discriminator", "")).strip("'")
-        tags = [t for m in get_args(leaf[0]) for t in _tags(m, leaf[1])] or re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
+        tags = [t for m in get_args(leaf[0]) for t in _tags(m, leaf[1])]
+        tags = tags or re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
         named = path + (disc,) if disc.isidentifier() else path
         if typ == "union_tag_not_found":
-            return named, f"missing required field '{disc}'", f"'{disc}' selects the variant: {_one_of(tags)}", "mapping"
+            hint = f"'{disc}' selects the variant: {_one_of(tags)}"
+            return named, f"missing required field '{disc}'", hint, "mapping"
         tag = str(ctx.get("tag"))
         return named, f"expected {_one_of(tags)}, got '{tag}'", did_you_mean(tag, tags), "value"
     if typ in ("literal_error", "enum"):
@@ -631,9 +645,10 @@ def _message(err: dict, path: tuple, leaf: tuple, parent: Any, raw: str | None) 
         return path, f"must have {word} {n} item{'s' if n != 1 else ''}, got {ctx.get('actual_length')}", None, "value"
     if typ in ("value_error", "assertion_error") and ctx.get("error") is not None:
         return path, str(ctx["error"]), None, "value"
-    message = err["msg"]
-    message = "expected " + message[16:] if message.startswith("Input should be ") else message[:1].lower() + message[1:]
-    return path, message + (f", got {got}" if not isinstance(value, (dict, list)) else ""), None, "value"
+    message = err["msg"]  # a type this table does not know, or a custom error: keep pydantic's words
+    if message.startswith("Input should be "):
+        message = f"expected {message[16:]}, got {got}"
+    return path, message, None, "value"
 
 
 def _prune_unions(items: list[tuple[Problem, tuple | None, Any, int]]) -> list[Problem]:
@@ -664,7 +679,8 @@ def _prune_unions(items: list[tuple[Problem, tuple | None, Any, int]]) -> list[P
         if all(p[1] and p[0].startswith("expected ") and p[2] == parts[0][2] for p in parts):
             options = list(dict.fromkeys(p[0][len("expected "):] for p in parts))
             expected = ", ".join(options[:-1]) + " or " + options[-1]
-            merged[id(group[0])] = dataclasses.replace(group[0][0], message=f"expected {expected}, got {parts[0][2]}", hint=None)
+            message = f"expected {expected}, got {parts[0][2]}"
+            merged[id(group[0])] = dataclasses.replace(group[0][0], message=message, hint=None)
             drop.update(id(item) for item in group[1:])
     return [merged.get(id(item), item[0]) for item in items if id(item) not in drop]
 
@@ -736,7 +752,8 @@ def load_model(model: type, path: str | Path, overrides: list[str] | tuple = (),
             file, line, col = _locate(doc, pth, "value", overridden)
             p = dataclasses.replace(p, file=file, line=line, col=col)
         problems.append(p)
-    problems = _ordered(problems)
-    if any(p.severity == "error" for p in problems):
-        raise RecipeInvalid([p for p in problems if p.severity == "error"] + [p for p in problems if p.severity != "error"])
-    return obj, problems
+    errors = [p for p in _ordered(problems) if p.severity == "error"]
+    warnings = [p for p in _ordered(problems) if p.severity != "error"]
+    if errors:
+        raise RecipeInvalid(errors + warnings)
+    return obj, warnings

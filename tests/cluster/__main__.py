@@ -42,7 +42,7 @@ def main(argv=None):
             state = default_state(args.net_id) if args.state == DEFAULT_STATE else args.state
             c = Cluster._try_load(os.path.abspath(state))
             if c is None:
-                print(f"no test cluster in {args.state}")
+                print(f"no test cluster in {state}")
                 return 3
             _print_hosts(c)
             problems = c.problems()

@@ -132,7 +132,7 @@ class Cluster:
             t_hosts = time.monotonic()
             path, image_id = img.result()
             control.result()
-            record["image_id"] = image_id
+            record["image_id"], record["image_archive"] = image_id, path
             t_image = time.monotonic()
             loads = [(h.name, pool.submit(cluster._load_image, h, path, image_id)) for h in hosts]
             loads.append(("control", pool.submit(image.load_docker, runtimes.CONTROL_SOCKET, path, image_id)))
@@ -232,6 +232,15 @@ class Cluster:
         """`docker ARGS` on a docker host, `podman ARGS` on a podman host."""
         h = self.host(name)
         return host_exec(h, [h.runtime, *args], check=check, timeout=timeout)
+
+    def tag_image(self, ref, names=None, control=True):
+        """Give the fake engine image another name (e.g. the image a recipe asks for) on the hosts
+        `names` (default all) and the control dockerd. For a fresh copy: ``docker load -i
+        cluster.record["image_archive"]``."""
+        for n in names or [h.name for h in self.hosts]:
+            self.docker(n, "tag", image.IMAGE, ref, check=True)
+        if control:
+            run(["docker", "-H", f"unix://{runtimes.CONTROL_SOCKET}", "tag", image.IMAGE, ref])
 
     def ssh_argv(self, name):
         return ["ssh", "-F", self.ssh_config, name]

@@ -10,7 +10,7 @@ import shutil
 import socket
 
 from . import gpu, net
-from .proc import cmdline, kill_all, run
+from .proc import cmdline, kill_all, read_pid, run
 
 MARKER = ".inkctl-test-cluster"
 SHARED = "/run/inkctl-test.shared.json"  # machine-wide things the harness created (for the last down)
@@ -126,11 +126,17 @@ def remove_podman_cgroups(container_ids):
 
 
 def podman_container_ids(roots):
-    ids = []
+    """Podman's storage is a tmpfs inside a podman host's mount namespace: look through the
+    sshd holding it (/proc/PID/root) to learn its container ids, whose cgroups podman leaves."""
+    ids = set()
     for r in roots:
-        ids += [os.path.basename(p) for p in glob.glob(os.path.join(r, "h*", "podman", "storage", "overlay-containers", "*"))
-                if len(os.path.basename(p)) == 64]
-    return ids
+        for storage in glob.glob(os.path.join(r, "h*", "podman", "storage")):
+            pid = read_pid(os.path.join(os.path.dirname(os.path.dirname(storage)), "sshd.pid"))
+            views = [storage] + ([f"/proc/{pid}/root{storage}"] if pid else [])
+            for v in views:
+                ids.update(os.path.basename(p) for p in glob.glob(os.path.join(v, "overlay-containers", "*"))
+                           if len(os.path.basename(p)) == 64)
+    return sorted(ids)
 
 
 def remove_stale_shim_sockets():

@@ -194,8 +194,11 @@ def test_up_again_reuses_and_down_leaves_nothing(cluster):
     assert time.monotonic() - t0 < 5 and again.record["image_id"] == cluster.record["image_id"]
     # leave something running that down must remove
     cluster.docker("h1", "run", "-d", "--name", "left-over", "--network", "host", IMAGE, "sleep", "600", check=True)
-    cluster.docker("h3", "run", "-d", "--name", "left-over", "--network", "host", IMAGE, "sleep", "600", check=True)
+    pid = cluster.docker("h3", "run", "-d", "--name", "left-over", "--network", "host", IMAGE, "sleep", "600",
+                         check=True).stdout.strip()
     cluster.down()
+    cgroups = [f"/sys/fs/cgroup/pids/libpod_parent/libpod-{pid}", f"/sys/fs/cgroup/pids{cluster.host('h1').cgroup_parent}"]
+    assert not [c for c in cgroups if os.path.exists(c)]
     links = [h.veth for h in cluster.hosts] + [cluster.hosts[0].veth.rsplit("v", 1)[0] + "br0"]
     assert not [n for n in links if os.path.exists(f"/sys/class/net/{n}")]
     assert not [h.netns for h in cluster.hosts if os.path.exists(h.netns_path)]

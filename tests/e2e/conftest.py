@@ -69,16 +69,37 @@ def home(tmp_path, cluster):
 
 @pytest.fixture
 def inkctl(home):
-    def run(*args, timeout: float = 120, env: dict | None = None) -> Ran:
+    """inkctl(*args) -> Ran; inkctl.start(*args) -> a running Popen (for signals)."""
+    def environ(env: dict | None) -> dict:
         e = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "INKCTL_", "E2E_"))}
         e.update(HOME=str(home), PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                  COLUMNS="200", NO_COLOR="1", **(env or {}))
+        return e
+
+    def run(*args, timeout: float = 120, env: dict | None = None) -> Ran:
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=e, capture_output=True,
-                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),
+                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
         return Ran(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
 
+    def start(*args, env: dict | None = None) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+
+    run.start = start
     return run
+
+
+def poll(what, timeout: float = 30.0, every: float = 0.1):
+    """Call ``what`` until it returns something truthy; return that (or fail after timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = what()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still false after {timeout} s: {what}")
+        time.sleep(every)
 
 
 @pytest.fixture

@@ -12,7 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.conftest import containers
+import signal
+
+from tests.e2e.conftest import containers, poll
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -182,3 +184,23 @@ def test_down_with_a_host_unreachable_cleans_the_others_and_fails(cluster, inkct
     assert containers(cluster, "h1", "e2e-vllm-native") == []
     assert inkctl("down", rec, "--hosts", inv).rc == 0  # once h2 is back, down finishes the job
     assert containers(cluster, "h2", "e2e-vllm-native") == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_during_boot_rolls_back_everywhere_and_releases_the_lock(cluster, inkctl, inventory, recipe, sig):
+    rec = recipe("vllm-native-2", name="e2e-interrupt", container={"env": {"FAKE_READY_AFTER": "60", "FAKE_LOG_EVERY": "1"}})
+    inv = inventory("h1", "h2")
+    p = inkctl.start("up", rec, "--hosts", inv)
+    try:
+        poll(lambda: containers(cluster, "h2", "e2e-interrupt") == ["inkctl-e2e-interrupt-r1 running"])
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "rolled back" in err
+    for h in ("h1", "h2"):
+        assert containers(cluster, h, "e2e-interrupt") == []
+        locks = Path(cluster.host(h).state_dir) / "locks" / "e2e-interrupt.lock"
+        assert not locks.exists()

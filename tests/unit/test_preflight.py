@@ -20,8 +20,9 @@ import pytest
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
-from inkctl.execute.preflight import (HOST_PROBE, PreflightFailed, PreflightReport, Unreachable, mount_sources,
-                                      results_text, run_preflight, split_sections)
+from inkctl.execute.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
+                                      results_text, run_preflight)
+from inkctl.execute.probe import HOST_PROBE, split_sections
 from inkctl.execute.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
@@ -317,6 +318,17 @@ def test_unpinned_image_present():
     t = Replay("h1", preflight=answer(image=(image_json(iid=OTHER), "", 0)))
     res = by_check(run(recipe(engine__image__digest=None), [t]))
     assert res["image"].detail == f"vllm/vllm-openai:v0.28.0 present ({OTHER[:19]})"
+
+
+def test_the_image_comes_from_the_plan_when_not_given():
+    """A plan built for an inkctl-built image checks that image, with no pin and no pull."""
+    r = recipe(engine__image__pull=True)
+    plan = build_plan(r, hosts(1), image="inkctl/x:build-0123456789ab")
+    assert planned_image(plan) == "inkctl/x:build-0123456789ab"
+    t = Replay("h1", preflight=answer(image=(image_json(iid=OTHER), "", 0)))
+    res = by_check(run_preflight(r, plan, {"h1": t}))
+    assert res["image"].detail == f"inkctl/x:build-0123456789ab present ({OTHER[:19]})"  # the ref's pin does not apply
+    assert t.calls[0][6] == "inkctl/x:build-0123456789ab" and len(t.calls) == 1
 
 
 def test_built_image_is_checked_not_pulled():
