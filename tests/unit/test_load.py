@@ -372,8 +372,8 @@ def test_aliases_and_merge_keys_work_and_keep_positions():
 
 @pytest.mark.parametrize("text,line,col", [
     ("name: " + "[" * 100_000 + "]" * 100_000 + "\n", 1, 7 + MAX_DEPTH - 1),
-    ("".join("  " * i + "a:\n" for i in range(5000)), MAX_DEPTH + 1, 2 * MAX_DEPTH + 1),
-])
+    ("".join("  " * i + "a:\n" for i in range(3 * MAX_DEPTH)), MAX_DEPTH + 1, 2 * MAX_DEPTH + 1),
+], ids=["flow", "block"])
 def test_deep_nesting_is_refused_fast(text: str, line: int, col: int):
     start = time.perf_counter()
     assert problems(text) == [f"r.yaml:{line}:{col}: error: nesting deeper than {MAX_DEPTH} levels"]
