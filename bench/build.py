@@ -202,6 +202,7 @@ def main(argv=None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
         if not args.keep:
             cluster.down()
+            subprocess.run(["docker", "-H", CONTROL, "image", "rm", "--force", BASE], capture_output=True)
     print(report(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

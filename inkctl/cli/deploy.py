@@ -9,6 +9,7 @@ what the deployment has there (by label) and removes exactly that.
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -55,12 +56,16 @@ def up(
     sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
-    previous = _on_sigterm()
+    interrupt = threading.Event()
+    previous = _on_signals(interrupt)
     try:
         outcome = _up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
-                      timeout=timeout, skip=list(skip_check or []))
+                      timeout=timeout, skip=list(skip_check or []), interrupt=interrupt)
     except KeyboardInterrupt:
-        err = InkctlError("interrupted before anything was started; nothing to undo", exit_code=EXIT_INTERRUPTED)
+        started = interrupt.is_set() and getattr(interrupt, "launching", False)
+        text = ("interrupted again during the rollback: containers of this run may be left; remove them with "
+                "inkctl down RECIPE (with the same --hosts)") if started else "interrupted before anything was started; nothing to undo"
+        err = InkctlError(text, exit_code=EXIT_INTERRUPTED)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3), message=err.message))
         sink.close()
         raise err from None
@@ -72,7 +77,8 @@ def up(
         sink.close()
         raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     total = time.monotonic() - t0
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
@@ -97,18 +103,29 @@ def _live():
     return LiveDisplay()
 
 
-def _on_sigterm():
-    """SIGTERM behaves like Ctrl-C: the launch stops and is rolled back."""
+def _on_signals(interrupt: threading.Event) -> dict:
+    """Ctrl-C and SIGTERM set ``interrupt``; the runner stops at its next check and rolls back.
+
+    The handler does not raise: an exception thrown at an arbitrary bytecode can leave a lock
+    held (a ``with lock:`` half entered) and hang the rollback that follows. A second signal
+    does raise, to abandon a rollback that hangs on a dead host.
+    """
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.set()
 
-    try:
-        return signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (tests calling main() from a thread)
-        return signal.SIG_DFL
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread (tests calling main() from a thread)
+            pass
+    return previous
 
 
-def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str]):
+def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
+        interrupt: threading.Event):
     from inkctl.execute.connect import close_all, connect_all
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.runner import Runner, launch
@@ -122,6 +139,9 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
     t = time.monotonic()
     transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
                              on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
+    if interrupt.is_set():
+        close_all(transports)
+        raise KeyboardInterrupt
     n = len(transports)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
     lock = None
@@ -150,7 +170,10 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
             already = existing.result()
         if already is not None:
             return already
-        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout)
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.launching = True  # type: ignore[attr-defined]
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
         with _watchdog(loaded.recipe, plan, transports, runner, sink):
             return launch(runner, keep_on_failure=keep)
     finally:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from inkctl.execute.transport import HostError, Transport
 
 NOT_FOUND = re.compile(r"no such image|image not known|not found|no such object|does not exist", re.I)
+NO_FILE = re.compile(r"could not find the file|could not be found|no such file", re.I)  # docker | podman
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -133,7 +134,7 @@ class HostImages:
     def _read(self, cid: str, path: str, depth: int = 0) -> bytes | None:
         res = self.transport.run([self.runtime, "cp", f"{cid}:{path}", "-"], timeout=300)
         if not res.ok:
-            if NOT_FOUND.search(res.err_text()) or "could not find" in res.err_text().lower():
+            if NO_FILE.search(res.err_text()):
                 return None
             raise self._fail(f"cp {path}", res)
         with tarfile.open(fileobj=io.BytesIO(res.stdout)) as t:

@@ -59,11 +59,13 @@ class Outcome:
 
 class Runner:
     def __init__(self, plan: Plan, transports: dict[str, Transport], sink, *, secrets: dict | None = None,
-                 health_timeout_s: float | None = None):
+                 health_timeout_s: float | None = None, cancel: threading.Event | None = None):
         self.plan, self.transports, self.sink = plan, transports, sink
         self.secrets = secrets or {}
         self.health_timeout_s = health_timeout_s
-        self.cancel = threading.Event()
+        # set by a failure on one host (the others stop) or by Ctrl-C/SIGTERM (the CLI's handler
+        # sets it instead of raising at an arbitrary point: every wait checks it)
+        self.cancel = cancel if cancel is not None else threading.Event()
         self.touched: set[str] = set()  # hosts where this run started something
         self.lost: dict[str, HostError] = {}  # hosts whose connection died
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
@@ -181,7 +183,11 @@ class Runner:
         width = max(1, len(self.plan.hosts))
         with ThreadPoolExecutor(max_workers=min(64, width), thread_name_prefix="stage") as pool:
             for i, stage in enumerate(self.plan.stages, 1):
+                if self.cancel.is_set():
+                    raise KeyboardInterrupt
                 outcome.stage_seconds[stage.name] = self._stage(i, stage, pool, outcome)
+                if self.cancel.is_set():
+                    raise KeyboardInterrupt
         outcome.seconds = time.monotonic() - t0
         return outcome
 
@@ -282,7 +288,7 @@ def _barrier(futures: list[Future], cancel: threading.Event) -> None:
         pending = set(futures)
         while pending:
             done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
-            if any(f.exception() for f in done):
+            if any(f.exception() for f in done) or cancel.is_set():
                 cancel.set()
                 break
     except BaseException:
@@ -294,8 +300,8 @@ def _barrier(futures: list[Future], cancel: threading.Event) -> None:
     real = [e for e in errors if not isinstance(e, KeyboardInterrupt)]
     if real:
         raise real[0]
-    if errors:
-        raise errors[0]
+    if errors or cancel.is_set():
+        raise KeyboardInterrupt
 
 
 def _short(text: str, n: int = 400) -> str:

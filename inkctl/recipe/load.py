@@ -445,31 +445,44 @@ def parse_override(text: str) -> tuple[tuple, Any]:
 
 
 def _apply(data: dict, path: tuple, value: Any) -> tuple:
-    """Set ``value`` at ``path`` in place, creating missing mappings; returns the normalized path."""
+    """Set ``value`` at ``path`` in place, creating missing mappings (and appending at index len);
+    returns the normalized path. A path that cannot be applied leaves the data as it was."""
     cur: Any = data
     out: list = []
-    for i, seg in enumerate(path):
-        here = _dotted(tuple(out)) or "the document"
-        if isinstance(cur, list):
-            if not _is_index(seg):
-                raise ValueError(f"'{here}' is a list, so '{seg}' must be an index")
-            seg = int(seg)
-            if seg > len(cur):
-                raise ValueError(f"index {seg} is out of range ('{here}' has {len(cur)} items)")
-            if seg == len(cur):
-                cur.append(None)
-        elif isinstance(seg, int):
-            raise ValueError(f"'{here}' is not a list, so it has no item [{seg}]")
-        out.append(seg)
-        if i == len(path) - 1:
-            cur[seg] = value
-        else:
-            nxt = cur.get(seg) if isinstance(cur, dict) else cur[seg]
-            if nxt is None:
-                nxt = cur[seg] = {}
-            elif not isinstance(nxt, (dict, list)):
-                raise ValueError(f"'{_dotted(tuple(out))}' is {_got(nxt)}, not a mapping or list")
-            cur = nxt
+    undo: list[tuple[Any, Any, Any]] = []  # (container, key, old value) to restore on failure
+    try:
+        for seg in path:
+            here = _dotted(tuple(out)) or "the document"
+            if isinstance(cur, list):
+                if not _is_index(seg):
+                    raise ValueError(f"'{here}' is a list, so '{seg}' must be an index")
+                seg = int(seg)
+                if seg > len(cur):
+                    raise ValueError(f"index {seg} is out of range ('{here}' has {len(cur)} items)")
+                if seg == len(cur):
+                    cur.append(None)
+                    undo.append((cur, None, None))
+            elif isinstance(seg, int):
+                raise ValueError(f"'{here}' is not a list, so it has no item [{seg}]")
+            out.append(seg)
+            if len(out) < len(path):
+                nxt = cur.get(seg) if isinstance(cur, dict) else cur[seg]
+                if nxt is None:
+                    undo.append((cur, seg, cur.get(seg, _BAD) if isinstance(cur, dict) else None))
+                    nxt = cur[seg] = {}
+                elif not isinstance(nxt, (dict, list)):
+                    raise ValueError(f"'{_dotted(tuple(out))}' is {_got(nxt)}, not a mapping or list")
+                cur = nxt
+    except ValueError:
+        for container, key, old in reversed(undo):
+            if key is None and isinstance(container, list):
+                container.pop()
+            elif old is _BAD:
+                del container[key]
+            else:
+                container[key] = old
+        raise
+    cur[out[-1]] = value
     return tuple(out)
 
 

@@ -59,3 +59,25 @@ def remove_image(cluster, host: str, tag: str) -> None:
 
 def local_docker(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["docker", "-H", CONTROL_SOCKET, *args], capture_output=True, text=True, timeout=300)
+
+
+class Built:
+    """Tags a test builds, removed from the hosts (and the local daemon) when it ends."""
+
+    def __init__(self, cluster):
+        self.cluster, self.where = cluster, []
+
+    def fresh(self, tag: str, *hosts: str, local: bool = False) -> str:
+        for h in hosts:
+            remove_image(self.cluster, h, tag)
+        if local:
+            local_docker("image", "rm", "--force", tag)
+        self.where.append((tag, hosts, local))
+        return tag
+
+    def clean(self) -> None:
+        for tag, hosts, local in self.where:
+            for h in hosts:
+                remove_image(self.cluster, h, tag)
+            if local:
+                local_docker("image", "rm", "--force", tag)

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.e2e._images import Workspace, in_image, local_docker, ok_json, remove_image
+from tests.e2e._images import Built, Workspace, in_image, ok_json
 
 pytestmark = pytest.mark.cluster
 BASE = "inkctl-fake-engine:latest"
@@ -31,20 +31,23 @@ def base_id(cluster, host: str = "h1") -> str:
     return raw if raw.startswith("sha256:") else f"sha256:{raw}"  # podman prints the bare hex
 
 
-def fresh_tag(cluster, inkctl, ws: Workspace, *hosts: str, local: bool = False) -> str:
+@pytest.fixture
+def built(cluster):
+    b = Built(cluster)
+    yield b
+    b.clean()
+
+
+def fresh_tag(built: Built, inkctl, ws: Workspace, *hosts: str, local: bool = False) -> str:
     """The recipe's content-addressed tag (from --emit, which builds nothing), made absent where
-    the test is about to build it."""
+    the test is about to build it (and removed again when the test ends)."""
     tag = ok_json(inkctl("build", ws.recipe, "--emit", ws.tmp / "context", "-o", "json"))["image"]
     assert (ws.tmp / "context" / "Dockerfile").is_file()
-    for h in hosts:
-        remove_image(cluster, h, tag)
-    if local:
-        local_docker("image", "rm", "--force", tag)
-    return tag
+    return built.fresh(tag, *hosts, local=local)
 
 
 @pytest.mark.parametrize("host,variant", [("h1", "docker"), ("h3", "podman")])
-def test_replace_builds_on_the_host_and_a_rebuild_sends_nothing(cluster, inkctl, inventory, tmp_path, host, variant):
+def test_replace_builds_on_the_host_and_a_rebuild_sends_nothing(cluster, built, inkctl, inventory, tmp_path, host, variant):
     ws = Workspace(tmp_path, "build-replace.yaml", ("debian_version",))
     if variant == "podman":
         ws.edit(podman)
@@ -53,7 +56,7 @@ def test_replace_builds_on_the_host_and_a_rebuild_sends_nothing(cluster, inkctl,
     pins = ok_json(inkctl("lock", ws.recipe, "--hosts", inv, "-o", "json"))["pins"]  # trust on first use
     assert pins["patch:0:before"] == sha(original)
     assert pins["patch:0:after"] == sha(ws.patch("debian_version").read_bytes())
-    tag = fresh_tag(cluster, inkctl, ws, host)
+    tag = fresh_tag(built, inkctl, ws, host)
     assert tag.startswith("inkctl-fake-engine:inkctl-")
 
     first = ok_json(inkctl("build", ws.recipe, "--hosts", inv, "-o", "json"))
@@ -71,7 +74,7 @@ def test_replace_builds_on_the_host_and_a_rebuild_sends_nothing(cluster, inkctl,
     assert (h2["action"], h2["bytes_sent"], h2["image_id"]) == ("cache-hit", 0, h["image_id"])
 
 
-def test_wrong_original_hash_fails_naming_both_hashes(cluster, inkctl, inventory, tmp_path):
+def test_wrong_original_hash_fails_naming_both_hashes(cluster, built, inkctl, inventory, tmp_path):
     ws = Workspace(tmp_path, "build-replace.yaml", ("debian_version",))
     actual = sha(in_image(cluster, "h1", BASE, "cat", "/etc/debian_version").encode())
     wrong = "0" * 64
@@ -80,7 +83,7 @@ def test_wrong_original_hash_fails_naming_both_hashes(cluster, inkctl, inventory
         doc["patches"]["base"] = f"{BASE}@{base_id(cluster)}"
         doc["patches"]["files"][0]["sha256_before"] = wrong
     ws.edit(pin)
-    tag = fresh_tag(cluster, inkctl, ws, "h1")
+    tag = fresh_tag(built, inkctl, ws, "h1")
     res = inkctl("build", ws.recipe, "--hosts", inventory("h1"))
     assert res.rc == 1, res
     assert f"h1: build failed: inkctl-build: patch 0 (replace): /etc/debian_version: sha256 mismatch before patching: " \
@@ -88,7 +91,7 @@ def test_wrong_original_hash_fails_naming_both_hashes(cluster, inkctl, inventory
     assert cluster.docker("h1", "image", "inspect", tag).returncode != 0  # nothing tagged
 
 
-def test_edit_matching_twice_fails_naming_it(cluster, inkctl, inventory, tmp_path):
+def test_edit_matching_twice_fails_naming_it(cluster, built, inkctl, inventory, tmp_path):
     ws = Workspace(tmp_path, "build-edit.yaml")
     data = in_image(cluster, "h1", BASE, "cat", "/etc/os-release").encode()
     assert data.count(b"12 (bookworm)") == 2
@@ -101,14 +104,14 @@ def test_edit_matching_twice_fails_naming_it(cluster, inkctl, inventory, tmp_pat
     # pinned by hand instead, the build runs and the applier inside the image refuses the same way
     ws.edit(lambda d: d["patches"]["files"][0].update(sha256_before=sha(data), sha256_after="5" * 64))
     ws.edit(lambda d: d["patches"].update(base=f"{BASE}@{base_id(cluster)}"))
-    fresh_tag(cluster, inkctl, ws, "h1")
+    fresh_tag(built, inkctl, ws, "h1")
     res = inkctl("build", ws.recipe, "--hosts", inventory("h1"))
     assert res.rc == 1, res
     assert ("inkctl-build: /etc/os-release: edit 1 (old begins '12 (bookworm)') matched 2 times; "
             "it must match exactly once") in res.stderr, res
 
 
-def test_diff_applies_inside_an_image_without_patch(cluster, inkctl, inventory, tmp_path):
+def test_diff_applies_inside_an_image_without_patch(cluster, built, inkctl, inventory, tmp_path):
     ws = Workspace(tmp_path, "build-diff.yaml")
     motd = in_image(cluster, "h1", BASE, "cat", "/etc/motd")
     patched = motd.replace("ABSOLUTELY NO WARRANTY", "ABSOLUTELY NO WARRANTY (patched by a diff)")
@@ -118,16 +121,16 @@ def test_diff_applies_inside_an_image_without_patch(cluster, inkctl, inventory, 
     pins = ok_json(inkctl("lock", ws.recipe, "--hosts", inv, "-o", "json"))["pins"]
     assert pins["patch:0:0:before"] == sha(motd.encode()) and pins["patch:0:0:after"] == sha(patched.encode())
     assert in_image(cluster, "h1", BASE, "sh", "-c", "command -v patch || echo none").strip() == "none"
-    tag = fresh_tag(cluster, inkctl, ws, "h1")
+    tag = fresh_tag(built, inkctl, ws, "h1")
     out = ok_json(inkctl("build", ws.recipe, "--hosts", inv, "-o", "json"))
     assert out["hosts"][0]["action"] == "built"
     assert in_image(cluster, "h1", tag, "cat", "/etc/motd") == patched
 
 
-def test_local_build_is_delivered_to_a_docker_and_a_podman_host(cluster, inkctl, inventory, tmp_path):
+def test_local_build_is_delivered_to_a_docker_and_a_podman_host(cluster, built, inkctl, inventory, tmp_path):
     ws = Workspace(tmp_path, "build-replace.yaml", ("debian_version",))
     pins = ok_json(inkctl("lock", ws.recipe, "--local", "-o", "json"))["pins"]  # observed on the local daemon
-    tag = fresh_tag(cluster, inkctl, ws, "h2", "h3", local=True)
+    tag = fresh_tag(built, inkctl, ws, "h2", "h3", local=True)
     built_here = None
     for host, variant in (("h2", "docker"), ("h3", "podman")):
         if variant == "podman":
@@ -145,7 +148,7 @@ def test_local_build_is_delivered_to_a_docker_and_a_podman_host(cluster, inkctl,
         assert again["local"] is None  # nothing built, nothing saved
 
 
-def test_seed_002_prefix_mismatch_refuses_lock(cluster, inkctl, inventory, tmp_path):
+def test_seed_002_prefix_mismatch_refuses_lock(cluster, built, inkctl, inventory, tmp_path):
     ws = Workspace(tmp_path, "build-replace.yaml", ("debian_version",))
     ws.edit(lambda d: d["patches"]["files"][0].update(sha256_before_prefix="f23a3775"))
     res = inkctl("lock", ws.recipe, "--hosts", inventory("h1"))
@@ -155,7 +158,7 @@ def test_seed_002_prefix_mismatch_refuses_lock(cluster, inkctl, inventory, tmp_p
     assert not ws.lock.exists()
 
 
-def test_base_drift_is_refused_naming_the_pin(cluster, inkctl, inventory, tmp_path):
+def test_base_drift_is_refused_naming_the_pin(cluster, built, inkctl, inventory, tmp_path):
     """A lock made against one base, a build against another: refused before building."""
     ws = Workspace(tmp_path, "build-replace.yaml", ("debian_version",))
     inv = inventory("h1")

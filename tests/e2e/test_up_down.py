@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import signal
+import subprocess
 
 from tests.e2e.conftest import containers, poll
 
@@ -190,11 +191,20 @@ def test_down_with_a_host_unreachable_cleans_the_others_and_fails(cluster, inkct
 def test_interrupt_during_boot_rolls_back_everywhere_and_releases_the_lock(cluster, inkctl, inventory, recipe, sig):
     rec = recipe("vllm-native-2", name="e2e-interrupt", container={"env": {"FAKE_READY_AFTER": "60", "FAKE_LOG_EVERY": "1"}})
     inv = inventory("h1", "h2")
-    p = inkctl.start("up", rec, "--hosts", inv)
+    p = inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"})
     try:
-        poll(lambda: containers(cluster, "h2", "e2e-interrupt") == ["inkctl-e2e-interrupt-r1 running"])
+        def booting():
+            if p.poll() is not None:
+                raise AssertionError(f"up ended before the signal: rc={p.returncode}\n{p.stderr.read()}")
+            return containers(cluster, "h2", "e2e-interrupt") == ["inkctl-e2e-interrupt-r1 running"]
+
+        poll(booting)
         p.send_signal(sig)
-        out, err = p.communicate(timeout=60)
+        try:
+            out, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
+            raise AssertionError("up did not end after the signal:\n" + p.communicate()[1][-8000:])
     finally:
         if p.poll() is None:
             p.kill()

@@ -263,3 +263,29 @@ def test_verify_diff(tmp_path, applier):
     assert ok.returncode == 0, ok.stderr
     assert conf.read_bytes() == b"A = 1\nB = 3\n"
     assert ("patch.diff" in ok.stderr or "patching file" in ok.stderr) == (applier == "gnu-patch")
+
+
+# --- what the executor reads back from docker/podman ---------------------------------------
+
+def test_inspect_of_docker_and_podman():
+    from inkctl.execute.images import parse_inspect
+
+    docker = json.dumps([{"Id": "sha256:" + "a" * 64, "RepoDigests": [], "Architecture": "amd64",
+                          "Config": {"User": "", "Labels": {"inkctl.content": "x"}}}]).encode()
+    podman = json.dumps([{"Id": "a" * 64, "RepoDigests": ["localhost/img@sha256:" + "b" * 64],
+                          "Config": {"User": "vllm"}, "Labels": {"inkctl.content": "x"}}]).encode()
+    d, p = parse_inspect("img", docker), parse_inspect("img", podman)
+    assert d.id == p.id == "sha256:" + "a" * 64 and p.raw_id == "a" * 64  # podman's bare id is normalised
+    assert d.labels == p.labels == {"inkctl.content": "x"} and p.user == "vllm"
+    assert p.matches("sha256:" + "b" * 64) and p.matches("sha256:" + "a" * 64) and not d.matches("sha256:" + "b" * 64)
+
+
+def test_build_failure_lines_show_our_verdict_not_exit_code_1():
+    from inkctl.execute.images import NO_FILE, build_failure_lines
+
+    out = ("Step 7/10 : RUN [...]\n ---> Running in a567\n\x1b[91minkctl-build: patch 0 (replace): /etc/x: sha256 "
+           "mismatch before patching: expected 1111, actual 2d84\n\x1b[0mThe command '/bin/sh ...' returned a non-zero code: 1")
+    assert build_failure_lines(out) == ["inkctl-build: patch 0 (replace): /etc/x: sha256 mismatch before patching: expected 1111, actual 2d84"]
+    assert build_failure_lines("Step 1/2 : FROM x\nError: no such image\n") == ["Error: no such image"]
+    assert NO_FILE.search("Error response from daemon: Could not find the file /etc/nonexist in container 8d6f")
+    assert NO_FILE.search('Error: "/etc/nonexist" could not be found on container b8ea: no such file or directory')

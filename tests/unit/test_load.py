@@ -357,7 +357,8 @@ def test_recursive_and_undefined_aliases():
         "r.yaml:1:14: error: alias '*a' refers to a node that contains it (recursive alias)"]
     assert problems("name: &a\n  x: *a\n") == [
         "r.yaml:2:6: error: alias '*a' refers to a node that contains it (recursive alias)"]
-    assert problems("name: *nope\n") == ["r.yaml:1:7: error: alias '*nope' is not defined (hint: define '&nope' before using it)"]
+    assert problems("name: *nope\n") == [
+        "r.yaml:1:7: error: alias '*nope' is not defined (hint: define '&nope' before using it)"]
 
 
 def test_aliases_and_merge_keys_work_and_keep_positions():
@@ -371,13 +372,25 @@ def test_aliases_and_merge_keys_work_and_keep_positions():
 
 
 @pytest.mark.parametrize("text,line,col", [
-    ("name: " + "[" * 100_000 + "]" * 100_000 + "\n", 1, 7 + MAX_DEPTH - 1),
+    ("name: " + "[" * 500 + "]" * 500 + "\n", 1, 7 + MAX_DEPTH - 1),
     ("".join("  " * i + "a:\n" for i in range(3 * MAX_DEPTH)), MAX_DEPTH + 1, 2 * MAX_DEPTH + 1),
 ], ids=["flow", "block"])
 def test_deep_nesting_is_refused_fast(text: str, line: int, col: int):
     start = time.perf_counter()
     assert problems(text) == [f"r.yaml:{line}:{col}: error: nesting deeper than {MAX_DEPTH} levels"]
     assert time.perf_counter() - start < 1.0
+
+
+def test_very_deep_nesting_does_not_crash():
+    """The C composer would recurse 100k levels (a segfault); libyaml >= 0.2.6 stops at 1000 itself."""
+    start = time.perf_counter()
+    got = problems("name: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert time.perf_counter() - start < 1.0
+    assert len(got) == 1 and got[0] in (
+        f"r.yaml:1:{7 + MAX_DEPTH - 1}: error: nesting deeper than {MAX_DEPTH} levels",
+        "r.yaml:1:1006: error: invalid YAML: exceeded maximum nesting depth "
+        "(hint: while increasing flow level that starts at line 1)",
+    )
 
 
 def test_deep_nesting_through_aliases_is_refused():
@@ -528,19 +541,22 @@ def test_override_problems_are_located_at_the_flag():
 
 
 def test_override_that_cannot_be_applied():
-    assert problems(GOOD, ["name.first=x", "hosts[5].name=x", "hosts.x=1", "mode[0]=x", "engine[0]=x", "bad"]) == [
+    assert problems(GOOD, ["name.first=x", "hosts[5].name=x", "hosts.x=1", "mode[0]=x", "engine[0]=x", "bad",
+                           "new.sub[0]=x"]) == [  # a failed override leaves no half-made 'new' behind
         "--set: error: name.first: cannot apply 'name.first=x': 'name' is 'demo', not a mapping or list",
         "--set: error: hosts[5].name: cannot apply 'hosts[5].name=x': index 5 is out of range ('hosts' has 2 items)",
         "--set: error: hosts.x: cannot apply 'hosts.x=1': 'hosts' is a list, so 'x' must be an index",
         "--set: error: mode[0]: cannot apply 'mode[0]=x': 'mode' is 'fast', not a mapping or list",
         "--set: error: engine[0]: cannot apply 'engine[0]=x': 'engine' is not a list, so it has no item [0]",
         "--set: error: invalid override 'bad': expected PATH=VALUE (hint: e.g. --set engine.args.tensor_parallel=4)",
+        "--set: error: new.sub[0]: cannot apply 'new.sub[0]=x': 'new.sub' is not a list, so it has no item [0]",
     ]
 
 
 def test_override_fixes_a_file_error_and_file_errors_stay_located():
     broken = edit("tensor_parallel: 2", "tensor_parallel: two")
-    assert load_model(Recipe, "r.yaml", ["engine.args.tensor_parallel=2"], text=broken)[0].engine.args.tensor_parallel == 2
+    recipe, _ = load_model(Recipe, "r.yaml", ["engine.args.tensor_parallel=2"], text=broken)
+    assert recipe.engine.args.tensor_parallel == 2
     assert problems(edit("mode: fast", "mode: fsat", broken), ["engine.args.tensor_parallel=2"]) == [
         "r.yaml:16:7: error: mode: expected one of 'fast', 'safe', got 'fsat' (hint: did you mean 'fast'?)"]
 

@@ -138,7 +138,8 @@ def mutated(draw) -> str:
         elif op == "retype" and sep:
             lines[i] = key + sep + draw(st.sampled_from(VALUES) | st.text(max_size=12))
         elif op == "tag" and sep:
-            lines[i] = line.replace(": ", ": " + draw(st.sampled_from(["!!str ", "!!map ", "!x ", "!!seq ", "!!float "])), 1)
+            tag = draw(st.sampled_from(["!!str ", "!!map ", "!x ", "!!seq ", "!!float "]))
+            lines[i] = line.replace(": ", ": " + tag, 1)
         elif op == "garbage":
             lines.insert(i, draw(st.text(max_size=20)))
         elif op == "rename" and line.strip():

@@ -149,7 +149,7 @@ def test_observe_seed_002_prefixes_become_full_pins(tmp_path):
     pins, hosts = observe(loaded, s)
     assert pins["patch:0:before"] == sha(ORIGINAL) and pins["patch:0:after"] == sha(PATCHED)
     assert pins["base:inkctl-fake-engine:latest"] == BASE_ID
-    assert pins[f"file:patches/moe.py"] == sha(PATCHED)
+    assert pins["file:patches/moe.py"] == sha(PATCHED)
     assert s["h1"].reads == [(BASE_ID, ["/opt/moe.py"])]  # read from the base by id, not by tag
     assert hosts["h2"]["images"]["inkctl-fake-engine:latest"] == {"id": BASE_ID, "repo_digests": []}
     assert image_tag(loaded, pins) != image_tag(loaded, {})
