@@ -23,7 +23,9 @@ from 2 to 16 hosts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -91,6 +93,19 @@ def clean(cluster, names: list[str]) -> None:
         list(pool.map(one, names))
 
 
+def phases(events: list[dict], start: float, end: float) -> dict[str, float]:
+    """Where inkctl's time went, from its JSON events: start-up (interpreter, imports, recipe,
+    plan), connect, preflight (with the deploy lock and the deployment probe beside it), and
+    each stage of the plan (the last one ends when the process does)."""
+    conn = next(e for e in events if e["event"] == "info" and e["text"].startswith("connected to"))
+    secs = float(re.search(r"in ([0-9.]+) s", conn["text"]).group(1))
+    stages = [e for e in events if e["event"] == "stage_started"]
+    out = {"start-up": conn["ts"] - secs - start, "connect": secs, "preflight": stages[0]["ts"] - conn["ts"]}
+    for a, b in zip(stages, stages[1:] + [{"ts": end}]):
+        out[a["name"]] = b["ts"] - a["ts"]
+    return out
+
+
 class Case:
     def __init__(self, cluster, n: int, work: Path, interval: float):
         import yaml
@@ -101,6 +116,7 @@ class Case:
         from inkctl.recipe.model import Recipe
 
         self.cluster, self.n, self.work = cluster, n, work
+        self.phases: list[dict[str, float]] = []
         self.names = [f"h{i}" for i in range(1, n + 1)]
         inv = yaml.safe_load(Path(cluster.inventory).read_text())["hosts"][:n]
         self.inventory = work / f"inventory-{n}.yaml"
@@ -124,12 +140,13 @@ class Case:
 
     def inkctl(self) -> float:
         env = dict(os.environ, HOME=str(self.home), PYTHONPATH=str(ROOT))
-        t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "inkctl", "up", str(self.recipe), "--hosts", str(self.inventory)],
-                           env=env, capture_output=True, text=True, cwd=ROOT)
+        wall0, t0 = time.time(), time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "inkctl", "up", str(self.recipe), "--hosts", str(self.inventory),
+                            "--output", "json"], env=env, capture_output=True, text=True, cwd=ROOT)
         dt = time.monotonic() - t0
         if p.returncode:
             raise RuntimeError(f"inkctl up failed:\n{p.stdout}\n{p.stderr}")
+        self.phases.append(phases([json.loads(line) for line in p.stdout.splitlines()], wall0, wall0 + dt))
         return dt
 
     def ssh_loop(self) -> float:
@@ -172,6 +189,7 @@ def main(argv=None) -> int:
                          net_id=args.net_id)
     methods = ("inkctl", "ssh_loop", "ansible")
     results: dict[int, dict[str, list[float]]] = {}
+    breakdown: dict[int, dict[str, float]] = {}
     try:
         with tempfile.TemporaryDirectory(prefix="inkctl-bench-") as tmp:
             for n in args.sizes:
@@ -183,6 +201,7 @@ def main(argv=None) -> int:
                         results[n][m].append(getattr(case, m)())
                         print(f"  {n:2d} hosts  run {r + 1}  {m:8s} {results[n][m][-1]:6.2f} s", flush=True)
                 clean(cluster, case.names)
+                breakdown[n] = {k: statistics.median(p.get(k, 0.0) for p in case.phases) for k in case.phases[0]}
     finally:
         if not args.keep_cluster:
             cluster.down()
@@ -193,6 +212,10 @@ def main(argv=None) -> int:
         m = med[n]
         print(f"{n:>5}  {m['inkctl']:7.2f}  {m['ssh_loop']:8.2f}  {m['ansible']:8.2f}  "
               f"{m['inkctl'] / m['ansible']:14.2f}  {m['inkctl'] / m['ssh_loop']:15.2f}")
+    print("\nwhere inkctl's time goes (median s): start-up = interpreter, imports, recipe and plan; "
+          "connect = until connected; the next span = preflight + deploy lock + deployment probe")
+    for n in args.sizes:
+        print(f"{n:>5}  " + "  ".join(f"{k} {v:.2f}" for k, v in breakdown[n].items()))
     lo, hi = min(args.sizes), max(args.sizes)
     if lo != hi:
         print(f"\ngrowth {lo} -> {hi} hosts ({hi / lo:.0f}x the hosts): " + ", ".join(

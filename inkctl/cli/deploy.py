@@ -34,8 +34,12 @@ def up(
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1, help="Seconds to wait for health (default: the recipe's health.timeout_s)."),
     output: str = OutputOpt,
     skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Skip a preflight check by name (repeatable)."),
+    detach: bool = typer.Option(False, "--detach", help="Ctrl-C during the health wait leaves the deployment booting (follow it with inkctl status / logs -f) instead of removing it."),
 ) -> None:
-    """Bring the deployment up on its hosts; on any failure remove what was started."""
+    """Bring the deployment up on its hosts; on any failure remove what was started.
+
+    A different version of the same deployment (another recipe hash) is replaced: up shows what
+    changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
     t0 = time.monotonic()
     from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
@@ -58,9 +62,16 @@ def up(
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
     interrupt = threading.Event()
     previous = _on_signals(interrupt)
+    said = []
+
+    def healthy(outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
+        if fmt == "text":
+            _summary(plan, outcome, time.monotonic() - t0)
+            said.append(True)
+
     try:
         outcome = _up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
-                      timeout=timeout, skip=list(skip_check or []), interrupt=interrupt)
+                      timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy)
     except KeyboardInterrupt:
         started = interrupt.is_set() and getattr(interrupt, "launching", False)
         text = ("interrupted again during the rollback: containers of this run may be left; remove them with "
@@ -80,12 +91,22 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     total = time.monotonic() - t0
+    message = ("already running" if getattr(outcome, "already", False) else
+               "detached: still booting" if outcome.detached else
+               "detached from the watchdog" if getattr(outcome, "watched", False) else "up")
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
-                       message="already running" if getattr(outcome, "already", False) else "up"))
+                       message=message, hint=_follow(recipe, hosts) if outcome.detached else ""))
     sink.close()
-    if fmt == "text":
-        _summary(plan, outcome, total)
+    if fmt == "text" and not said:
+        _summary(plan, outcome, total, follow=_follow(recipe, hosts))
+
+
+def _follow(recipe: Path, hosts: Optional[Path]) -> str:
+    """How to follow a deployment left booting, and how to remove it."""
+    where = f" --hosts {hosts}" if hosts else ""
+    return (f"follow it with: inkctl status {recipe}{where} / inkctl logs -f {recipe}{where}; "
+            f"remove it with: inkctl down {recipe}{where}")
 
 
 def _require_trusted(loaded) -> None:
@@ -125,10 +146,10 @@ def _on_signals(interrupt: threading.Event) -> dict:
 
 
 def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-        interrupt: threading.Event):
+        interrupt: threading.Event, detach: bool = False, on_healthy=None):
     from inkctl.execute.connect import close_all, connect_all
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
-    from inkctl.execute.runner import Runner, launch
+    from inkctl.execute.runner import Outcome, Runner, launch
 
     def accepted(host, name, key_type, fp):
         from inkctl.execute.hostkeys import default_known_hosts
@@ -156,30 +177,135 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
         with ThreadPoolExecutor(2, thread_name_prefix="before-launch") as pool:
             locked = pool.submit(lock.acquire)
             existing = pool.submit(_existing, plan, transports)
+            image_failed = preflight_failed = None
             try:
+                # the image first (built only once the lock is held), then preflight, which checks it is there
+                _ensure_image(loaded, plan, transports, sink, locked)
+            except InkctlError as e:
+                image_failed = e
+            if image_failed is None:
+                try:
+                    _preflight(loaded.recipe, plan, transports, skip, sink)
+                except InkctlError as e:
+                    preflight_failed = e
+            _settle(locked)
+            locked.result()  # another command at work explains everything else
+            found = existing.result()  # an existing deployment explains a failed preflight best
+        if isinstance(found, Outcome):
+            return found
+        if image_failed is not None:
+            raise image_failed
+        replacing = found is not None
+        if replacing:
+            if interrupt.is_set():
+                raise KeyboardInterrupt
+            from inkctl.execute.replace import replace_old
+
+            replace_old(found, transports, sink)  # the GPUs cannot hold both versions
+            if preflight_failed is not None:  # most likely the old containers' ports and names
+                preflight_failed = None
                 _preflight(loaded.recipe, plan, transports, skip, sink)
-            except InkctlError:
-                locked.exception()
-                already = existing.result()  # an existing deployment explains a failed preflight best
-                if already is not None:
-                    return already
-                raise
-            finally:
-                _settle(locked)
-            locked.result()
-            already = existing.result()
-        if already is not None:
-            return already
+        if preflight_failed is not None:
+            raise preflight_failed
         if interrupt.is_set():
             raise KeyboardInterrupt
         interrupt.launching = True  # type: ignore[attr-defined]
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
-        with _watchdog(loaded.recipe, plan, transports, runner, sink):
-            return launch(runner, keep_on_failure=keep)
+        try:
+            with _watchdog(loaded.recipe, plan, transports, runner, sink):
+                outcome = launch(runner, keep_on_failure=keep, detach=detach)
+        except InkctlError as e:
+            if replacing:
+                e.message += f"\nthe previous version ({', '.join(found.old_hashes)}) had been removed before the launch"
+                e.args = (e.message,)
+            raise
+        if outcome.detached or not (loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
+            return outcome
+        lock.release()  # the deployment is up: down (or another up) may run while this one watches
+        if on_healthy is not None:
+            on_healthy(outcome)
+        _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
+        outcome.watched = True  # type: ignore[attr-defined]
+        return outcome
     finally:
         if lock is not None:
             lock.release()  # also after Ctrl-C: a lock must never outlive its command
         close_all(transports)
+
+
+def _ensure_image(loaded, plan, transports, sink, locked) -> None:
+    """Build the recipe's image where it is missing (patches.mode: build), or hold the hosts'
+    images against the lock's pins; a build starts only once this command holds the deploy lock."""
+    import contextlib
+
+    from inkctl.execute.build import ensure_image
+
+    @contextlib.contextmanager
+    def holding_the_lock():
+        locked.result()  # raises LockHeld: nothing is built
+        yield
+
+    ensure_image(loaded, plan, transports, sink, guard=holding_the_lock)
+
+
+def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
+    """``watchdog.after_boot``: stay attached, reading MemAvailable, until Ctrl-C (which detaches
+    and leaves the deployment running). A trip kills the deployment's containers and fails."""
+    from inkctl.execute.events import Info
+    from inkctl.execute.watchdog import Watchdog
+
+    w = recipe.watchdog
+    sink.emit(Info(text=f"watching MemAvailable on {', '.join(h.name for h in plan.hosts)} every {w.interval_s:g} s "
+                        f"(watchdog.after_boot; floor {w.mem_available_min_gib:g} GiB for {w.consecutive} reads); "
+                        "Ctrl-C detaches and leaves the deployment running"))
+    latest: dict[str, float] = {}
+    said = [0.0]
+    trips = []
+    lock = threading.Lock()
+
+    def reading(host: str, gib: float) -> None:
+        with lock:
+            latest[host] = gib
+            now = time.monotonic()
+            if len(latest) == len(plan.hosts) and now - said[0] >= AFTER_BOOT_EVERY_S:
+                said[0] = now
+                sink.emit(Info(text="watchdog: MemAvailable " + ", ".join(f"{h} {g:.1f} GiB" for h, g in latest.items())))
+
+    def tripped(trip) -> None:
+        trips.append(trip)
+        interrupt.set()
+
+    dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped, on_reading=reading).start()
+    try:
+        while not interrupt.wait(0.5):  # short waits: a signal handler must get to run
+            pass
+    finally:
+        dog.stop_event.set()
+    if not trips:
+        sink.emit(Info(text=f"detached: {plan.deployment} keeps running (the watchdog stopped watching)"))
+        return
+    trip = trips[0]
+    others = _kill_all(plan, transports, skip=trip.host)
+    raise InkctlError(f"after boot: {trip.message}" + (f"\nalso killed {', '.join(others)}" if others else ""),
+                      hint="the containers are stopped, not removed: read inkctl logs RECIPE, then inkctl down RECIPE")
+
+
+AFTER_BOOT_EVERY_S = 30.0  # how often up prints the readings while it watches after boot
+
+
+def _kill_all(plan, transports, *, skip: str) -> list[str]:
+    """Kill the deployment's containers on the other hosts (their peer is gone); -> what was killed."""
+    killed = []
+    for h in plan.hosts:
+        names = [c.name for c in plan.containers if c.host == h.name]
+        if h.name == skip or not names:
+            continue
+        try:
+            if transports[h.name].run((h.runtime, "kill", *names), timeout=30).ok:
+                killed += names
+        except Exception:
+            pass
+    return killed
 
 
 def _settle(future) -> None:
@@ -227,7 +353,7 @@ def _warm_imports() -> None:
 
     def warm():
         try:
-            import httpx  # noqa: F401
+            import httpx  # noqa: F401  (imported for its side effect: warm)
         except ImportError:
             pass
 
@@ -258,9 +384,11 @@ def _existing(plan, transports):
     """A second ``up`` must neither duplicate nor roll back the first one's containers.
 
     Returns an Outcome when the same deployment (same recipe hash) is already fully running and
-    healthy; raises when anything of it is there in another state; None when nothing is there.
+    healthy; a Replacement when containers of another version (another recipe hash) are there;
+    raises when the same version is there in another state; None when nothing is there.
     """
     from inkctl.execute.deployed import probe_all
+    from inkctl.execute.replace import Replacement
     from inkctl.execute.runner import Outcome
 
     found, errors = probe_all([(h.name, h.runtime) for h in plan.hosts], transports, plan.deployment)
@@ -270,6 +398,8 @@ def _existing(plan, transports):
     items = [f for fs in found.values() for f in fs]
     if not items:
         return None
+    if any(f.recipe_hash != plan.recipe_hash for f in items):
+        return Replacement(plan, items)
     planned = {(c.host, c.name) for c in plan.containers}
     running_same = all(f.state == "running" and f.recipe_hash == plan.recipe_hash for f in items)
     have = {(f.host, f.name) for f in items}
@@ -306,12 +436,16 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _summary(plan, outcome, total: float) -> None:
+def _summary(plan, outcome, total: float, follow: str = "") -> None:
     from inkctl.cli.render import console
 
     out = console()
     if getattr(outcome, "already", False):
         out.print(f"{plan.deployment} is already up at {outcome.url} (same recipe); nothing changed", markup=False)
+        return
+    if outcome.detached:
+        out.print(f"detached: {plan.deployment} was left booting on {', '.join(h.name for h in plan.hosts)} "
+                  f"(health: {outcome.url}); {follow}", markup=False)
         return
     healthy = f"healthy after {outcome.healthy_after_s:.1f} s, " if outcome.healthy_after_s is not None else ""
     out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{total:.1f} s in all)", markup=False)

@@ -132,6 +132,15 @@ def _through(jump_client, jt: Target, target: Target, timeout: float):
                         f"jump host {jt.hostname} cannot reach {target.hostname}:{target.port}: {e}") from e
 
 
+GENERIC_HINTS = {  # one hint for several hosts failing the same way
+    "changed-host-key": "if those hosts were really reinstalled, remove their old entries (ssh-keygen -R HOST) and run again",
+    "unknown-host-key": "check the fingerprints out of band, then run again with --accept-new-host-keys",
+    "unreachable": "check that the hosts are up and that their addresses and ports are right",
+    "timeout": "are the hosts up and reachable from here (network, firewall)?",
+    "auth": "check user and identity_file in the inventory or ~/.ssh/config, and the hosts' authorized_keys",
+}
+
+
 @dataclass
 class Connected:
     transports: dict[str, Transport]
@@ -190,7 +199,9 @@ def connect_all(hosts: list[Host], **kw) -> dict[str, Transport]:
             raise HostError(e.host, e.cause, e.message.split(": ", 1)[1] + "; nothing was started on any host",
                             hint=e.hint)
         lines = "\n".join("  " + res.errors[n].message for n in order)
-        hints = {res.errors[n].hint for n in order if res.errors[n].hint}
+        causes = {res.errors[n].cause for n in order}
+        hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
+                 for n in order} - {None}
         err = HostError(order[0], res.errors[order[0]].cause,
                         f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
                         hint="; ".join(sorted(hints)) or None)

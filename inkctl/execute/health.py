@@ -3,10 +3,12 @@
 A multi-node boot fails in ways the health URL alone never shows: a worker dies on an NCCL
 error and the head waits forever for it. So while polling the URL from the control machine,
 the wait follows each rank's log (one channel per container on the existing connection:
-the last line feeds the live display, the last 50 explain a crash) and inspects every
-container each interval, in one ``inspect`` per host. A container that exits fails the wait
-at once (its log stream ends, which triggers an immediate inspect), with its exit code and
-its last 50 log lines.
+the last line feeds the live display, the last 50 explain a crash) and inspects containers
+in one ``inspect`` per host: each interval those whose log stream is not open, and all of
+them every 10 s. An open ``logs --follow`` stream ends when its container exits, which
+triggers an inspect at once: a crash fails the wait within a moment, with its exit code and
+its last 50 log lines, without an inspect per host per interval while all is well (on big
+clusters, and on test hosts sharing two cores, those processes add up).
 """
 
 from __future__ import annotations
@@ -24,10 +26,8 @@ from inkctl.execute.transport import HostError
 from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
-INSPECT_EVERY_S = 1.0
-MAX_INSPECT_EVERY_S = 1.5
-FOLLOW_AFTER_S = 1.0  # an engine healthy within this needs no log followers at all
-SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first  # an exited container is noticed within this, or at once via its log stream
+FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
+SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
@@ -52,7 +52,7 @@ class Watched:
     status: str = "starting"
     exit_code: int | None = None
     finished_at: float = 0.0  # seconds since the epoch, 0 while running
-    stream_ended: bool = False
+    streaming: bool = False  # its log stream is open: the container has not exited
 
     @property
     def last_line(self) -> str:
@@ -97,12 +97,15 @@ class HealthWait:
 
     # -- log following -----------------------------------------------------------------------
     def _follow(self, w: Watched) -> None:
+        """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
+        it ends when the container exits, which pokes the wait into an inspect at once."""
         argv = (self.runtime, "logs", "--follow", "--tail", str(LOG_LINES), w.container)
+        w.streaming = True
         try:
             self.transports[w.host].stream(argv, w.lines.append, self.stop)
         except Exception:
             pass  # the inspect loop reports the host
-        w.stream_ended = True
+        w.streaming = False
         self.poke.set()
 
     # -- container states --------------------------------------------------------------------
@@ -126,9 +129,9 @@ class HealthWait:
             else:
                 w.status = "missing"
 
-    def _inspect_all(self, pool: ThreadPoolExecutor) -> None:
+    def _inspect_all(self, pool: ThreadPoolExecutor, targets: list[Watched]) -> None:
         by_host: dict[str, list[Watched]] = {}
-        for w in self.watched:
+        for w in targets:
             by_host.setdefault(w.host, []).append(w)
         futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
         for h, f in futures.items():
@@ -168,14 +171,12 @@ class HealthWait:
 
         t0 = time.monotonic()
         deadline = t0 + self.timeout
-        followers = [threading.Thread(target=self._follow, args=(w,), daemon=True, name=f"logs-{w.container}")
-                     for w in self.watched]
-        following = False
+        for w in self.watched:
+            threading.Thread(target=self._follow, args=(w,), daemon=True, name=f"logs-{w.container}").start()
         interval = self.step.interval_s
-        # container states: often enough to fail within 2 s, rarely enough not to load the hosts
-        # (a log stream that ends triggers an inspect at once anyway)
-        inspect_every = min(max(interval, INSPECT_EVERY_S), MAX_INSPECT_EVERY_S)
-        next_http = next_inspect = t0
+        next_http = t0
+        next_check = t0 + interval  # containers whose log stream is not (or no longer) open
+        next_full = t0 + FULL_INSPECT_S  # every container, whatever its stream says
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
@@ -184,17 +185,23 @@ class HealthWait:
                     if self.cancel.is_set():
                         raise KeyboardInterrupt
                     now = time.monotonic()
-                    if now >= next_inspect or self.poke.is_set():
+                    poked = self.poke.is_set()
+                    if poked or now >= next_check or now >= next_full:
                         self.poke.clear()
-                        self._inspect_all(pool)
-                        next_inspect = time.monotonic() + inspect_every
+                        full = now >= next_full
+                        targets = self.watched if full else [w for w in self.watched if not w.streaming]
+                        if targets:
+                            self._inspect_all(pool, targets)
+                        next_check = time.monotonic() + interval
+                        if full:
+                            next_full = time.monotonic() + FULL_INSPECT_S
                         dead = self._crashed()
                         if dead is not None:
                             # peers of a crashed rank die within a moment (NCCL errors); look
                             # again shortly so that the first to die is the one reported
                             if len(self.watched) > 1:
                                 time.sleep(SETTLE_S)
-                                self._inspect_all(pool)
+                                self._inspect_all(pool, self.watched)
                                 dead = self._crashed() or dead
                             self._progress(t0, status, force=True)
                             raise self._crash_error(dead, t0)
@@ -204,17 +211,13 @@ class HealthWait:
                         if status == "200":
                             self._progress(t0, status, healthy=True, force=True)
                             return time.monotonic() - t0
-                    if not following and time.monotonic() - t0 >= FOLLOW_AFTER_S:
-                        following = True
-                        for t in followers:
-                            t.start()
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(
                             f"timed out after {self.timeout:g} s waiting for {self.step.url} (last answer: {status})"
                             + self._states_text(),
                             hint="raise health.timeout_s in the recipe (or --timeout) if the model needs longer to load")
-                    wake = min(next_http, next_inspect, deadline) - time.monotonic()
+                    wake = min(next_http, next_check, next_full, deadline) - time.monotonic()
                     self.poke.wait(max(0.01, min(wake, 0.5)))
         finally:
             self.stop.set()

@@ -55,6 +55,7 @@ class Outcome:
     healthy_after_s: float | None = None
     smoke: tuple[SmokeResult, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)
+    detached: bool = False  # interrupted with --detach once every rank was started: left booting
 
 
 class Runner:
@@ -69,6 +70,7 @@ class Runner:
         self.touched: set[str] = set()  # hosts where this run started something
         self.lost: dict[str, HostError] = {}  # hosts whose connection died
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
+        self.stage: str | None = None  # the stage in progress (or the last one started)
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
@@ -185,6 +187,7 @@ class Runner:
             for i, stage in enumerate(self.plan.stages, 1):
                 if self.cancel.is_set():
                     raise KeyboardInterrupt
+                self.stage = stage.name
                 outcome.stage_seconds[stage.name] = self._stage(i, stage, pool, outcome)
                 if self.cancel.is_set():
                     raise KeyboardInterrupt
@@ -237,13 +240,21 @@ class Runner:
         return [f"{c.host}: {c.name}" for c in self.plan.containers if c.host in self.touched]
 
 
-def launch(runner: Runner, *, keep_on_failure: bool = False) -> Outcome:
-    """Run the plan; on any failure or interrupt undo what this run started (or say what was kept)."""
+DETACHABLE = ("health", "smoke")  # stages after which every rank has been started
+
+
+def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = False) -> Outcome:
+    """Run the plan; on any failure or interrupt undo what this run started (or say what was kept).
+
+    ``detach``: an interrupt once every rank was started (the health wait, the smoke prompts)
+    leaves the deployment as it is and returns an Outcome with ``detached`` set."""
     try:
         return runner.run()
     except (InkctlError, KeyboardInterrupt, Exception) as e:
         runner.cancel.set()
         interrupted = isinstance(e, KeyboardInterrupt)
+        if interrupted and detach and runner.stage in DETACHABLE and not runner.causes:
+            return Outcome(seconds=0.0, url=_base_url(runner.plan), detached=True)
         if interrupted:
             cause, hint = "interrupted", None
         elif isinstance(e, InkctlError):
@@ -275,6 +286,13 @@ def launch(runner: Runner, *, keep_on_failure: bool = False) -> Outcome:
         if not isinstance(e, (InkctlError, KeyboardInterrupt)):
             raise err from e
         raise err from None
+
+
+def _base_url(plan: Plan) -> str:
+    for s in plan.steps():
+        if isinstance(s, WaitHealth):
+            return s.url.rsplit("/", 1)[0] if s.url.count("/") > 2 else s.url
+    return ""
 
 
 def _barrier(futures: list[Future], cancel: threading.Event) -> None:

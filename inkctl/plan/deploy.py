@@ -15,6 +15,7 @@ from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
 from inkctl.plan.quote import command_line
+from inkctl.plan.record import record_path, record_text
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -85,8 +86,6 @@ def build_plan(
         return Run(host=c.name, rank=c.rank, purpose=purpose, argv=tuple(ctr.run_argv(recipe, c, spec)))
 
     stages: list[Stage] = []
-    if prepare:
-        stages.append(Stage("prepare", "upload env files and hotfixes to every host", tuple(prepare)))
     head, workers = ctxs[0], ctxs[1:]
     kind = recipe.engine.kind
     if kind == "vllm" and recipe.engine.multinode == "ray" and nodes > 1:
@@ -130,6 +129,11 @@ def build_plan(
             host=head.name, rank=0, purpose=f"{len(recipe.smoke.prompts)} smoke prompt(s)", url=base + "/v1/chat/completions",
             model=recipe.model.name, prompts=tuple(recipe.smoke.prompts), max_tokens=recipe.smoke.max_tokens,
             timeout_s=recipe.smoke.timeout_s),)))
+
+    # the plan record (what runs where), so that the next up of a changed recipe can say what changes
+    prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
+                    content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
+    stages.insert(0, Stage("prepare", "record the plan, upload env files and hotfixes on every host", tuple(prepare)))
 
     teardown: list = []
     for c, p in zip(containers, planned):

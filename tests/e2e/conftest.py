@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -78,9 +79,19 @@ def inkctl(home):
 
     def run(*args, timeout: float = 120, env: dict | None = None) -> Ran:
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),
-                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-        return Ran(p.returncode, p.stdout, p.stderr, time.monotonic() - t0)
+        p = subprocess.Popen([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:  # show where it hung, then stop it the way a person would
+            p.send_signal(signal.SIGINT)
+            try:
+                out, err = p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            raise AssertionError(f"inkctl {' '.join(map(str, args))} still running after {timeout} s:\n{out}\n{err}")
+        return Ran(p.returncode, out, err, time.monotonic() - t0)
 
     def start(*args, env: dict | None = None) -> subprocess.Popen:
         return subprocess.Popen([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),

@@ -71,14 +71,15 @@ def test_single_host_up_healthy_twice_down(cluster, inkctl, inventory, recipe):
     assert d2.rc == 0 and "nothing to remove" in d2.stdout, d2
 
 
-def test_up_refuses_a_different_version_beside_a_running_one(cluster, inkctl, inventory, recipe):
+def test_up_refuses_the_same_version_left_stopped(cluster, inkctl, inventory, recipe):
+    # (another version is replaced: tests/e2e/test_guard.py)
     inv = inventory("h1")
-    assert inkctl("up", recipe("single", name="e2e-twice"), "--hosts", inv).rc == 0
-    other = recipe("single", name="e2e-twice", smoke={"max_tokens": 4})  # another recipe hash
-    r = inkctl("up", other, "--hosts", inv)
-    assert r.rc == 1 and "already has containers" in r.stderr and "another recipe version" in r.stderr, r
-    assert containers(cluster, "h1", "e2e-twice") == ["inkctl-e2e-twice-r0 running"]  # untouched, not rolled back
-    assert http(f"http://{address(cluster, 'h1')}:{PORT}/health").status_code == 200
+    rec = recipe("single", name="e2e-twice")
+    assert inkctl("up", rec, "--hosts", inv).rc == 0
+    cluster.docker("h1", "stop", "--time", "1", "inkctl-e2e-twice-r0", check=True)
+    r = inkctl("up", rec, "--hosts", inv)
+    assert r.rc == 1 and "already has containers" in r.stderr and "nothing was changed" in r.stderr, r
+    assert containers(cluster, "h1", "e2e-twice") == ["inkctl-e2e-twice-r0 exited"]  # untouched, not rolled back
 
 
 @pytest.mark.parametrize("base,name,worker_flag", [
@@ -94,7 +95,7 @@ def test_two_hosts(cluster, inkctl, inventory, base, name, worker_flag):
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert events[-1]["event"] == "finished" and events[-1]["ok"] is True
     stages = [e["name"] for e in events if e["event"] == "stage_started"]
-    assert stages.index("health") > 0 and stages[0] in ("launch-head", "ray-head")
+    assert stages.index("health") > 1 and stages[0] == "prepare" and stages[1] in ("launch-head", "ray-head")
     assert containers(cluster, "h1", name) == [f"inkctl-{name}-r0 running"]
     assert containers(cluster, "h2", name) == [f"inkctl-{name}-r1 running"]
     head = address(cluster, "h1")

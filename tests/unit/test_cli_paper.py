@@ -130,3 +130,12 @@ def test_schema_recipes_version_help():
     assert inkctl("--version").stdout.startswith("inkctl ")
     for cmd in ("validate", "plan", "schema", "recipes"):
         assert inkctl(cmd, "--help").returncode == 0
+
+
+def test_usage_errors_are_not_internal_errors():
+    r = inkctl("statu")
+    assert r.returncode == 2 and "Did you mean 'status'?" in r.stderr and "internal error" not in r.stderr
+    r = inkctl("plan")
+    assert r.returncode == 2 and "Missing argument" in r.stderr
+    r = inkctl("validate", "--output", "xml", "recipes/")
+    assert r.returncode == 2 and "--output must be 'text' or 'json', not 'xml'" in r.stderr

@@ -81,11 +81,12 @@ class Replay:
         self.name = name
         self.answers = answers
         self.calls: list[tuple[str, ...]] = []
-        self.delay = 0.0
+        self.barrier: threading.Barrier | None = None
 
     def run(self, argv, *, timeout=None, stdin=None):
         self.calls.append(tuple(argv))
-        time.sleep(self.delay)
+        if self.barrier is not None:
+            self.barrier.wait()  # every host must be mid-probe at once: serial probing breaks it
         assert argv[:2] == ["sh", "-c"] or tuple(argv[:2]) == ("sh", "-c"), argv
         key = argv[3].replace("inkctl-", "")
         res = self.answers[key]
@@ -159,13 +160,13 @@ def test_all_pass_in_one_round_trip():
 
 def test_hosts_are_probed_in_parallel():
     ts = [Replay(f"h{i}", preflight=answer()) for i in (1, 2)]
+    barrier = threading.Barrier(len(ts), timeout=10)
     for t in ts:
-        t.delay = 0.4
+        t.barrier = barrier
     r = recipe(hardware__nodes=2, hardware__gpus_per_host=4, engine__args__tensor_parallel=8,
                container__network="host")
-    t0 = time.monotonic()
     results = run(r, ts)
-    assert time.monotonic() - t0 < 0.75
+    assert not barrier.broken
     assert {x.host for x in results} == {"h1", "h2"}
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from inkctl.errors import EXIT_INTERRUPTED
 from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
-                                   StageStarted, StepFailed, StepFinished)
+                                   StageStarted, StepFailed)
 from inkctl.execute.runner import LaunchFailed, Runner, StepError, launch
 from inkctl.execute.secrets import render_env_file, resolve_secrets
 from inkctl.execute.transport import HostError, Result
@@ -65,6 +65,10 @@ class ScriptedHost:
             self.files[path] = (content, mode)
 
     def stream(self, argv, on_line, stop=None):
+        """A log stream stays open (the container runs) unless ``ended`` names the container."""
+        if argv[-1] in getattr(self, "ended", ()):
+            on_line("RuntimeError: CUDA error (streamed)")
+            return 0
         while stop is not None and not stop.wait(0.05):
             pass
         return -1
@@ -89,7 +93,7 @@ def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
 
 
 def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
-    plan = build_plan(recipe(), HOSTS)
+    plan = build_plan(recipe(health={"timeout_s": 0.5, "interval_s": 0.1}), HOSTS)
     a, b = ScriptedHost("a", delay=0.2), ScriptedHost("b", delay=0.2)
     sink = Collect()
     with pytest.raises(Exception):
@@ -97,7 +101,7 @@ def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
     head_run = next(c for c in a.calls if c[0] == "run" and is_run(c[1]))
     worker_run = next(c for c in b.calls if c[0] == "run" and is_run(c[1]))
     assert worker_run[2] >= head_run[2] + 0.2  # workers only after the head's stage finished
-    assert [e.name for e in sink.of(StageStarted)][:2] == ["launch-head", "launch-workers"]
+    assert [e.name for e in sink.of(StageStarted)][:3] == ["prepare", "launch-head", "launch-workers"]
 
 
 def test_parallel_within_a_stage():
@@ -241,6 +245,7 @@ def test_health_fails_fast_on_an_exited_rank_with_its_code_and_logs(monkeypatch)
 
     rules = [(lambda v: v[1] == "inspect", inspect), (lambda v: v[1] == "logs", logs)]
     a, b = ScriptedHost("a", rules), ScriptedHost("b", rules)
+    b.ended = ("inkctl-t-r1",)  # its log stream ends: the container exited
     sink = Collect()
     t0 = time.monotonic()
     with pytest.raises(LaunchFailed) as e:
