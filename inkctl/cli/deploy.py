@@ -74,8 +74,10 @@ def up(
                       timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy)
     except KeyboardInterrupt:
         started = interrupt.is_set() and getattr(interrupt, "launching", False)
-        text = ("interrupted again during the rollback: containers of this run may be left; remove them with "
-                "inkctl down RECIPE (with the same --hosts)") if started else "interrupted before anything was started; nothing to undo"
+        left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
+        text = ("interrupted again during the rollback: containers of this run may be left:\n" + left +
+                f"\nremove them with: inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else "")
+                ) if started else "interrupted before anything was started; nothing to undo"
         err = InkctlError(text, exit_code=EXIT_INTERRUPTED)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3), message=err.message))
         sink.close()

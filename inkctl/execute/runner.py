@@ -217,6 +217,7 @@ class Runner:
                 except HostError as e:
                     with lock:
                         left.append(f"{host}: {containers} ({e.message})")
+                        self.lost.setdefault(host, e)
                     return
                 if res.exit_code not in s.ok_codes:
                     with lock:
@@ -226,9 +227,15 @@ class Runner:
             with lock:
                 cleaned.append(host)
 
-        if hosts:
-            with ThreadPoolExecutor(max_workers=min(64, len(hosts)), thread_name_prefix="rollback") as pool:
-                list(pool.map(one, hosts))
+        # daemon threads joined in short slices: a second Ctrl-C (KeyboardInterrupt from the
+        # signal handler) abandons a teardown that hangs on a host at once, and the process can
+        # exit without waiting for it (an executor's threads would be joined at exit)
+        threads = [threading.Thread(target=one, args=(h,), name=f"rollback-{h}", daemon=True) for h in hosts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.25)
         order = {h.name: i for i, h in enumerate(self.plan.hosts)}
         cleaned.sort(key=order.get)
         left.sort(key=lambda x: order.get(x.split(":", 1)[0], 0))
@@ -279,7 +286,9 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
             if not cleaned and not left:
                 parts.append("nothing had been started on any host")
             if left:
-                hint = (hint + "; " if hint else "") + "once the host is back, run: inkctl down RECIPE (with the same --hosts)"
+                # a lost host also keeps this run's deploy lock (it could not be released there)
+                again = ("inkctl lock release RECIPE, then inkctl down RECIPE" if runner.lost else "inkctl down RECIPE")
+                hint = (hint + "; " if hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
             err = LaunchFailed("\n".join(parts), hint=hint)
         if interrupted:
             err.exit_code = EXIT_INTERRUPTED

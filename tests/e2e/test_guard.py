@@ -21,6 +21,17 @@ pytestmark = pytest.mark.cluster
 PORT = 18000
 
 
+@pytest.fixture(autouse=True)
+def _no_stale_locks(cluster):
+    """A test that failed half-way (or killed its inkctl) must not leave the next one locked out."""
+    yield
+    import shutil
+
+    for h in cluster.hosts:
+        for d in (Path(h.state_dir) / "locks").glob("e2e-*.lock"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def lock_dir(cluster, host: str, deployment: str) -> Path:
     return Path(cluster.host(host).state_dir) / "locks" / f"{deployment}.lock"
 
@@ -75,6 +86,23 @@ def test_watchdog_kills_a_boot_below_the_floor_and_rolls_back(cluster, inkctl, i
     no_lock_anywhere(cluster, "e2e-dog")
 
 
+@pytest.fixture
+def follow(inkctl):
+    """follow(*args) starts inkctl and reads its output as it comes; killed if the test ends first."""
+    started = []
+
+    def start(*args, env=None):
+        f = Follow(inkctl.start(*args, env={"PYTHONFAULTHANDLER": "1", **(env or {})}))
+        started.append(f)
+        return f
+
+    yield start
+    for f in started:
+        if f.p.poll() is None:
+            f.p.kill()
+            f.p.wait(timeout=10)
+
+
 class Follow:
     """A started inkctl whose output is read as it comes (to wait for a line, then signal it)."""
 
@@ -113,6 +141,15 @@ class Follow:
         return self.p.returncode
 
 
+def real(name: str) -> str:
+    """The command a stand-in hides (found on the hosts' standard PATH)."""
+    import shutil
+
+    from tests.cluster.host import STD_PATH
+
+    return shutil.which(name, path=STD_PATH)
+
+
 @pytest.fixture
 def stand_in(cluster):
     """stand_in("h1", "cat", script): a command of that name first on the host's session PATH
@@ -127,6 +164,7 @@ def stand_in(cluster):
         made.append(p)
         return p
 
+    put.real = real
     yield put
     for p in made:
         p.unlink(missing_ok=True)
@@ -149,7 +187,7 @@ if [ "$1" = /proc/meminfo ]; then
   if [ -f {d}/slow ]; then sleep "$(/bin/cat {d}/slow)"; fi
   if [ -f {d}/fake ]; then exec /bin/cat {d}/fake; fi
 fi
-exec /bin/cat "$@"
+exec {real("cat")} "$@"
 """)
 
     class M:
@@ -187,13 +225,13 @@ def test_watchdog_readings_never_block_the_health_display(cluster, inkctl, inven
     assert inkctl("down", rec, "--hosts", inventory("h1")).rc == 0
 
 
-def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, inkctl, inventory, recipe, meminfo):
+def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, inkctl, follow, inventory, recipe, meminfo):
     meminfo.fake(100)
     rec = recipe("single", name="e2e-after", smoke={"enabled": False},
                  watchdog={"enabled": True, "after_boot": True, "mem_available_min_gib": 8, "consecutive": 2,
                            "interval_s": 0.5})
     inv = inventory("h1")
-    f = Follow(inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"}))
+    f = follow("up", rec, "--hosts", inv)
     poll(lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
     assert "e2e-after is up: http://" in "".join(f.out) and "Ctrl-C detaches" in f.text, f.text
     assert not lock_dir(cluster, "h1", "e2e-after").exists()  # released while it watches
@@ -203,7 +241,7 @@ def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, ink
     assert containers(cluster, "h1", "e2e-after") == ["inkctl-e2e-after-r0 running"]  # left running
     assert inkctl("down", rec, "--hosts", inv).rc == 0
 
-    f = Follow(inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"}))
+    f = follow("up", rec, "--hosts", inv)
     poll(lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
     meminfo.fake(4)  # the load transient of seed 000, after boot
     assert f.end(timeout=30) == 1, f.text
@@ -334,10 +372,10 @@ def test_a_changed_recipe_shows_what_changes_and_replaces_the_deployment(cluster
 
 # ------------------------------------------------------------------------------- Ctrl-C
 
-def test_detach_leaves_the_boot_running_and_says_how_to_follow_it(cluster, inkctl, inventory, recipe):
+def test_detach_leaves_the_boot_running_and_says_how_to_follow_it(cluster, inkctl, follow, inventory, recipe):
     rec = recipe("single", name="e2e-detach", container={"env": {"FAKE_READY_AFTER": "60", "FAKE_LOG_EVERY": "1"}})
     inv = inventory("h1")
-    f = Follow(inkctl.start("up", rec, "--hosts", inv, "--detach", env={"PYTHONFAULTHANDLER": "1"}))
+    f = follow("up", rec, "--hosts", inv, "--detach")
     poll(lambda: f.saw("health: wait for") and containers(cluster, "h1", "e2e-detach") == ["inkctl-e2e-detach-r0 running"],
          timeout=60)
     f.p.send_signal(signal.SIGINT)
@@ -351,17 +389,17 @@ def test_detach_leaves_the_boot_running_and_says_how_to_follow_it(cluster, inkct
     assert inkctl("down", rec, "--hosts", inv).rc == 0
 
 
-def test_a_second_ctrl_c_abandons_a_hanging_rollback_and_says_what_may_remain(cluster, inkctl, inventory, recipe,
+def test_a_second_ctrl_c_abandons_a_hanging_rollback_and_says_what_may_remain(cluster, inkctl, follow, inventory, recipe,
                                                                               stand_in, tmp_path):
     hang = tmp_path / "hang-rm"
     stand_in("h2", "docker", f"""#!/bin/sh
 if [ "$1" = rm ] && [ -f {hang} ]; then sleep 50; fi
-exec /usr/bin/docker "$@"
+exec {real("docker")} "$@"
 """)
     rec = recipe("vllm-native-2", name="e2e-twice-int", container={"env": {"FAKE_READY_AFTER": "60"}})
     inv = inventory("h1", "h2")
-    f = Follow(inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"}))
-    poll(lambda: containers(cluster, "h2", "e2e-twice-int") == ["inkctl-e2e-twice-int-r1 running"] and f.saw("health"),
+    f = follow("up", rec, "--hosts", inv)
+    poll(lambda: f.saw("health: wait for") and containers(cluster, "h2", "e2e-twice-int") == ["inkctl-e2e-twice-int-r1 running"],
          timeout=60)
     hang.touch()  # h2's docker rm now hangs: the rollback cannot finish there
     f.p.send_signal(signal.SIGINT)
@@ -370,8 +408,9 @@ exec /usr/bin/docker "$@"
     f.p.send_signal(signal.SIGINT)
     assert f.end(timeout=30) == 130, f.text
     assert time.monotonic() - t0 < 10, f.text  # at once, not after the hanging docker rm
-    assert "interrupted again during the rollback: containers of this run may be left" in f.text
-    assert "inkctl down" in f.text and "Traceback" not in f.text
+    assert "interrupted again during the rollback: containers of this run may be left:" in f.text
+    assert "h2: inkctl-e2e-twice-int-r1" in f.text and f"remove them with: inkctl down {rec} --hosts {inv}" in f.text
+    assert "Traceback" not in f.text
     hang.unlink()
     no_lock_anywhere(cluster, "e2e-twice-int")  # released even then
     assert containers(cluster, "h1", "e2e-twice-int") == []  # h1 was rolled back meanwhile
@@ -418,7 +457,7 @@ def test_a_host_cut_off_mid_launch_rolls_back_the_others_and_names_it(cluster, i
     started = tmp_path / "worker-run"
     stand_in("h2", "docker", f"""#!/bin/sh
 if [ "$1" = run ] && [ ! -f {started} ]; then touch {started}; sleep 3; fi
-exec /usr/bin/docker "$@"
+exec {real("docker")} "$@"
 """)
     rec = recipe("vllm-native-2", name="e2e-cut", container={"env": {"FAKE_READY_AFTER": "60"}})
     inv = inventory("h1", "h2")
@@ -436,9 +475,14 @@ exec /usr/bin/docker "$@"
     assert "could NOT remove:\n  h2:" in err and "Traceback" not in err, err
     assert containers(cluster, "h1", "e2e-cut") == [] and not state_dir(cluster, "h1", "e2e-cut").exists()
     no_lock_anywhere(cluster, "e2e-cut", ("h1",))
+    assert "inkctl lock release RECIPE, then inkctl down RECIPE" in err  # h2 kept the lock: it was cut off
+    refused = inkctl("down", rec, "--hosts", inv)
+    assert refused.rc == 1 and "h2: held by" in refused.stderr and f"(pid {p.pid}) running `up`" in refused.stderr, refused
+    assert inkctl("lock", "release", rec, "--hosts", inv).rc == 0
     d = inkctl("down", rec, "--hosts", inv)  # once h2 is back, down finishes the job
     assert d.rc == 0, d
     assert containers(cluster, "h2", "e2e-cut") == []
+    no_lock_anywhere(cluster, "e2e-cut")
 
 
 def test_a_full_disk_during_a_build_names_the_host(cluster, inkctl, inventory, tmp_path):
