@@ -23,7 +23,7 @@ def validate(
     hosts: Optional[Path] = HostsOpt,
 ) -> None:
     """Validate recipes: a line per recipe, every problem located; non-zero if any fails."""
-    from inkctl.cli.render import console, print_problems
+    from inkctl.cli.render import plain, print_problems
     from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
 
     fmt = output_format(output)
@@ -53,11 +53,11 @@ def validate(
                 "warnings": [w.as_dict() for w in wa]} for p, ok, pr, wa in results]
         print(json.dumps({"ok": all(r[1] for r in results), "strict": strict, "recipes": doc}, indent=2))
     else:
-        out = console()
+        out = plain()
         for path, ok, problems, warnings in results:
             mark = "[green]ok[/]" if ok else "[red]FAIL[/]"
             extra = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
-            out.print(f"{mark} {path}{extra}", highlight=False)
+            out.print(f"{mark} {path}{extra}")
             print_problems(problems + warnings, strict=strict)
     if not all(r[1] for r in results):
         raise typer.Exit(EXIT_INVALID)
@@ -78,7 +78,7 @@ def plan(
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
 ) -> None:
     """Show every step `up` will run, per host and rank, with the exact argv (secrets masked)."""
-    from inkctl.cli.render import console, plan_json, print_plan, print_problems
+    from inkctl.cli.render import plain, plan_json, print_plan, print_problems
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.source import load_recipe
@@ -92,7 +92,7 @@ def plan(
         print(json.dumps(doc, indent=2))
         return
     print_problems(loaded.warnings, strict=False, stream=sys.stderr)
-    print_plan(console(), the_plan, loaded, only_host=host)
+    print_plan(plain(), the_plan, loaded, only_host=host)
 
 
 @app.command()

@@ -24,8 +24,51 @@ def console(stderr: bool = False) -> "Console":
     return _CONSOLES[key]
 
 
+class Plain:
+    """A small printer for the paper commands (validate, plan) and errors: rich's look for the few
+    styles we use, without importing rich (bench/startup.py measures why). Markup is the subset
+    ``[red]``, ``[dim]``, ``[bold cyan]``, ... ``[/]``; colour only on a terminal, never with NO_COLOR."""
+
+    CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}
+
+    def __init__(self, stream):
+        import os
+
+        self.stream = stream
+        self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+
+    def _markup(self, text: str) -> str:
+        import re
+
+        def tag(m: "re.Match[str]") -> str:
+            words = m.group(1).split()
+            if m.group(1) == "/":
+                return "\x1b[0m" if self.color else ""
+            if not all(w in self.CODES for w in words):
+                return m.group(0)
+            return f"\x1b[{';'.join(self.CODES[w] for w in words)}m" if self.color else ""
+
+        return re.sub(r"\[(/|[a-z ]+)\]", tag, text)
+
+    def print(self, text: str = "", *, end: str = "\n", markup: bool = True, style: str | None = None, **_) -> None:
+        if markup:
+            text = self._markup(text)
+        if style and self.color:
+            text = self._markup(f"[{style}]") + text + "\x1b[0m"
+        self.stream.write(text + end)
+
+
+def plain(stderr: bool = False) -> Plain:
+    return Plain(sys.stderr if stderr else sys.stdout)
+
+
+def escape(text: str) -> str:
+    """Plain's markup only knows our style words, so text is safe as it is."""
+    return text
+
+
 def print_error(e: InkctlError) -> None:
-    out = console(stderr=True)
+    out = plain(stderr=True)
     if isinstance(e, RecipeInvalid):
         errors = [p for p in e.problems if p.severity == "error"]
         out.print(f"[red]error:[/] {len(errors)} problem{'s' if len(errors) != 1 else ''} found", markup=True)
@@ -39,7 +82,7 @@ def print_error(e: InkctlError) -> None:
 
 
 def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> None:
-    out = console(stderr=stream is sys.stderr)
+    out = plain(stderr=stream is sys.stderr)
     for p in problems:
         color = "red" if p.severity == "error" or strict else "yellow"
         out.print(f"  [{color}]{p.severity}[/] ", end="")
@@ -118,9 +161,7 @@ def plan_json(plan: Plan) -> dict:
     }
 
 
-def print_plan(out: "Console", plan: Plan, loaded=None, only_host: str | None = None) -> None:
-    from rich.markup import escape
-
+def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None) -> None:
     r = loaded.recipe if loaded else None
     head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
     if r is not None:

@@ -35,11 +35,13 @@ def _lock_pins(loaded: Loaded) -> dict[str, str]:
 
 
 def built_image(loaded: Loaded) -> str | None:
+    if loaded.recipe.patches.mode != "build":
+        return None
     try:
         from inkctl.plan.build import image_tag
     except ModuleNotFoundError:
         return None
-    return image_tag(loaded) if loaded.recipe.patches.mode == "build" else None
+    return image_tag(loaded)
 
 
 def plan_inputs(loaded: Loaded) -> dict:

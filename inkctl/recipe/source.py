@@ -67,6 +67,20 @@ def _file_findings(loaded: Loaded) -> list[Problem]:
             where = f"; it comes from {origin}" if origin else ""
             out.append(Problem(f"{src} is not in {loaded.patch_dir}{where}", path=path, file=str(loaded.path),
                                severity="warning", hint="put the file there before build or up"))
+    return _located(out, loaded.path) if out else out
+
+
+def _located(problems: list[Problem], path: Path) -> list[Problem]:
+    """Give problems found after loading their file:line:col (parsing again is cheap and rare)."""
+    from dataclasses import replace
+
+    from inkctl.recipe.load import parse_document
+
+    doc = parse_document(path)
+    out = []
+    for p in problems:
+        pos = doc.position(p.path)
+        out.append(replace(p, line=pos[0], col=pos[1]) if pos else p)
     return out
 
 
