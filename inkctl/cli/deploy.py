@@ -169,30 +169,33 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
     lock = None
     try:
-        # the deploy lock, the deployment probe and preflight run side by side: one round trip
-        # per host instead of three; nothing is started before all three have answered
-        from concurrent.futures import ThreadPoolExecutor
-
+        # one round trip per host before anything starts: the deploy lock, the containers (the
+        # deployment probe and the name check), the image (ensure_image and preflight) and
+        # everything else preflight reads; the answers are judged here, in that order
         from inkctl.execute.deploylock import DeployLock
+        from inkctl.execute.preflight import host_image, probe_hosts
 
         lock = DeployLock(plan, transports, "up")
-        with ThreadPoolExecutor(2, thread_name_prefix="before-launch") as pool:
-            locked = pool.submit(lock.acquire)
-            existing = pool.submit(_existing, plan, transports)
-            image_failed = preflight_failed = None
+        answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
+        lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        found = found_failed = image_failed = preflight_failed = None
+        try:
+            found = _existing(plan, answers)
+        except InkctlError as e:
+            found_failed = e  # an existing deployment explains a failed preflight best
+        image = host_image(loaded.recipe, plan)
+        try:
+            report = _ensure_image(loaded, plan, transports, sink, answers, image)
+            _refresh_image(report, answers, transports, plan, image)
+        except InkctlError as e:
+            image_failed = e
+        if image_failed is None:
             try:
-                # the image first (built only once the lock is held), then preflight, which checks it is there
-                _ensure_image(loaded, plan, transports, sink, locked)
+                _preflight(loaded.recipe, plan, transports, skip, sink, answers)
             except InkctlError as e:
-                image_failed = e
-            if image_failed is None:
-                try:
-                    _preflight(loaded.recipe, plan, transports, skip, sink)
-                except InkctlError as e:
-                    preflight_failed = e
-            _settle(locked)
-            locked.result()  # another command at work explains everything else
-            found = existing.result()  # an existing deployment explains a failed preflight best
+                preflight_failed = e
+        if found_failed is not None:
+            raise found_failed
         if isinstance(found, Outcome):
             return found
         if image_failed is not None:
@@ -235,19 +238,38 @@ def _up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: f
         close_all(transports)
 
 
-def _ensure_image(loaded, plan, transports, sink, locked) -> None:
+def _ensure_image(loaded, plan, transports, sink, answers, image: str):
     """Build the recipe's image where it is missing (patches.mode: build), or hold the hosts'
-    images against the lock's pins; a build starts only once this command holds the deploy lock."""
-    import contextlib
-
+    images against the lock's pins. The deploy lock is already held; the probe's ``image
+    inspect`` answers the first look at each host."""
     from inkctl.execute.build import ensure_image
+    from inkctl.execute.transport import Result
 
-    @contextlib.contextmanager
-    def holding_the_lock():
-        locked.result()  # raises LockHeld: nothing is built
-        yield
+    inspected = {}
+    for h, a in answers.items():
+        if a.sections is not None:
+            out, err, rc = a.sections.get("image")
+            inspected[h] = (image, Result(("image", "inspect", image), rc, out.encode(), err.encode(), 0.0))
+    return ensure_image(loaded, plan, transports, sink, inspected=inspected)
 
-    ensure_image(loaded, plan, transports, sink, guard=holding_the_lock)
+
+def _refresh_image(report, answers, transports, plan, image: str) -> None:
+    """Where the image was just built or delivered, the probe's image section predates it: read it again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inkctl.execute.probe import image_section
+
+    stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
+    if not stale:
+        return
+
+    def one(host: str) -> None:
+        res = transports[host].run((plan.host(host).runtime, "image", "inspect", image), timeout=60)
+        s = answers[host].sections
+        s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
+
+    with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="image") as pool:
+        list(pool.map(one, stale))
 
 
 def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
@@ -310,14 +332,6 @@ def _kill_all(plan, transports, *, skip: str) -> list[str]:
     return killed
 
 
-def _settle(future) -> None:
-    """Wait for a future without raising (its result is read later, or not at all)."""
-    try:
-        future.exception()
-    except BaseException:
-        pass
-
-
 class _watchdog:
     """The boot memory watchdog during the launch, when the recipe wants it (unified memory).
 
@@ -362,7 +376,7 @@ def _warm_imports() -> None:
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
-def _preflight(recipe, plan, transports, skip: list[str], sink) -> None:
+def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:
     """The preflight hook: ``run_preflight`` raises InkctlError when a host is unfit.
 
     The agreed interface is only that name and that exception; a ``sink`` is passed when the
@@ -379,25 +393,31 @@ def _preflight(recipe, plan, transports, skip: list[str], sink) -> None:
     kw = {"skip": set(skip)}
     if "sink" in inspect.signature(run_preflight).parameters:
         kw["sink"] = sink
+    if answers is not None:
+        kw["answers"] = answers
     run_preflight(recipe, plan, transports, **kw)
 
 
-def _existing(plan, transports):
+def _existing(plan, answers):
     """A second ``up`` must neither duplicate nor roll back the first one's containers.
 
     Returns an Outcome when the same deployment (same recipe hash) is already fully running and
     healthy; a Replacement when containers of another version (another recipe hash) are there;
     raises when the same version is there in another state; None when nothing is there.
     """
-    from inkctl.execute.deployed import probe_all
+    from inkctl.execute.deployed import of_deployment, parse_ps, ps_failed
     from inkctl.execute.replace import Replacement
     from inkctl.execute.runner import Outcome
 
-    found, errors = probe_all([(h.name, h.runtime) for h in plan.hosts], transports, plan.deployment)
-    if errors:
-        first = next(iter(errors.values()))
-        raise first
-    items = [f for fs in found.values() for f in fs]
+    items = []
+    for h in plan.hosts:  # what the probe's ``ps --all`` listed, by the deployment's label
+        a = answers[h.name]
+        if a.error is not None:
+            raise a.error
+        out, err, rc = a.sections.get("containers")
+        if rc != 0:
+            raise ps_failed(h.name, h.runtime, rc, err)
+        items += of_deployment(parse_ps(h.name, out), plan.deployment)
     if not items:
         return None
     if any(f.recipe_hash != plan.recipe_hash for f in items):

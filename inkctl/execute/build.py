@@ -72,20 +72,23 @@ class _Emit:
 
 
 def ensure_image(loaded: Loaded, plan: Plan, transports: dict[str, Transport], sink=None, *,
-                 local: bool = False, guard=None) -> ImageReport:
+                 local: bool = False, guard=None, inspected: dict | None = None) -> ImageReport:
     """Called by ``up`` before launching and by ``inkctl build``. Raises InkctlError (naming each
     host, file and hash) when inputs are untrusted or a build fails; returns what happened.
 
     Every host is probed first, in parallel; when all have the tag (a cache hit) that is all.
     ``guard`` (a callable returning a context manager, e.g. the deploy lock) is entered only
-    when something must be built or delivered; the hosts are probed again inside it."""
+    when something must be built or delivered; the hosts are probed again inside it.
+    ``inspected``: host -> (ref, Result of ``image inspect ref``) already read there (``up``'s
+    combined probe): that first inspect is not asked again."""
     from inkctl.plan.inputs import require_trusted
 
     t0 = time.monotonic()
     emit = _Emit(sink)
     require_trusted(loaded)
     pins = read_pins(loaded)
-    stores = {h.name: HostImages(transports[h.name], h.runtime) for h in plan.hosts}
+    answered = {h: {ref: res} for h, (ref, res) in (inspected or {}).items()}
+    stores = {h.name: HostImages(transports[h.name], h.runtime, answered.get(h.name)) for h in plan.hosts}
     if loaded.recipe.patches.mode != "build":
         report = ImageReport(image=loaded.recipe.engine.image.ref, mode="none")
         report.hosts = _parallel(stores, lambda s: _check_present(s, report.image, pins, emit))

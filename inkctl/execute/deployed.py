@@ -20,32 +20,51 @@ class Found:
     name: str
     state: str  # running | exited | created | ...
     recipe_hash: str
+    deployment: str = ""  # its inkctl.deployment label ("" when it has none)
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
 
 
-def _format(runtime: str) -> str:
-    label = f"{LABEL_PREFIX}recipe-hash"
+def ps_format(runtime: str) -> str:
+    """One line per container: name, state, and its deployment and recipe-hash labels, tab-separated."""
+    labels = [f"{LABEL_PREFIX}deployment", f"{LABEL_PREFIX}recipe-hash"]
     if runtime == "podman":
-        return "{{.Names}}\t{{.State}}\t{{index .Labels \"%s\"}}" % label
-    return "{{.Names}}\t{{.State}}\t{{.Label \"%s\"}}" % label
+        return "\t".join(["{{.Names}}", "{{.State}}", *('{{index .Labels "%s"}}' % k for k in labels)])
+    return "\t".join(["{{.Names}}", "{{.State}}", *('{{.Label "%s"}}' % k for k in labels)])
 
 
 def probe_argv(runtime: str, deployment: str) -> tuple[str, ...]:
     return (runtime, "ps", "--all", "--filter", f"label={LABEL_PREFIX}deployment={deployment}",
-            "--format", _format(runtime))
+            "--format", ps_format(runtime))
+
+
+def parse_ps(host: str, text: str) -> list[Found]:
+    """The lines ``ps --format ps_format(...)`` printed: every container listed, whatever its deployment."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts and parts[0].strip():
+            parts += [""] * (4 - len(parts))
+            out.append(Found(host, parts[0].strip(), normal_state(parts[1]), parts[3].strip(), parts[2].strip()))
+    return out
+
+
+def of_deployment(found: list[Found], deployment: str) -> list[Found]:
+    return [f for f in found if f.deployment == deployment]
 
 
 def probe_host(host: str, transport: Transport, runtime: str, deployment: str) -> list[Found]:
     res = transport.run(probe_argv(runtime, deployment), timeout=30)
     if not res.ok:
-        raise HostError(host, "runtime", f"{runtime} ps failed with exit code {res.exit_code}: {res.err_text().strip()[-300:]}",
-                        hint=f"is {runtime} installed and running on {host}, and may the SSH user use it?")
-    out = []
-    for line in res.text().splitlines():
-        parts = line.split("\t")
-        if parts and parts[0].strip():
-            parts += [""] * (3 - len(parts))
-            out.append(Found(host, parts[0].strip(), normal_state(parts[1]), parts[2].strip()))
-    return out
+        raise ps_failed(host, runtime, res.exit_code, res.err_text())
+    return of_deployment(parse_ps(host, res.text()), deployment)
+
+
+def ps_failed(host: str, runtime: str, code: int, err: str) -> HostError:
+    return HostError(host, "runtime", f"{runtime} ps failed with exit code {code}: {err.strip()[-300:]}",
+                     hint=f"is {runtime} installed and running on {host}, and may the SSH user use it?")
 
 
 def normal_state(text: str) -> str:

@@ -25,6 +25,12 @@ from inkctl.plan.step import Plan
 # mkdir -p the parent, mkdir the lock (fails if held), then write the holder record.
 _ACQUIRE = ('mkdir -p -- "$1" && { mkdir -- "$2" 2>/dev/null || exit 75; } && '
             'printf "%s" "$3" > "$2/holder.json" && printf "%s" "$4" > "$2/token"')
+# The same acquisition as one section of a host's combined probe (``probe.HOST_PROBE``): the
+# values arrive in $lock_parent, $lock_dir, $lock_record and $lock_token; it leaves its exit
+# code in $lock_rc and prints the holder record when the lock is held (no second round trip).
+PROBE_SECTION = ("take_lock() (\n" + _ACQUIRE + "\n)\n"
+                 'take_lock "$lock_parent" "$lock_dir" "$lock_record" "$lock_token"; lock_rc=$?\n'
+                 'if [ "$lock_rc" = 75 ]; then cat -- "$lock_dir/holder.json"; echo; fi')
 # only the token's owner removes the lock
 _RELEASE = '[ "$(cat -- "$1/token" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"'
 HELD = 75
@@ -68,28 +74,59 @@ class DeployLock:
         self.plan, self.transports, self.command = plan, transports, command
         self.token = _random.token_hex(16)
         self.held_on: list[str] = []
+        self._record_text: str | None = None
 
     def _record(self) -> str:
         return json.dumps({"who": f"{getpass.getuser()}@{socket.gethostname()}", "pid": os.getpid(),
                            "command": self.command, "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, sort_keys=True)
 
+    def record(self) -> str:
+        """The holder record this command writes (the same on every host)."""
+        if self._record_text is None:
+            self._record_text = self._record()
+        return self._record_text
+
+    def probe_args(self, host: str) -> tuple[str, str, str, str]:
+        """The values of ``PROBE_SECTION`` for ``host``: lock_parent, lock_dir, lock_record, lock_token."""
+        d = lock_dir(self.plan, host)
+        return posixpath.dirname(d), d, self.record(), self.token
+
+    def _refusal(self, host: str, code: int, holder_text: str, err: str) -> str | None:
+        """Why ``host`` did not give the lock (None: taken); ``holder_text`` is read only when held."""
+        if code == 0:
+            return None
+        if code == HELD:
+            holder = _holder_from(holder_text)
+            return holder.describe() if holder else f"an unreadable holder record ({lock_dir(self.plan, host)})"
+        return f"cannot take the lock: {err.strip() or f'exit {code}'}"
+
     def acquire(self) -> "DeployLock":
-        record = self._record()
         hosts = [h.name for h in self.plan.hosts]
 
         def one(host: str):
-            d = lock_dir(self.plan, host)
-            res = self.transports[host].run(("sh", "-c", _ACQUIRE, "sh", posixpath.dirname(d), d, record, self.token),
-                                          timeout=30)
-            if res.ok:
-                return None
+            res = self.transports[host].run(("sh", "-c", _ACQUIRE, "sh", *self.probe_args(host)), timeout=30)
+            holder = ""
             if res.exit_code == HELD:
-                cur = self.transports[host].run(("cat", f"{d}/holder.json"), timeout=30)
-                holder = _holder_from(cur.text())
-                return holder.describe() if holder else f"an unreadable holder record ({d})"
-            return f"cannot take the lock: {res.err_text().strip() or f'exit {res.exit_code}'}"
+                holder = self.transports[host].run(("cat", f"{lock_dir(self.plan, host)}/holder.json"), timeout=30).text()
+            return self._refusal(host, res.exit_code, holder, res.err_text())
 
-        results = _parallel(one, hosts)
+        self._settle(_parallel(one, hosts))
+        return self
+
+    def taken(self, answers: dict[str, tuple[str, str, int] | BaseException]) -> "DeployLock":
+        """Settle an acquisition made by ``PROBE_SECTION``: per host its (stdout, stderr, exit code),
+        or the exception that cut the host off. All-or-nothing, as ``acquire``: the locks taken are
+        given back when another host refused (LockHeld) or failed (that error is raised)."""
+        failed = {h: a for h, a in answers.items() if isinstance(a, BaseException)}
+        why = {h: self._refusal(h, a[2], a[0], a[1]) for h, a in answers.items() if h not in failed}
+        if failed:
+            self.held_on = [h for h, w in why.items() if w is None]
+            self.release()
+            raise next(iter(failed.values()))
+        self._settle(why)
+        return self
+
+    def _settle(self, results: dict[str, str | None]) -> None:
         self.held_on = [h for h, why in results.items() if why is None]
         refused = {h: why for h, why in results.items() if why is not None}
         if refused:
@@ -97,14 +134,24 @@ class DeployLock:
             lines = "\n".join(f"  {h}: held by {why}" for h, why in refused.items())
             raise LockHeld(f"deployment {self.plan.deployment} is locked:\n{lines}",
                            hint="wait for that command to finish; if it is gone, `inkctl lock release RECIPE --hosts FILE`")
-        return self
 
     def release(self) -> None:
+        """Give the lock back where this command holds it: through the file channel when the
+        transport has one (no shell is started on the host), else with one command."""
         hosts, self.held_on = self.held_on, []
 
         def one(host: str):
+            t, d = self.transports[host], lock_dir(self.plan, host)
             try:
-                self.transports[host].run(("sh", "-c", _RELEASE, "sh", lock_dir(self.plan, host), self.token), timeout=30)
+                if getattr(t, "read", None) is not None and getattr(t, "remove_dir", None) is not None:
+                    token = t.read(f"{d}/token")
+                    if token is not None and token.decode("utf-8", "replace") == self.token:
+                        t.remove_dir(d)
+                    return
+            except Exception:
+                pass  # the command below says the same
+            try:
+                t.run(("sh", "-c", _RELEASE, "sh", d, self.token), timeout=30)
             except Exception:  # a lost host keeps its lock; `inkctl lock status` shows it
                 pass
 

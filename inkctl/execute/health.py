@@ -9,6 +9,11 @@ them every 10 s. An open ``logs --follow`` stream ends when its container exits,
 triggers an inspect at once: a crash fails the wait within a moment, with its exit code and
 its last 50 log lines, without an inspect per host per interval while all is well (on big
 clusters, and on test hosts sharing two cores, those processes add up).
+
+The streams (and with them the inspects) start FOLLOW_AFTER_S into the wait, not at once: a
+deployment that answers by then (a small model, a warm restart) never pays for a remote
+process per rank, and a rank that died before then is still noticed right away, since the
+stream of an exited container ends as soon as it has printed its log.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
 FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
+FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
@@ -100,7 +106,6 @@ class HealthWait:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
         argv = (self.runtime, "logs", "--follow", "--tail", str(LOG_LINES), w.container)
-        w.streaming = True
         try:
             self.transports[w.host].stream(argv, w.lines.append, self.stop)
         except Exception:
@@ -171,12 +176,12 @@ class HealthWait:
 
         t0 = time.monotonic()
         deadline = t0 + self.timeout
-        for w in self.watched:
-            threading.Thread(target=self._follow, args=(w,), daemon=True, name=f"logs-{w.container}").start()
         interval = self.step.interval_s
         next_http = t0
-        next_check = t0 + interval  # containers whose log stream is not (or no longer) open
-        next_full = t0 + FULL_INSPECT_S  # every container, whatever its stream says
+        follow_at = t0 + FOLLOW_AFTER_S  # until then only the URL is polled
+        following = False
+        next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
+        next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
@@ -185,8 +190,14 @@ class HealthWait:
                     if self.cancel.is_set():
                         raise KeyboardInterrupt
                     now = time.monotonic()
+                    if not following and now >= follow_at:
+                        following = True
+                        for w in self.watched:
+                            w.streaming = True  # before the thread runs: no inspect races its start
+                            threading.Thread(target=self._follow, args=(w,), daemon=True,
+                                             name=f"logs-{w.container}").start()
                     poked = self.poke.is_set()
-                    if poked or now >= next_check or now >= next_full:
+                    if following and (poked or now >= next_check or now >= next_full):
                         self.poke.clear()
                         full = now >= next_full
                         targets = self.watched if full else [w for w in self.watched if not w.streaming]
@@ -217,7 +228,8 @@ class HealthWait:
                             f"timed out after {self.timeout:g} s waiting for {self.step.url} (last answer: {status})"
                             + self._states_text(),
                             hint="raise health.timeout_s in the recipe (or --timeout) if the model needs longer to load")
-                    wake = min(next_http, next_check, next_full, deadline) - time.monotonic()
+                    wake = min(next_http, next_check, next_full, deadline,
+                               follow_at if not following else deadline) - time.monotonic()
                     self.poke.wait(max(0.01, min(wake, 0.5)))
         finally:
             self.stop.set()

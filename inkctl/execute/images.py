@@ -99,8 +99,11 @@ class BuildOutcome:
 class HostImages:
     """One host's images via ``docker`` or ``podman`` over its transport."""
 
-    def __init__(self, transport: Transport, runtime: str):
+    def __init__(self, transport: Transport, runtime: str, answered: dict | None = None):
         self.transport, self.runtime = transport, runtime
+        # ref -> the Result of an ``image inspect ref`` this command already ran there (the
+        # combined probe before a launch); used once, later inspects ask the host again
+        self._answered = dict(answered or {})
 
     @property
     def host(self) -> str:
@@ -112,7 +115,7 @@ class HostImages:
                          hint=f"check that {self.runtime} works on {self.host}")
 
     def inspect(self, ref: str) -> ImageInfo | None:
-        res = self.transport.run([self.runtime, "image", "inspect", ref], timeout=60)
+        res = self._answered.pop(ref, None) or self.transport.run([self.runtime, "image", "inspect", ref], timeout=60)
         if res.ok:
             return parse_inspect(ref, res.stdout)
         if NOT_FOUND.search(res.err_text() + res.text()):

@@ -58,6 +58,24 @@ class LocalTransport:
             raise HostError(self.name, "command", f"cannot write {path}: {e.strerror}",
                             hint="check that this user may write there (the host's state_dir)") from e
 
+    def read(self, path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise HostError(self.name, "command", f"cannot read {path}: {e.strerror}") from e
+
+    def remove_dir(self, path: str) -> None:
+        """Remove a directory and the files in it (a flat directory, such as a lock)."""
+        try:
+            for name in os.listdir(path):
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
+        except OSError as e:
+            raise HostError(self.name, "command", f"cannot remove {path}: {e.strerror}") from e
+
     def stream(self, argv: Sequence[str], on_line: Callable[[str], None],
                stop: threading.Event | None = None) -> int:
         try:

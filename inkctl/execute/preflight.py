@@ -1,9 +1,12 @@
 """Preflight: is every host ready for this plan? One failed check and nothing is launched.
 
-Each host answers one combined probe (one SSH round trip): the runtime's version, nvidia-smi,
-/proc/meminfo, the image, the planned container names, listening sockets and mount sources.
-Values reach the remote shell as positional arguments of ``sh -c SCRIPT``, never inside it.
-The only second round trip is a pull, when the recipe allows one and the image is missing.
+Each host answers one combined probe (one SSH round trip, ``probe.HOST_PROBE``): its
+containers (``ps --all``, which also proves the runtime answers), nvidia-smi, /proc/meminfo,
+the image, listening sockets and mount sources. ``up`` runs that probe once per host with the
+deploy lock in it and hands the answers here (``probe_hosts``, then ``run_preflight(answers=)``);
+``doctor`` lets ``run_preflight`` probe by itself. Values reach the remote shell as positional
+arguments of ``sh -c SCRIPT``, never inside it. The only second round trip is a pull, when the
+recipe allows one and the image is missing.
 """
 
 from __future__ import annotations
@@ -14,16 +17,14 @@ from dataclasses import dataclass
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.events import Event
-from inkctl.execute.probe import (HOST_PROBE, PULL, Sections, image_ids, listening_ports, parse_inspect, repository,
-                                  split_sections)
+from inkctl.execute.deployed import Found, parse_ps
+from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, probe_host, repository
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
 CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
-VERSION_FORMAT = {"docker": "{{.Server.Version}}", "podman": "{{.Client.Version}}"}
-PROBE_TIMEOUT_S = 60
 PULL_TIMEOUT_S = 3600
 
 
@@ -94,18 +95,44 @@ def check_names(skip) -> set[str]:
     return skip
 
 
+def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, image: str | None = None,
+                lock=None) -> dict[str, HostAnswer]:
+    """Every host's answer to the combined probe, in parallel (one round trip each). With a
+    DeployLock, each host takes it first (settle with ``lock.taken``); a host missing from
+    ``transports`` answers with its error."""
+    def one(name: str) -> HostAnswer:
+        t = transports.get(name)
+        if t is None:
+            return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
+        return probe_host(t, plan.host(name).runtime, host_image(recipe, plan, image),
+                          [src for _, src in mount_sources(recipe, plan, name)],
+                          lock.probe_args(name) if lock is not None else None)
+
+    names = [h.name for h in plan.hosts]
+    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="probe") as pool:
+        return dict(zip(names, pool.map(one, names)))
+
+
+def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
+    """The image the plan's containers run: ``image`` (a built one), the plan's, or engine.image.ref."""
+    return image or planned_image(plan) or recipe.engine.image.ref
+
+
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: set[str] = frozenset(),
-                  image: str | None = None, sink=None) -> list[CheckResult]:
+                  image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
     ``sink`` receives the results (pass or fail) before anything is raised: an event sink gets
     one PreflightReport, a plain callable the list. Without a sink the error's message carries
     the table as text. A host missing from ``transports`` (or an Unreachable) fails its ssh check.
+    ``answers`` are the hosts' answers to the combined probe when the caller ran it
+    (``probe_hosts``); without them each host is probed here.
     """
     skip = check_names(skip)
     with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
-        futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image)
+        futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image,
+                               None if answers is None else answers.get(h.name))
                    for h in plan.hosts]
         results = [r for f in futures for r in f.result()]
     failed_any = any(r.failed for r in results)
@@ -143,25 +170,25 @@ class _Host:
         self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint)
 
 
-def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None) -> list[CheckResult]:
+def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None,
+                 answer: HostAnswer | None = None) -> list[CheckResult]:
     ph = plan.host(name)
-    ref = recipe.engine.image.ref
-    image = image or planned_image(plan) or ref
-    h = _Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != ref, {})
+    image = host_image(recipe, plan, image)
+    h = _Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {})
     mounts = mount_sources(recipe, plan, name)
-    names = [c.name for c in plan.containers if c.host == name]
-    try:
+    if answer is None:
         if t is None:
-            raise HostError(name, "unreachable", "not connected")
-        res = t.run(["sh", "-c", HOST_PROBE, "inkctl-preflight", ph.runtime, VERSION_FORMAT[ph.runtime], h.image,
-                     " ".join(names), *[src for _, src in mounts]], timeout=PROBE_TIMEOUT_S)
-    except HostError as e:
+            answer = HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
+        else:
+            answer = probe_host(t, ph.runtime, image, [src for _, src in mounts])
+    if answer.error is not None:
+        e = answer.error
         h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.message.removeprefix(f"{name}: "), e.hint)
         for c in CHECKS[1:]:
             h.put(c, NOT_RUN, "host unreachable")
         return _ordered(h)
-    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({res.seconds:.2f} s for the probe)")
-    s = split_sections(res.text(), res.err_text())
+    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({answer.result.seconds:.2f} s for the probe)")
+    s = answer.sections
     runtime_ok = _runtime(h, s)
     _gpus(h, s)
     _memory(h, s)
@@ -190,7 +217,8 @@ def _last_line(*texts: str) -> str:
 
 
 def _runtime(h: _Host, s: Sections) -> bool:
-    out, err, rc = s.get("runtime")
+    """The runtime answers when it lists its containers (the same ``ps`` serves the name check)."""
+    out, err, rc = s.get("containers")
     rt = h.runtime
     if rc == 127:
         h.put("runtime", FAIL, f"{rt} is not installed (not on the SSH user's PATH)",
@@ -202,7 +230,9 @@ def _runtime(h: _Host, s: Sections) -> bool:
                f"podman has no daemon: see what `podman info` says on {h.name} (storage, runtime, configuration)")
         h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}", fix)
         return False
-    h.put("runtime", OK, f"{rt} {out.strip() or '(version unknown)'}")
+    found = parse_ps(h.name, out)
+    running = sum(1 for c in found if c.running)
+    h.put("runtime", OK, f"{rt} answering: {len(found)} container{'s' if len(found) != 1 else ''} ({running} running)")
     return True
 
 
@@ -322,12 +352,9 @@ def _matches(found: tuple[str, list[str]], pin: str) -> bool:
 
 def _name(h: _Host, s: Sections) -> list[str]:
     """Fails on a planned name held by a container of another deployment; returns our own running ones."""
-    out, _, _ = s.get("name")
-    try:
-        found = parse_inspect(out)
-    except ValueError as e:
-        h.put("name", FAIL, f"cannot read {h.runtime} container inspect: {e}")
-        return []
+    out, _, _ = s.get("containers")
+    planned = {c.name for c in h.plan.containers if c.host == h.name}
+    found: list[Found] = [c for c in parse_ps(h.name, out) if c.name in planned]
     foreign = [c for c in found if c.deployment != h.plan.deployment]
     ours = [c for c in found if c.deployment == h.plan.deployment]
     if foreign:

@@ -1,5 +1,5 @@
-"""Reading remote state: containers by label or by name (``<runtime> container inspect``), and
-the preflight's combined probe of a host (its script and the parsing of its answer).
+"""Reading remote state: containers by label (``<runtime> container inspect``), and the combined
+probe of a host before a launch (its script, running it on every host, parsing its answer).
 
 Read at run time, never baked into a plan. Both runtimes print a JSON array from ``inspect``
 without ``--format``; the parsers read docker's and podman's shapes alike.
@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from inkctl.execute import gpu as gpu_probe
-from inkctl.execute.transport import HostError, Transport
+from inkctl.execute.deploylock import PROBE_SECTION
+from inkctl.execute.transport import HostError, Result, Transport
 from inkctl.plan.container import LABEL_PREFIX
 from inkctl.plan.quote import command_line
 
@@ -26,22 +27,29 @@ BY_LABEL = (
 )
 
 
-# The preflight's one round trip per host. Values arrive as positional arguments, never inside
-# the script. Sections go to stdout and stderr alike, so each section's stderr can be told apart.
+# The one round trip per host before a launch (and doctor's only one). Values arrive as
+# positional arguments, never inside the script. Sections go to stdout and stderr alike, so each
+# section's stderr can be told apart. With a lock directory, the deploy lock is taken first
+# (deploylock owns that part); when it is not given, nothing else is read. One ``ps --all``
+# serves the deployment probe (by label) and the name check, and proves the runtime answers;
+# one ``image inspect`` serves the image check of ``ensure_image`` and of preflight.
 HOST_PROBE = "\n".join([
-    'rt="$1"; fmt="$2"; image="$3"; names="$4"; shift 4',
+    'rt="$1"; psfmt="$2"; image="$3"; lock_parent="$4"; lock_dir="$5"; lock_record="$6"; lock_token="$7"; shift 7',
     'sec() { echo "@@inkctl $1"; echo "@@inkctl $1" >&2; }',
     'rc() { echo "@@inkctl rc $1"; }',
-    "sec runtime",
-    'if command -v "$rt" >/dev/null 2>&1; then "$rt" version --format "$fmt"; rc $?; else rc 127; fi',
+    'if [ -n "$lock_dir" ]; then',
+    "sec lock",
+    PROBE_SECTION,
+    'rc $lock_rc; [ "$lock_rc" = 0 ] || exit 0',
+    "fi",
+    "sec containers",
+    'if command -v "$rt" >/dev/null 2>&1; then "$rt" ps --all --format "$psfmt"; ps_rc=$?; else ps_rc=127; fi; rc $ps_rc',
     "sec gpus",
     f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
     "sec meminfo",
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",
-    'if [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
-    "sec name",
-    'if [ -n "$names" ]; then "$rt" container inspect $names; rc $?; else echo "[]"; rc 0; fi',
+    'if [ "$ps_rc" != 0 ]; then rc $ps_rc; elif [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
     "sec listen",
     "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
     "sec paths",
@@ -262,3 +270,43 @@ def image_ids(text: str) -> tuple[str, list[str]] | None:
     if iid and not iid.startswith("sha256:"):
         iid = "sha256:" + iid
     return iid, list(it.get("RepoDigests") or [])
+
+
+# --- the combined probe, run ---------------------------------------------------------------
+
+PROBE_TIMEOUT_S = 60
+
+
+@dataclass
+class HostAnswer:
+    """One host's answer to HOST_PROBE: its sections, or the error that cut it off."""
+
+    host: str
+    result: Result | None
+    sections: Sections | None
+    error: HostError | None = None
+
+    def lock_answer(self) -> tuple[str, str, int] | HostError:
+        """What ``DeployLock.taken`` reads: the lock section, or the host's error."""
+        return self.error if self.error is not None else self.sections.get("lock")
+
+
+def probe_host_argv(runtime: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
+                    ) -> list[str]:
+    from inkctl.execute.deployed import ps_format
+
+    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", runtime, ps_format(runtime), image,
+            *(lock or ("", "", "", "")), *mounts]
+
+
+def probe_host(t: Transport, runtime: str, image: str, mounts: list[str], lock=None) -> HostAnswer:
+    try:
+        res = t.run(probe_host_argv(runtime, image, mounts, lock), timeout=PROBE_TIMEOUT_S)
+    except HostError as e:
+        return HostAnswer(t.name, None, None, e)
+    return HostAnswer(t.name, res, split_sections(res.text(), res.err_text()))
+
+
+def image_section(res: Result) -> tuple[str, str, int]:
+    """A fresh ``image inspect`` answer in the shape of the probe's image section."""
+    return res.text(), res.err_text(), res.exit_code

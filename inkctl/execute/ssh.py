@@ -215,6 +215,32 @@ class SSHTransport:
                 raise HostError(self.name, "command", f"cannot write {path}: {e}",
                                 hint="check that the SSH user may write there (the host's state_dir)") from e
 
+    def read(self, path: str) -> bytes | None:
+        """A file's content over SFTP (no shell is started on the host); None when there is none."""
+        with self._sftp_lock:
+            try:
+                with self._sftp_client().open(path, "rb") as f:
+                    return f.read()
+            except HostError:
+                raise
+            except Exception as e:
+                if isinstance(e, FileNotFoundError) or getattr(e, "errno", None) == errno.ENOENT:
+                    return None
+                raise HostError(self.name, "command", f"cannot read {path}: {e}") from e
+
+    def remove_dir(self, path: str) -> None:
+        """Remove a directory and the files in it over SFTP (a flat directory, such as a lock)."""
+        with self._sftp_lock:
+            try:
+                sftp = self._sftp_client()
+                for name in sftp.listdir(path):
+                    sftp.remove(posixpath.join(path, name))
+                sftp.rmdir(path)
+            except HostError:
+                raise
+            except Exception as e:
+                raise HostError(self.name, "command", f"cannot remove {path}: {e}") from e
+
     def _sftp_client(self):
         if self._sftp is None:
             try:

@@ -1,4 +1,4 @@
-"""One protocol for reaching a host: run an argv, upload a file, stream output.
+"""One protocol for reaching a host: run an argv, upload (read, remove) a file, stream output.
 
 Two implementations: ``LocalTransport`` (subprocess with an argv list, for
 ``address: localhost``) and ``SSHTransport`` (paramiko; one connection per host for the whole
@@ -55,6 +55,13 @@ class Transport(Protocol):
     def put(self, path: str, content: bytes, mode: int) -> None:
         """Write a file atomically (temp file, chmod, rename), creating parent directories.
         The content never appears on a command line."""
+
+    def read(self, path: str) -> bytes | None:
+        """A file's content (None when it does not exist), through the file channel (SFTP):
+        no command, so no shell, is started on the host."""
+
+    def remove_dir(self, path: str) -> None:
+        """Remove a directory and the files in it (a flat directory) through the file channel."""
 
     def stream(self, argv: Sequence[str], on_line: Callable[[str], None],
                stop: threading.Event | None = None) -> int:

@@ -74,3 +74,25 @@ def test_status_and_forced_release(tmp_path):
     assert status(plan, tr) == {"h0": None, "h1": None}
     assert release(plan, tr) == {"h0": False, "h1": False}
     assert lock_dir(plan, "h0").endswith("/h0/locks/dep.lock")
+
+
+def test_taken_in_the_probe_is_all_or_nothing(tmp_path):
+    """up takes the lock inside its combined probe; a host that failed there makes the others give it back."""
+    from inkctl.execute.deploylock import _ACQUIRE
+    from inkctl.execute.transport import HostError
+
+    plan = _plan(tmp_path)
+    tr = _transports(plan)
+    lock = DeployLock(plan, tr, "inkctl up")
+    assert tr["h0"].run(("sh", "-c", _ACQUIRE, "sh", *lock.probe_args("h0"))).ok
+    lost = HostError("h1", "unreachable", "connection lost")
+    with pytest.raises(HostError, match="connection lost"):
+        lock.taken({"h0": ("", "", 0), "h1": lost})
+    assert not (tmp_path / "h0" / "locks" / "dep.lock").exists()
+    # held elsewhere: named from the record the probe printed, and given back here
+    other = DeployLock(plan, tr, "inkctl down").acquire()
+    assert tr["h0"].run(("sh", "-c", _ACQUIRE, "sh", *lock.probe_args("h0"))).exit_code == 75
+    with pytest.raises(LockHeld, match="running `inkctl down`"):
+        lock.taken({"h0": (other.record(), "", 75), "h1": (other.record(), "", 75)})
+    other.release()
+    assert not (tmp_path / "h0" / "locks" / "dep.lock").exists()

@@ -22,6 +22,7 @@ from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
 from inkctl.execute.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       results_text, run_preflight)
+from inkctl.execute.deployed import ps_format
 from inkctl.execute.probe import HOST_PROBE, split_sections
 from inkctl.execute.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
@@ -49,26 +50,25 @@ def image_json(iid=DIGEST, repo_digests=()):
     return json.dumps([{"Id": iid, "RepoTags": ["vllm/vllm-openai:v0.28.0"], "RepoDigests": list(repo_digests)}], indent=4)
 
 
-def container_json(name, deployment, state="running", exit_code=0):
-    """docker 28's shape (podman's differs: bare Name, bare hex Image; see test_probe_parses_podman)."""
-    labels = {"inkctl.deployment": deployment, "inkctl.rank": "0"} if deployment else {"maintainer": "x"}
-    return {"Id": "f" * 64, "Name": "/" + name, "Image": DIGEST,
-            "State": {"Status": state, "Running": state == "running", "ExitCode": exit_code,
-                      "StartedAt": "2026-11-29T16:21:24.123456789Z", "FinishedAt": "0001-01-01T00:00:00Z"},
-            "Config": {"Image": "vllm/vllm-openai:v0.28.0", "Labels": labels}}
+def ps_line(name, deployment, state="running", recipe_hash="0123456789ab"):
+    """One line of ``ps --all --format ps_format(...)``: name, state, deployment and recipe-hash labels."""
+    return f"{name}\t{state}\t{deployment or ''}\t{recipe_hash if deployment else ''}\n"
+
+
+# a host with two containers of other workloads, neither holding a planned name
+OTHERS = ps_line("registry", None) + ps_line("inkctl-y-r0", "y", "exited")
 
 
 def section(name, out="", err="", rc=0):
     return name, out, err, rc
 
 
-def answer(*, runtime=("28.2.2\n", "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
-           image=None, name=("[]\n", "Error: No such container: inkctl-x-r0\n", 1),
-           listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), seconds=0.05) -> Result:
+def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
+           image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), seconds=0.05) -> Result:
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
-    for sec, (o, e, rc) in (("runtime", runtime), ("gpus", gpus), ("meminfo", meminfo), ("image", image),
-                            ("name", name), ("listen", listen), ("paths", paths)):
+    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("meminfo", meminfo), ("image", image),
+                            ("listen", listen), ("paths", paths)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
     return Result(("sh",), 0, "".join(out).encode(), "".join(err).encode(), seconds)
@@ -148,10 +148,11 @@ def test_all_pass_in_one_round_trip():
     argv = t.calls[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
     # values travel as positional arguments, never inside the script
-    assert argv[4:] == ("docker", "{{.Server.Version}}", "vllm/vllm-openai:v0.28.0", "inkctl-x-r0", "/data/hf1")
+    assert argv[4:] == ("docker", ps_format("docker"), "vllm/vllm-openai:v0.28.0", "", "", "", "", "/data/hf1")
     assert "/data/hf1" not in HOST_PROBE and "vllm/vllm-openai" not in HOST_PROBE
     assert res["gpus"].detail == "8x NVIDIA H200, sm 9.0, 140.4 GiB (139.8 free) each, driver 580.159.04"
-    assert res["runtime"].detail == "docker 28.2.2"
+    assert res["runtime"].detail == "docker answering: 2 containers (1 running)"
+    assert res["name"].detail == "free: inkctl-x-r0"  # another deployment's containers do not matter
     assert "matches the pinned digest" in res["image"].detail
     assert res["paths"].detail == "present: /data/hf1"
     assert res["ports"].detail == "free: 8000 (engine)"
@@ -173,7 +174,7 @@ def test_hosts_are_probed_in_parallel():
 # --- runtime --------------------------------------------------------------------------------
 
 def test_runtime_down_is_not_runtime_missing():
-    t = Replay("h1", preflight=answer(runtime=("", DOCKER_DOWN, 1), image=("[]", DOCKER_DOWN, 1), name=("[]", DOCKER_DOWN, 1)))
+    t = Replay("h1", preflight=answer(containers=("", DOCKER_DOWN, 1), image=("", "", 1)))
     with pytest.raises(PreflightFailed) as ei:
         run(recipe(), [t])
     res = by_check(ei.value.results)
@@ -188,7 +189,7 @@ def test_runtime_down_is_not_runtime_missing():
 
 
 def test_runtime_not_installed():
-    t = Replay("h1", preflight=answer(runtime=("", "", 127), image=("", "", 127), name=("", "", 127)))
+    t = Replay("h1", preflight=answer(containers=("", "", 127), image=("", "", 127)))
     with pytest.raises(PreflightFailed) as ei:
         run(recipe(), [t])
     r = by_check(ei.value.results)["runtime"]
@@ -388,20 +389,20 @@ def test_sglang_and_ray_rendezvous_ports():
 
 
 def test_foreign_container_holding_the_name_fails():
-    names = (json.dumps([container_json("inkctl-x-r0", "other")]), "", 0)
+    names = (OTHERS + ps_line("inkctl-x-r0", "other"), "", 0)
     with pytest.raises(PreflightFailed) as ei:
-        run(recipe(), [Replay("h1", preflight=answer(name=names))])
+        run(recipe(), [Replay("h1", preflight=answer(containers=names))])
     n = by_check(ei.value.results)["name"]
     assert n.detail == "inkctl-x-r0 is taken by another container (deployment 'other', running)"
     assert n.hint == "remove it on h1 (docker rm -f inkctl-x-r0) or rename the deployment"
-    names = (json.dumps([container_json("inkctl-x-r0", None, "exited", 0)]), "", 0)
+    names = (ps_line("inkctl-x-r0", None, "exited"), "", 0)
     with pytest.raises(PreflightFailed, match="no inkctl label"):
-        run(recipe(), [Replay("h1", preflight=answer(name=names))])
+        run(recipe(), [Replay("h1", preflight=answer(containers=names))])
 
 
 def test_own_running_deployment_holds_its_port_without_failing():
-    names = (json.dumps([container_json("inkctl-x-r0", "x")]), "", 0)
-    res = by_check(run(recipe(), [Replay("h1", preflight=answer(name=names, listen=(TCP_HEADER + PORT_8000, "", 0)))]))
+    names = (ps_line("inkctl-x-r0", "x"), "", 0)
+    res = by_check(run(recipe(), [Replay("h1", preflight=answer(containers=names, listen=(TCP_HEADER + PORT_8000, "", 0)))]))
     assert res["name"].status == "ok" and "inkctl-x-r0 running" in res["name"].detail
     assert res["ports"].status == "ok" and "this deployment" in res["ports"].detail
 
@@ -484,33 +485,60 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     _stub(bin_, "nvidia-smi", f"cat {FIXTURES / 'h200-query-gpu.csv'}\n")
     _stub(bin_, "docker", "\n".join([
         'case "$1 $2" in',
-        '"version --format") echo 28.2.2;;',
+        '"ps --all") [ "$4" = "$PSFMT" ] || exit 9; printf \'%s\' "$PS";;',
         f'"image inspect") echo \'{image_json()}\';;',
-        '"container inspect") echo "[]"; echo "Error: No such container: $3" >&2; exit 1;;',
+        "*) exit 8;;",
         "esac", ""]))
-    env = {"PATH": f"{bin_}:/usr/bin:/bin"}
-    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", "{{.Server.Version}}", "img:1", "inkctl-x-r0",
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "PSFMT": ps_format("docker"), "PS": OTHERS}
+    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", ps_format("docker"), "img:1", "", "", "", "",
             str(tmp_path / "present"), str(tmp_path / "absent dir; rm -rf /")]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     s = split_sections(p.stdout, p.stderr)
-    assert s.get("runtime") == ("28.2.2", "", 0)
+    assert "lock" not in s.out  # no lock asked for (doctor): no lock section
+    assert s.get("containers") == (OTHERS.strip(), "", 0)
     assert s.get("gpus") == (H200.strip(), "", 0)
     assert s.get("image")[2] == 0 and json.loads(s.get("image")[0])[0]["Id"] == DIGEST
-    assert s.get("name") == ("[]", "Error: No such container: inkctl-x-r0", 1)
     assert s.get("paths") == ("present\nmissing", "", 0)
     assert s.get("meminfo")[0].startswith("MemTotal:") and s.get("meminfo")[2] == 0
     assert "MemAvailable:" in s.get("meminfo")[0]
     assert s.get("listen")[0].lstrip().startswith("sl")
-    # a host without docker or nvidia-smi: 127 for both, told apart from "installed but down"
+    # a host without docker or nvidia-smi: 127 for both, told apart from "installed but down";
+    # the image is not asked of a runtime that is not there
     bare = tmp_path / "bare"
     bare.mkdir()
     for tool in ("grep", "cat"):
         (bare / tool).symlink_to(shutil.which(tool))
     p = subprocess.run([shutil.which("sh"), *argv[1:]], env={"PATH": str(bare)}, capture_output=True, text=True, timeout=30)
     s = split_sections(p.stdout, p.stderr)
-    assert s.get("runtime")[2] == 127 and s.get("gpus")[2] == 127
+    assert s.get("containers")[2] == 127 and s.get("gpus")[2] == 127 and s.get("image")[2] == 127
     assert s.get("paths") == ("present\nmissing", "", 0)
+
+
+def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
+    """The lock section is deploylock's own acquisition: taken -> the probe goes on; held -> the
+    holder record, and nothing else is read."""
+    from inkctl.execute.deploylock import DeployLock, LockHeld
+    from inkctl.execute.local import LocalTransport
+    from inkctl.execute.preflight import probe_hosts
+
+    r = recipe(container__mounts=[])
+    plan = build_plan(r, [Host(name="h1", address="10.0.0.1")])
+    plan = type(plan)(**{**plan.__dict__, "hosts": (type(plan.hosts[0])(**{**plan.hosts[0].__dict__,
+                                                                           "state_dir": str(tmp_path / "s" / "x")}),)})
+    tr = {"h1": LocalTransport("h1")}
+    first = DeployLock(plan, tr, "inkctl up first.yaml")
+    a = probe_hosts(r, plan, tr, lock=first)["h1"]
+    assert a.sections.get("lock")[2] == 0 and "containers" in a.sections.out
+    first.taken({"h1": a.lock_answer()})
+    assert first.held_on == ["h1"] and (tmp_path / "s" / "locks" / "x.lock" / "holder.json").exists()
+    second = DeployLock(plan, tr, "inkctl up second.yaml")
+    b = probe_hosts(r, plan, tr, lock=second)["h1"]
+    assert b.sections.get("lock")[2] == 75 and "containers" not in b.sections.out
+    with pytest.raises(LockHeld, match="running `inkctl up first.yaml`"):
+        second.taken({"h1": b.lock_answer()})
+    first.release()
+    assert not (tmp_path / "s" / "locks" / "x.lock").exists()
 
 
 def test_probe_parses_podman():

@@ -275,3 +275,39 @@ def test_scrubber_masks_nested_values():
     ev = HealthProgress(url="u", elapsed=1, timeout=2, ranks=(RankState("a", 0, "c", "loading", "key=tok123 tok"),))
     assert s(ev).ranks[0].last_line == "key=*** ***"
     assert s({"a": ["tok123"]}) == {"a": ["***"]}
+
+
+def test_health_answered_early_starts_no_remote_process():
+    """Healthy before FOLLOW_AFTER_S: no log stream, no inspect on any host (each is a remote
+    process per rank); a rank that had died by then is still found (test above)."""
+    import http.server
+
+    from inkctl.execute.health import FOLLOW_AFTER_S, HealthWait
+    from inkctl.plan.step import WaitHealth
+
+    class Ok(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ok)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        class Counting(ScriptedHost):
+            streams = 0
+
+            def stream(self, argv, on_line, stop=None):
+                Counting.streams += 1
+                return super().stream(argv, on_line, stop)
+
+        a, b = Counting("a"), Counting("b")
+        step = WaitHealth(host="a", purpose="wait", url=f"http://127.0.0.1:{srv.server_port}/health", timeout_s=10,
+                          interval_s=0.05, watch=(("a", "c0", 0), ("b", "c1", 1)))
+        secs = HealthWait(step, {"a": a, "b": b}, "docker", Collect().emit, threading.Event()).run()
+        assert secs < FOLLOW_AFTER_S
+        assert Counting.streams == 0 and a.argvs() == [] and b.argvs() == []
+    finally:
+        srv.shutdown()
