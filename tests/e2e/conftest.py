@@ -178,3 +178,10 @@ def _clean_hosts(request):
         ids = r.stdout.split()
         if ids:
             cluster.docker(h.name, "rm", "--force", *ids)
+
+
+def no_traceback(text: str) -> bool:
+    """inkctl printed no Python traceback of its own. Engine logs that inkctl quotes (lines
+    behind '|') may hold the engine's tracebacks: those are the user's evidence, not a bug."""
+    own = [line for line in text.splitlines() if not line.lstrip().startswith("|")]
+    return not any(line.lstrip().startswith("Traceback") for line in own) and "internal error" not in text
