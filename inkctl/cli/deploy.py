@@ -17,11 +17,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format, overrides
 from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
-
-AcceptOpt = typer.Option(False, "--accept-new-host-keys",
-                         help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
 
 
 @app.command()
@@ -498,15 +495,8 @@ def down(
     """Remove the deployment's containers (found by label) and its state directory on every host."""
     import json
 
-    from inkctl.plan.deploy import build_plan
-    from inkctl.plan.inputs import plan_inputs
-    from inkctl.recipe.source import load_recipe
-
     fmt = output_format(output)
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError("down needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+    loaded, plan, _ = load_target(recipe, hosts, set_, "down")
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, "ok": not report["failed"], **report}, indent=2))

@@ -9,11 +9,9 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format, overrides
 from inkctl.errors import InkctlError, UsageError
 
-AcceptOpt = typer.Option(False, "--accept-new-host-keys",
-                         help="Trust hosts whose key is not in known_hosts yet (and record it there).")
 LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
 
 

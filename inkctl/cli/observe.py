@@ -14,27 +14,13 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
 from inkctl.errors import InkctlError, UsageError
 
-AcceptOpt = typer.Option(False, "--accept-new-host-keys",
-                         help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
 RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
                 "skipped": ("skipped", "dim"), "not-run": ("-", "dim")}
 PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
                   "bright_green", "bright_yellow", "bright_blue", "red")
-
-
-def _loaded_plan(recipe: Path, hosts: Optional[Path], set_: Optional[List[str]], command: str):
-    from inkctl.plan.deploy import build_plan
-    from inkctl.plan.inputs import plan_inputs
-    from inkctl.recipe.source import load_recipe
-
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    inputs = plan_inputs(loaded)
-    return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
 
 
 def _connect(hosts, accept_new: bool) -> dict:
@@ -93,7 +79,7 @@ def doctor(
 
     fmt = output_format(output)
     skip = check_names(skip_check)  # a typo fails before any connection
-    loaded, plan, image = _loaded_plan(recipe, hosts, set_, "doctor")
+    loaded, plan, image = load_target(recipe, hosts, set_, "doctor")
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
         try:
@@ -185,7 +171,7 @@ def status(
     from inkctl.execute.transport import HostError
 
     fmt = output_format(output)
-    loaded, plan, _ = _loaded_plan(recipe, hosts, set_, "status")
+    loaded, plan, _ = load_target(recipe, hosts, set_, "status")
     transports = _connect(loaded.hosts, accept_new_host_keys)
     found, errors = {}, {}
 
@@ -277,7 +263,7 @@ def logs(
     fmt = output_format(output)
     if tail is not None and not (tail.isdigit() or tail == "all"):
         raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
-    loaded, plan, _ = _loaded_plan(recipe, hosts, set_, "logs")
+    loaded, plan, _ = load_target(recipe, hosts, set_, "logs")
     srcs = sources(plan, rank=rank, host=host)
     if not srcs:
         have = ", ".join(f"{c.host}/{c.rank}" for c in plan.containers)

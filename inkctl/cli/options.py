@@ -13,6 +13,10 @@ SetOpt = typer.Option(None, "--set", help="Override a recipe field: dotted.path=
 OutputOpt = typer.Option("text", "--output", "-o", help="text or json.")
 
 
+AcceptOpt = typer.Option(False, "--accept-new-host-keys",
+                         help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
+
+
 def output_format(value: str) -> str:
     if value not in ("text", "json"):
         raise UsageError(f"--output must be 'text' or 'json', not {value!r}")
@@ -21,3 +25,18 @@ def output_format(value: str) -> str:
 
 def overrides(values: Optional[List[str]]) -> list[str]:
     return list(values or [])
+
+
+def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
+    """What every command that touches hosts starts with: the recipe, its hosts, its plan.
+
+    Returns (loaded, plan, image) where image is the built image the plan runs, if any."""
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    inputs = plan_inputs(loaded)
+    return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
