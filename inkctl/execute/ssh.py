@@ -253,9 +253,11 @@ class SSHTransport:
     def stream(self, argv: Sequence[str], on_line: Callable[[str], None],
                stop: threading.Event | None = None) -> int:
         chan = self._channel(None)
+        # a pty ties the remote command to this channel: when we stop following and close it,
+        # the remote side gets SIGHUP (a plain exec channel would leave `docker logs -f` running)
+        chan.get_pty(term="dumb", width=500)
         chan.set_combine_stderr(True)
         chan.exec_command(command_line(tuple(argv)))
-        chan.shutdown_write()
         buf = b""
         try:
             while True:

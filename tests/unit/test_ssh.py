@@ -329,3 +329,20 @@ def test_stream_lines_and_stop(conn):
     t0 = time.monotonic()
     code = conn.stream(["sh", "-c", "echo started; sleep 60"], line, stop)
     assert code == -1 and got == ["started"] and time.monotonic() - t0 < 30
+
+
+def test_stopping_a_stream_ends_the_remote_command(conn):
+    """`logs -f` stopped on our side must not leave `docker logs --follow` running on the host."""
+    import subprocess
+
+    stop = threading.Event()
+    marker = "31415926"
+
+    def line(text):
+        stop.set()
+
+    assert conn.stream(["sh", "-c", f"echo go; exec sleep {marker}"], line, stop) == -1
+    deadline = time.monotonic() + 20
+    while subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the remote command outlived the stream"
+        time.sleep(0.05)
