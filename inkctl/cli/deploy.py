@@ -425,8 +425,10 @@ def _existing(plan, answers):
     listing = "\n".join(f"  {f.host}: {f.name} ({f.state}{'' if f.recipe_hash == plan.recipe_hash else ', another recipe version'})"
                         for f in items)
     if running_same and have == planned:
-        url = _health_url(plan)
-        if url and _answers(url):
+        from inkctl.execute.health import check_once
+
+        url = plan.health_url
+        if url and check_once(url)[0]:
             o = Outcome(seconds=0.0, url=url.rsplit("/", 1)[0])
             o.already = True  # type: ignore[attr-defined]
             return o
@@ -435,24 +437,6 @@ def _existing(plan, answers):
                           hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE")
     raise InkctlError(f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
                       hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again")
-
-
-def _health_url(plan) -> str | None:
-    from inkctl.plan.step import WaitHealth
-
-    for s in plan.steps():
-        if isinstance(s, WaitHealth):
-            return s.url
-    return None
-
-
-def _answers(url: str) -> bool:
-    import httpx
-
-    try:
-        return httpx.get(url, timeout=5, trust_env=False).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _summary(plan, outcome, total: float, follow: str = "") -> None:

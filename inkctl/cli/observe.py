@@ -142,18 +142,13 @@ def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
 
 
 def _health(plan, head_running: bool) -> dict:
-    from inkctl.plan.step import WaitHealth
+    from inkctl.execute.health import check_once
 
-    url = next((s.url for s in plan.steps() if isinstance(s, WaitHealth)), None)
+    url = plan.health_url
     if url is None or not head_running:
         return {"url": url, "state": None}
-    import httpx
-
-    try:
-        code = httpx.get(url, timeout=5, trust_env=False).status_code
-    except httpx.HTTPError as e:
-        return {"url": url, "state": "down", "detail": type(e).__name__}
-    return {"url": url, "state": "up" if code == 200 else "down", "detail": f"HTTP {code}"}
+    ok, seen = check_once(url)
+    return {"url": url, "state": "up" if ok else "down", "detail": seen}
 
 
 @app.command()

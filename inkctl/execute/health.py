@@ -281,3 +281,14 @@ def _poll(http, url: str) -> str:
         return "no answer (timeout)"
     except httpx.HTTPError as e:
         return type(e).__name__
+
+
+def check_once(url: str, timeout: float = 5.0) -> tuple[bool, str]:
+    """One GET from the control machine: (answered 200, what was seen, e.g. 'HTTP 503')."""
+    import httpx
+
+    try:
+        code = httpx.get(url, timeout=timeout, trust_env=False).status_code
+    except httpx.HTTPError as e:
+        return False, type(e).__name__
+    return code == 200, f"HTTP {code}"

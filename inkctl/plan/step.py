@@ -167,3 +167,8 @@ class Plan:
     def steps(self):
         for stage in self.stages:
             yield from stage.steps
+
+    @property
+    def health_url(self) -> str | None:
+        """The URL whose 200 means the deployment serves."""
+        return next((s.url for s in self.steps() if isinstance(s, WaitHealth)), None)
