@@ -1,0 +1,311 @@
+"""Bring a planned deployment up on connected hosts: the orchestration behind ``inkctl up``.
+
+Order: connect every host -> one probe per host (deploy lock, containers, image, GPUs, memory,
+ports, paths) -> build or deliver a missing image -> preflight table -> nothing there, the same
+version running (done), or another version (replace) -> run the plan with the boot watchdog
+beside it -> optionally keep watching memory after boot. Never prints: events go to ``sink``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from inkctl.errors import InkctlError
+
+
+def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
+        interrupt: threading.Event, detach: bool = False, on_healthy=None):
+    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
+    from inkctl.execute.runner import Outcome, Runner, launch
+
+    def accepted(host, name, key_type, fp):
+        from inkctl.execute.hostkeys import default_known_hosts
+
+        sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
+
+    _warm_imports()
+    t = time.monotonic()
+    transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
+                             on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
+    if interrupt.is_set():
+        close_all(transports)
+        raise KeyboardInterrupt
+    n = len(transports)
+    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
+    lock = None
+    try:
+        # one round trip per host before anything starts: the deploy lock, the containers (the
+        # deployment probe and the name check), the image (ensure_image and preflight) and
+        # everything else preflight reads; the answers are judged here, in that order
+        from inkctl.execute.deploylock import DeployLock
+        from inkctl.execute.preflight import host_image, probe_hosts
+
+        lock = DeployLock(plan, transports, "up")
+        answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
+        lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        found = found_failed = image_failed = preflight_failed = None
+        try:
+            found = _existing(plan, answers)
+        except InkctlError as e:
+            found_failed = e  # an existing deployment explains a failed preflight best
+        image = host_image(loaded.recipe, plan)
+        try:
+            report = _ensure_image(loaded, plan, transports, sink, answers, image)
+            _refresh_image(report, answers, transports, plan, image)
+        except InkctlError as e:
+            image_failed = e
+        if image_failed is None:
+            try:
+                _preflight(loaded.recipe, plan, transports, skip, sink, answers)
+            except InkctlError as e:
+                preflight_failed = e
+        if found_failed is not None:
+            raise found_failed
+        if isinstance(found, Outcome):
+            return found
+        if image_failed is not None:
+            raise image_failed
+        replacing = found is not None
+        if replacing:
+            if interrupt.is_set():
+                raise KeyboardInterrupt
+            from inkctl.execute.replace import replace_old
+
+            replace_old(found, transports, sink)  # the GPUs cannot hold both versions
+            if preflight_failed is not None:  # most likely the old containers' ports and names
+                preflight_failed = None
+                _preflight(loaded.recipe, plan, transports, skip, sink)
+        if preflight_failed is not None:
+            raise preflight_failed
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.launching = True  # type: ignore[attr-defined]
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        try:
+            with _watchdog(loaded.recipe, plan, transports, runner, sink):
+                outcome = launch(runner, keep_on_failure=keep, detach=detach)
+        except InkctlError as e:
+            if replacing:
+                e.message += f"\nthe previous version ({', '.join(found.old_hashes)}) had been removed before the launch"
+                e.args = (e.message,)
+            raise
+        if outcome.detached or not (loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
+            return outcome
+        lock.release()  # the deployment is up: down (or another up) may run while this one watches
+        if on_healthy is not None:
+            on_healthy(outcome)
+        _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
+        outcome.watched = True  # type: ignore[attr-defined]
+        return outcome
+    finally:
+        if lock is not None:
+            lock.release()  # also after Ctrl-C: a lock must never outlive its command
+        close_all(transports)
+
+
+def _ensure_image(loaded, plan, transports, sink, answers, image: str):
+    """Build the recipe's image where it is missing (patches.mode: build), or hold the hosts'
+    images against the lock's pins. The deploy lock is already held; the probe's ``image
+    inspect`` answers the first look at each host."""
+    from inkctl.execute.build import ensure_image
+    from inkctl.execute.transport import Result
+
+    inspected = {}
+    for h, a in answers.items():
+        if a.sections is not None:
+            out, err, rc = a.sections.get("image")
+            inspected[h] = (image, Result(("image", "inspect", image), rc, out.encode(), err.encode(), 0.0))
+    return ensure_image(loaded, plan, transports, sink, inspected=inspected)
+
+
+def _refresh_image(report, answers, transports, plan, image: str) -> None:
+    """Where the image was just built or delivered, the probe's image section predates it: read it again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from inkctl.execute.probe import image_section
+
+    stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
+    if not stale:
+        return
+
+    def one(host: str) -> None:
+        res = transports[host].run((plan.host(host).runtime, "image", "inspect", image), timeout=60)
+        s = answers[host].sections
+        s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
+
+    with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="image") as pool:
+        list(pool.map(one, stale))
+
+
+def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
+    """``watchdog.after_boot``: stay attached, reading MemAvailable, until Ctrl-C (which detaches
+    and leaves the deployment running). A trip kills the deployment's containers and fails."""
+    from inkctl.execute.events import Info
+    from inkctl.execute.watchdog import Watchdog
+
+    w = recipe.watchdog
+    sink.emit(Info(text=f"watching MemAvailable on {', '.join(h.name for h in plan.hosts)} every {w.interval_s:g} s "
+                        f"(watchdog.after_boot; floor {w.mem_available_min_gib:g} GiB for {w.consecutive} reads); "
+                        "Ctrl-C detaches and leaves the deployment running"))
+    latest: dict[str, float] = {}
+    said = [0.0]
+    trips = []
+    lock = threading.Lock()
+
+    def reading(host: str, gib: float) -> None:
+        with lock:
+            latest[host] = gib
+            now = time.monotonic()
+            if len(latest) == len(plan.hosts) and now - said[0] >= AFTER_BOOT_EVERY_S:
+                said[0] = now
+                sink.emit(Info(text="watchdog: MemAvailable " + ", ".join(f"{h} {g:.1f} GiB" for h, g in latest.items())))
+
+    def tripped(trip) -> None:
+        trips.append(trip)
+        interrupt.set()
+
+    dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped, on_reading=reading).start()
+    try:
+        while not interrupt.wait(0.5):  # short waits: a signal handler must get to run
+            pass
+    finally:
+        dog.stop_event.set()
+    if not trips:
+        sink.emit(Info(text=f"detached: {plan.deployment} keeps running (the watchdog stopped watching)"))
+        return
+    trip = trips[0]
+    others = _kill_all(plan, transports, skip=trip.host)
+    raise InkctlError(f"after boot: {trip.message}" + (f"\nalso killed {', '.join(others)}" if others else ""),
+                      hint="the containers are stopped, not removed: read inkctl logs RECIPE, then inkctl down RECIPE")
+
+
+AFTER_BOOT_EVERY_S = 30.0  # how often up prints the readings while it watches after boot
+
+
+def _kill_all(plan, transports, *, skip: str) -> list[str]:
+    """Kill the deployment's containers on the other hosts (their peer is gone); -> what was killed."""
+    killed = []
+    for h in plan.hosts:
+        names = [c.name for c in plan.containers if c.host == h.name]
+        if h.name == skip or not names:
+            continue
+        try:
+            if transports[h.name].run((h.runtime, "kill", *names), timeout=30).ok:
+                killed += names
+        except Exception:
+            pass
+    return killed
+
+
+class _watchdog:
+    """The boot memory watchdog during the launch, when the recipe wants it (unified memory).
+
+    A trip kills that host's containers (the health wait then fails on them) and its reading
+    series becomes the first line of the failure, since it is the cause."""
+
+    def __init__(self, recipe, plan, transports, runner, sink):
+        self.on = bool(getattr(recipe, "watchdog_on", False))
+        self.args = (recipe, plan, transports, runner, sink)
+        self.dog = None
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        from inkctl.execute.events import Info
+        from inkctl.execute.watchdog import Watchdog
+
+        recipe, plan, transports, runner, sink = self.args
+
+        def tripped(trip) -> None:
+            runner.causes.append(trip.message)
+            sink.emit(Info(text=trip.message, level="warning"))
+
+        self.dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.dog is not None:
+            self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _warm_imports() -> None:
+    """Import what the health wait needs while the connections wait on the network."""
+    import threading
+
+    def warm():
+        try:
+            import httpx  # noqa: F401  (imported for its side effect: warm)
+        except ImportError:
+            pass
+
+    threading.Thread(target=warm, daemon=True, name="warm-imports").start()
+
+
+def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:
+    """The preflight hook: ``run_preflight`` raises InkctlError when a host is unfit.
+
+    The agreed interface is only that name and that exception; a ``sink`` is passed when the
+    function accepts one (so the check table shows in the live display and in JSON).
+    """
+    import inspect
+
+    try:
+        from inkctl.execute.preflight import run_preflight
+    except ModuleNotFoundError as e:
+        if e.name != "inkctl.execute.preflight":
+            raise
+        return
+    kw = {"skip": set(skip)}
+    if "sink" in inspect.signature(run_preflight).parameters:
+        kw["sink"] = sink
+    if answers is not None:
+        kw["answers"] = answers
+    run_preflight(recipe, plan, transports, **kw)
+
+
+def _existing(plan, answers):
+    """A second ``up`` must neither duplicate nor roll back the first one's containers.
+
+    Returns an Outcome when the same deployment (same recipe hash) is already fully running and
+    healthy; a Replacement when containers of another version (another recipe hash) are there;
+    raises when the same version is there in another state; None when nothing is there.
+    """
+    from inkctl.execute.deployed import of_deployment, parse_ps, ps_failed
+    from inkctl.execute.replace import Replacement
+    from inkctl.execute.runner import Outcome
+
+    items = []
+    for h in plan.hosts:  # what the probe's ``ps --all`` listed, by the deployment's label
+        a = answers[h.name]
+        if a.error is not None:
+            raise a.error
+        out, err, rc = a.sections.get("containers")
+        if rc != 0:
+            raise ps_failed(h.name, h.runtime, rc, err)
+        items += of_deployment(parse_ps(h.name, out), plan.deployment)
+    if not items:
+        return None
+    if any(f.recipe_hash != plan.recipe_hash for f in items):
+        return Replacement(plan, items)
+    planned = {(c.host, c.name) for c in plan.containers}
+    running_same = all(f.state == "running" and f.recipe_hash == plan.recipe_hash for f in items)
+    have = {(f.host, f.name) for f in items}
+    listing = "\n".join(f"  {f.host}: {f.name} ({f.state}{'' if f.recipe_hash == plan.recipe_hash else ', another recipe version'})"
+                        for f in items)
+    if running_same and have == planned:
+        from inkctl.execute.health import check_once
+
+        url = plan.health_url
+        if url and check_once(url)[0]:
+            o = Outcome(seconds=0.0, url=url.rsplit("/", 1)[0])
+            o.already = True  # type: ignore[attr-defined]
+            return o
+        raise InkctlError(f"deployment {plan.deployment} is already running but {url} does not answer 200:\n{listing}\n"
+                          "nothing was changed",
+                          hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE")
+    raise InkctlError(f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
+                      hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again")
+
+
