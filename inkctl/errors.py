@@ -6,7 +6,7 @@ with ``--debug``; the CLI catches these in one place (``inkctl.cli.app``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 EXIT_OK = 0
 EXIT_FAILED = 1  # the deployment or a remote step failed
@@ -75,11 +75,6 @@ class UsageError(InkctlError):
     """Bad flags or arguments."""
 
     exit_code = EXIT_INVALID
-
-
-@dataclass
-class _Problems:
-    items: list[Problem] = field(default_factory=list)
 
 
 class RecipeInvalid(InkctlError):

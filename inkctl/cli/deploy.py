@@ -49,7 +49,9 @@ def up(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    _require_trusted(loaded)
+    from inkctl.plan.inputs import require_trusted
+
+    require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
     needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
@@ -108,15 +110,6 @@ def _follow(recipe: Path, hosts: Optional[Path]) -> str:
     where = f" --hosts {hosts}" if hosts else ""
     return (f"follow it with: inkctl status {recipe}{where} / inkctl logs -f {recipe}{where}; "
             f"remove it with: inkctl down {recipe}{where}")
-
-
-def _require_trusted(loaded) -> None:
-    """Hotfix files and lock pins are checked locally before any host is touched."""
-    from inkctl.plan import inputs
-
-    check = getattr(inputs, "require_trusted", None)
-    if check is not None:
-        check(loaded)
 
 
 def _live():

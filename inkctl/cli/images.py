@@ -10,7 +10,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format, overrides
-from inkctl.errors import InkctlError, UsageError
+from inkctl.errors import UsageError
 
 LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
 
@@ -83,12 +83,8 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
 def _deploy_lock_held(plan, transports):
     """One up/down/build per deployment at a time (the deploy lock), when it is installed; taken
     only when something must be built or delivered (a cache hit only reads)."""
-    import contextlib
+    from inkctl.execute.deploylock import DeployLock
 
-    try:
-        from inkctl.execute.deploylock import DeployLock
-    except ModuleNotFoundError:
-        return contextlib.nullcontext()
     return DeployLock(plan, transports, "build")
 
 
@@ -199,13 +195,7 @@ def _deploy_lock(args: list[str], *, hosts, set_, accept_new: bool, fmt: str) ->
     verb = args[0]
     if len(args) != 2:
         raise UsageError(f"usage: inkctl lock {verb} RECIPE [--hosts FILE]")
-    try:
-        from inkctl.execute import deploylock
-    except ModuleNotFoundError as e:
-        if e.name != "inkctl.execute.deploylock":
-            raise
-        raise InkctlError(f"`inkctl lock {verb}` is not available in this build: the deploy lock is not installed",
-                          hint="`inkctl lock RECIPE` (pinning sha256s) works", exit_code=2) from None
+    from inkctl.execute import deploylock
     from inkctl.execute.connect import close_all, connect_all
     from inkctl.plan.deploy import build_plan
     from inkctl.recipe.source import load_recipe

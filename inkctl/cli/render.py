@@ -96,14 +96,10 @@ def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> Non
 
 def _shell(argv: tuple[str, ...]) -> str:
     """Copy-pasteable: one quoted line, broken before each --flag for reading."""
-    parts: list[str] = []
-    for tok in command_line(argv).split(" "):
-        parts.append(tok)
     text = command_line(argv)
-    # break only between complete quoted tokens
     from shlex import quote
 
-    out, line = [], []
+    out, line = [], []  # break only between whole quoted tokens, before each --flag
     for a in argv:
         q = quote(a)
         if a.startswith("--") and line:

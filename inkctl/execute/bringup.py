@@ -244,25 +244,10 @@ def _warm_imports() -> None:
 
 
 def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:
-    """The preflight hook: ``run_preflight`` raises InkctlError when a host is unfit.
+    """``run_preflight`` raises InkctlError when a host is unfit; its table goes to ``sink``."""
+    from inkctl.execute.preflight import run_preflight
 
-    The agreed interface is only that name and that exception; a ``sink`` is passed when the
-    function accepts one (so the check table shows in the live display and in JSON).
-    """
-    import inspect
-
-    try:
-        from inkctl.execute.preflight import run_preflight
-    except ModuleNotFoundError as e:
-        if e.name != "inkctl.execute.preflight":
-            raise
-        return
-    kw = {"skip": set(skip)}
-    if "sink" in inspect.signature(run_preflight).parameters:
-        kw["sink"] = sink
-    if answers is not None:
-        kw["answers"] = answers
-    run_preflight(recipe, plan, transports, **kw)
+    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers)
 
 
 def _existing(plan, answers):

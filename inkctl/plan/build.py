@@ -21,6 +21,7 @@ from pathlib import Path
 
 from inkctl.errors import InkctlError
 from inkctl.plan.build_files import VERIFY_SH, WORKDIR, applier_source
+from inkctl.recipe.lockfile import read_pins
 from inkctl.recipe.source import Loaded
 
 FORMAT = 1  # bump when the context's meaning changes: every tag changes with it
@@ -108,14 +109,6 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def lock_pins(loaded: Loaded) -> dict[str, str]:
-    try:
-        from inkctl.recipe.lockfile import read_pins
-    except ModuleNotFoundError:  # pragma: no cover - the lock module ships with this one
-        return {}
-    return read_pins(loaded)
-
-
 def base_pin(loaded: Loaded, pins: dict[str, str]) -> str | None:
     base = loaded.recipe.patches.base or ""
     from inkctl.recipe.lockfile import base_key
@@ -164,7 +157,7 @@ def _identity(loaded: Loaded, patches: list[PlannedPatch], pin: str | None) -> d
 
 
 def content_hash(loaded: Loaded, pins: dict[str, str] | None = None) -> str:
-    pins = lock_pins(loaded) if pins is None else pins
+    pins = read_pins(loaded) if pins is None else pins
     ident = _identity(loaded, planned_patches(loaded, pins), base_pin(loaded, pins))
     return _sha(json.dumps(ident, sort_keys=True, separators=(",", ":")).encode())
 
@@ -177,7 +170,7 @@ def image_tag(loaded: Loaded, pins: dict[str, str] | None = None) -> str:
 def build_context(loaded: Loaded, pins: dict[str, str] | None = None) -> BuildContext:
     """The context to build; raises when anything is unpinned, missing or inconsistent."""
     r = loaded.recipe
-    pins = lock_pins(loaded) if pins is None else pins
+    pins = read_pins(loaded) if pins is None else pins
     if r.patches.mode != "build":
         raise InkctlError(f"{loaded.path}: patches.mode is {r.patches.mode!r}: there is nothing to build",
                           hint="set patches.mode: build with a base and files", exit_code=2)

@@ -14,7 +14,6 @@ from inkctl.plan import engines
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
-from inkctl.plan.quote import command_line
 from inkctl.plan.record import record_path, record_text
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
 from inkctl.recipe.hosts import Host
@@ -165,5 +164,3 @@ def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, s
                              content=entry_script(recipe.patches.hotfixes, {k: v for k, v in all_pins.items() if v}), mode=0o755))
     return steps
 
-
-__all__ = ["build_plan", "command_line", "deployment_dir", "placeholder_hosts"]

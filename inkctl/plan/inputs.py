@@ -15,7 +15,9 @@ def hotfix_inputs(loaded: Loaded) -> tuple[dict[str, str], dict[str, bytes]]:
     """Hotfix name -> pinned sha256 (recipe first, then lock file) and -> file bytes (if present)."""
     pins: dict[str, str] = {}
     files: dict[str, bytes] = {}
-    lock = _lock_pins(loaded)
+    from inkctl.recipe.lockfile import read_pins
+
+    lock = read_pins(loaded)
     for h in loaded.recipe.patches.hotfixes:
         path = loaded.patch_dir / h.source
         if path.is_file():
@@ -26,21 +28,11 @@ def hotfix_inputs(loaded: Loaded) -> tuple[dict[str, str], dict[str, bytes]]:
     return pins, files
 
 
-def _lock_pins(loaded: Loaded) -> dict[str, str]:
-    try:
-        from inkctl.recipe.lockfile import read_pins
-    except ModuleNotFoundError:
-        return {}
-    return read_pins(loaded)
-
-
 def built_image(loaded: Loaded) -> str | None:
     if loaded.recipe.patches.mode != "build":
         return None
-    try:
-        from inkctl.plan.build import image_tag
-    except ModuleNotFoundError:
-        return None
+    from inkctl.plan.build import image_tag
+
     return image_tag(loaded)
 
 

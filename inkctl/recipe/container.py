@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
@@ -92,5 +92,3 @@ class SecretSource(Strict):
     def describe(self) -> str:
         return f"env {self.env}" if self.env else f"file {self.file}"
 
-
-SecretSpec = Union[SecretSource]

@@ -93,5 +93,3 @@ class Patches(Strict):
     included: list[IncludedChange] = Field(default_factory=list, description="Changes a prebuilt image already carries.")
     directory: str = Field("patches", description="Where patch sources are found, relative to the repository root (the directory holding recipes/).")
 
-
-HotfixGate = EnvName

@@ -185,3 +185,15 @@ def no_traceback(text: str) -> bool:
     behind '|') may hold the engine's tracebacks: those are the user's evidence, not a bug."""
     own = [line for line in text.splitlines() if not line.lstrip().startswith("|")]
     return not any(line.lstrip().startswith("Traceback") for line in own) and "internal error" not in text
+
+
+def finish(p: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
+    """Wait for an inkctl started with ``inkctl.start``; if it hangs, fail with its thread stacks."""
+    try:
+        return p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER prints every thread's stack
+        raise AssertionError("inkctl did not end:\n" + p.communicate()[1][-8000:])
+    finally:
+        if p.poll() is None:
+            p.kill()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import containers, no_traceback, poll
+from tests.e2e.conftest import containers, finish, no_traceback, poll
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -47,17 +47,6 @@ def no_lock_anywhere(cluster, deployment: str, hosts=("h1", "h2")) -> None:
 
 def events(stdout: str) -> list[dict]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-
-
-def finish(p: subprocess.Popen, timeout: float = 60) -> tuple[str, str]:
-    try:
-        return p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER prints every thread's stack
-        raise AssertionError("inkctl did not end:\n" + p.communicate()[1][-8000:])
-    finally:
-        if p.poll() is None:
-            p.kill()
 
 
 def running(cluster, p: subprocess.Popen, host: str, deployment: str, rank: int) -> bool:
@@ -266,7 +255,7 @@ def test_a_second_up_is_refused_naming_the_holder(cluster, inkctl, inventory, re
         assert second.rc == 1, second
         assert "deployment e2e-locked is locked" in second.stderr, second
         assert re.search(rf"h1: held by \S+@\S+ \(pid {p.pid}\) running `up` since \d{{4}}-\d\d-\d\dT", second.stderr), second
-        assert f"h2: held by" in second.stderr and "inkctl lock release" in second.out
+        assert "h2: held by" in second.stderr and "inkctl lock release" in second.out
         st = inkctl("lock", "status", rec, "--hosts", inv)
         assert st.rc == 0 and st.stdout.count(f"(pid {p.pid}) running `up`") == 2, st
         # the first up was not disturbed

@@ -13,9 +13,8 @@ import httpx
 import pytest
 
 import signal
-import subprocess
 
-from tests.e2e.conftest import containers, poll
+from tests.e2e.conftest import containers, finish, poll
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -201,11 +200,7 @@ def test_interrupt_during_boot_rolls_back_everywhere_and_releases_the_lock(clust
 
         poll(booting)
         p.send_signal(sig)
-        try:
-            out, err = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.send_signal(signal.SIGABRT)  # faulthandler prints every thread's stack
-            raise AssertionError("up did not end after the signal:\n" + p.communicate()[1][-8000:])
+        out, err = finish(p)
     finally:
         if p.poll() is None:
             p.kill()

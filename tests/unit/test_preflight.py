@@ -13,7 +13,6 @@ import shutil
 import stat
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest

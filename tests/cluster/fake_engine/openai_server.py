@@ -220,9 +220,9 @@ class _Handler(BaseHTTPRequestHandler):
             f"{p}generation_tokens_total{label} {st['generation_tokens']}",
             f"# TYPE {p}request_success_total counter",
             f'{p}request_success_total{{model_name="{s.names[0]}",finished_reason="stop"}} {st["requests"]}',
-            f"# TYPE process_start_time_seconds gauge",
+            "# TYPE process_start_time_seconds gauge",
             f"process_start_time_seconds {s.created}",
-            f"# TYPE fake_engine_pid gauge",
+            "# TYPE fake_engine_pid gauge",
             f"fake_engine_pid {os.getpid()}",
         ]
         return "\n".join(lines) + "\n"
