@@ -5,7 +5,6 @@ replaced, edited or diffed, each checked by sha256 before and after (seed 002); 
 runs hotfix scripts inside a stock image before the engine starts (seed 000).
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 
