@@ -126,6 +126,12 @@ def step_json(s) -> dict:
         d["command"] = command_line(s.argv)
     if isinstance(s, Run):
         d["ok_codes"] = list(s.ok_codes)
+        if s.files:
+            from inkctl.plan.files import files_dir, remote_argv
+
+            d["files"] = [step_json(f) for f in s.files]
+            d["files_dir"] = files_dir(s)
+            d["remote_argv"] = list(remote_argv(s))
     if isinstance(s, WaitFor):
         d.update(timeout_s=s.timeout_s, interval_s=s.interval_s, expect=s.expect, expect_count=s.expect_count)
     if isinstance(s, Put):
@@ -192,7 +198,13 @@ def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None) -> No
 def _step_text(s) -> str:
     pad = "    "
     if isinstance(s, Run):
-        return pad + "$ " + _shell(s.argv)
+        if not s.files:
+            return pad + "$ " + _shell(s.argv)
+        from inkctl.plan.files import files_dir
+
+        writes = "\n".join(_step_text(f) for f in s.files)
+        return (f"{pad}one command: writes these files under {files_dir(s)} (a tar archive on its stdin), then runs the argv\n"
+                f"{writes}\n{pad}$ " + _shell(s.argv))
     if isinstance(s, WaitFor):
         cond = f" until its output shows {s.expect!r}" + (f" x{s.expect_count}" if s.expect_count > 1 else "") if s.expect else " until it exits 0"
         return f"{pad}poll every {s.interval_s:g}s for up to {s.timeout_s:g}s{cond}:\n{pad}$ {_shell(s.argv)}"
