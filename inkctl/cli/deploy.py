@@ -39,6 +39,9 @@ def up(
     changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
     t0 = time.monotonic()
+    from inkctl.execute.bringup import bring_up, warm_imports
+
+    warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
     from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
     from inkctl.execute.secrets import resolve_secrets, secret_values
     from inkctl.plan.deploy import build_plan
@@ -67,8 +70,6 @@ def up(
         if fmt == "text":
             _summary(plan, outcome, time.monotonic() - t0)
             said.append(True)
-
-    from inkctl.execute.bringup import bring_up
 
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,

@@ -1,9 +1,10 @@
 """Bring a planned deployment up on connected hosts: the orchestration behind ``inkctl up``.
 
-Order: connect every host -> one probe per host (deploy lock, containers, image, GPUs, memory,
-ports, paths) -> build or deliver a missing image -> preflight table -> nothing there, the same
-version running (done), or another version (replace) -> run the plan with the boot watchdog
-beside it -> optionally keep watching memory after boot. Never prints: events go to ``sink``.
+Order: each host is probed as soon as it is connected (deploy lock, containers, image, GPUs,
+memory, ports, paths: one remote command) -> the one barrier correctness needs: every answer is
+in -> build or deliver a missing image -> preflight table -> nothing there, the same version
+running (done), or another version (replace) -> run the plan with the boot watchdog beside it
+-> optionally keep watching memory after boot. Never prints: events go to ``sink``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from inkctl.errors import InkctlError
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
         interrupt: threading.Event, detach: bool = False, on_healthy=None):
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.connect import close_all, connect_each, connection_failure
+    from inkctl.execute.deploylock import DeployLock
+    from inkctl.execute.preflight import host_image, probe_one
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.runner import Outcome, Runner, launch
 
@@ -25,25 +28,38 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
 
         sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
 
-    _warm_imports()
+    warm_imports("httpx")
     t = time.monotonic()
-    transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
-                             on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
-    if interrupt.is_set():
-        close_all(transports)
-        raise KeyboardInterrupt
-    n = len(transports)
-    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
-    lock = None
-    try:
-        # one round trip per host before anything starts: the deploy lock, the containers (the
-        # deployment probe and the name check), the image (ensure_image and preflight) and
-        # everything else preflight reads; the answers are judged here, in that order
-        from inkctl.execute.deploylock import DeployLock
-        from inkctl.execute.preflight import host_image, probe_hosts
+    # one round trip per host, sent the moment that host is connected: the deploy lock, the
+    # containers (the deployment probe and the name check), the image (ensure_image and
+    # preflight) and everything else preflight reads; the answers are judged once all are in
+    lock = DeployLock(plan, {}, "up")
+    answers: dict = {}
+    connected: list[float] = []
 
-        lock = DeployLock(plan, transports, "up")
-        answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
+    def on_host(h: str, secs: float, e) -> None:
+        if e is None:
+            connected.append(secs)
+            sink.emit(HostConnected(host=h, seconds=round(secs, 3)))
+
+    def probe(name: str, transport) -> None:
+        if not interrupt.is_set():
+            answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
+
+    res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
+    transports = lock.transports = res.transports
+    if res.errors or interrupt.is_set():
+        lock.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
+        lock.release()  # taken by the probes of the hosts that did connect
+        close_all(transports)
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        raise connection_failure(list(loaded.hosts), res)
+    n = len(transports)
+    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
+                        f"probed in {time.monotonic() - t:.2f} s"))
+    try:
+        answers = {h.name: answers[h.name] for h in plan.hosts}
         lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
         found = found_failed = image_failed = preflight_failed = None
         try:
@@ -100,8 +116,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         outcome.watched = True  # type: ignore[attr-defined]
         return outcome
     finally:
-        if lock is not None:
-            lock.release()  # also after Ctrl-C: a lock must never outlive its command
+        lock.release()  # also after Ctrl-C: a lock must never outlive its command
         close_all(transports)
 
 
@@ -230,15 +245,17 @@ class _watchdog:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
 
 
-def _warm_imports() -> None:
-    """Import what the health wait needs while the connections wait on the network."""
-    import threading
+def warm_imports(*modules: str) -> None:
+    """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
+    recipe loads and httpx while the hosts answer, off the critical path."""
+    import importlib
 
     def warm():
-        try:
-            import httpx  # noqa: F401  (imported for its side effect: warm)
-        except ImportError:
-            pass
+        for m in modules:
+            try:
+                importlib.import_module(m)
+            except ImportError:
+                pass
 
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 

@@ -150,8 +150,11 @@ class Connected:
 
 def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float = CONNECT_TIMEOUT_S,
                  on_host: Callable[[str, float, HostError | None], None] | None = None,
-                 on_accept: Callable | None = None) -> Connected:
-    """Connect to every host in parallel; return what connected and what did not."""
+                 on_accept: Callable | None = None, then: Callable[[str, Transport], None] | None = None) -> Connected:
+    """Connect to every host in parallel; return what connected and what did not.
+
+    ``then(name, transport)`` runs in a host's own thread as soon as that host is connected (its
+    first command, e.g. up's probe), so one slow handshake delays only its own host."""
     t0 = time.monotonic()
     config = load_ssh_config() if any(not (h.ssh_address in LOCAL_ADDRESSES and h.port is None) for h in hosts) else None
     transports: dict[str, Transport] = {}
@@ -179,6 +182,8 @@ def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float 
             transports[h.name] = tr
         if on_host:
             on_host(h.name, time.monotonic() - t, None)
+        if then:
+            then(h.name, tr)
 
     if len(hosts) == 1:
         one(hosts[0])
@@ -193,22 +198,26 @@ def connect_all(hosts: list[Host], **kw) -> dict[str, Transport]:
     res = connect_each(hosts, **kw)
     if res.errors:
         close_all(res.transports)
-        order = [h.name for h in hosts if h.name in res.errors]
-        if len(order) == 1:
-            e = res.errors[order[0]]
-            raise HostError(e.host, e.cause, e.message.split(": ", 1)[1] + "; nothing was started on any host",
-                            hint=e.hint)
-        lines = "\n".join("  " + res.errors[n].message for n in order)
-        causes = {res.errors[n].cause for n in order}
-        hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
-                 for n in order} - {None}
-        err = HostError(order[0], res.errors[order[0]].cause,
-                        f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
-                        hint="; ".join(sorted(hints)) or None)
-        err.message = err.message.split(": ", 1)[1]
-        err.args = (err.message,)
-        raise err
+        raise connection_failure(hosts, res)
     return res.transports
+
+
+def connection_failure(hosts: list[Host], res: Connected) -> HostError:
+    """One error naming every host that could not be reached (``res.errors`` is not empty)."""
+    order = [h.name for h in hosts if h.name in res.errors]
+    if len(order) == 1:
+        e = res.errors[order[0]]
+        return HostError(e.host, e.cause, e.message.split(": ", 1)[1] + "; nothing was started on any host", hint=e.hint)
+    lines = "\n".join("  " + res.errors[n].message for n in order)
+    causes = {res.errors[n].cause for n in order}
+    hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
+             for n in order} - {None}
+    err = HostError(order[0], res.errors[order[0]].cause,
+                    f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
+                    hint="; ".join(sorted(hints)) or None)
+    err.message = err.message.split(": ", 1)[1]
+    err.args = (err.message,)
+    return err
 
 
 def close_all(transports: dict[str, Transport]) -> None:
