@@ -28,7 +28,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
 
         sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
 
-    warm_imports("httpx")
+    _warm_health()
     t = time.monotonic()
     # one round trip per host, sent the moment that host is connected: the deploy lock, the
     # containers (the deployment probe and the name check), the image (ensure_image and
@@ -247,7 +247,7 @@ class _watchdog:
 
 def warm_imports(*modules: str) -> None:
     """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
-    recipe loads and httpx while the hosts answer, off the critical path."""
+    recipe loads, off the critical path."""
     import importlib
 
     def warm():
@@ -258,6 +258,19 @@ def warm_imports(*modules: str) -> None:
                 pass
 
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
+
+
+def _warm_health() -> None:
+    """httpx and its TLS context, for the health wait, while the hosts answer the probes."""
+    def warm():
+        try:
+            from inkctl.execute.health import tls_context
+
+            tls_context()
+        except Exception:
+            pass  # the health wait builds it (and reports any error) itself
+
+    threading.Thread(target=warm, daemon=True, name="warm-health").start()
 
 
 def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:

@@ -46,6 +46,22 @@ SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
+_TLS: list = []  # the TLS context every health client shares, built once (see tls_context)
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context():
+    """httpx's default TLS context (certificate store loaded), built once per process. Loading
+    the CA bundle is the slow part of making an httpx client; ``up`` builds it in the background
+    while it connects, so the health wait's client costs nothing on the critical path."""
+    with _TLS_LOCK:
+        if not _TLS:
+            import httpx
+
+            _TLS.append(httpx.create_ssl_context())
+        return _TLS[0]
+
+
 class RankFailed(InkctlError):
     """A rank's container exited (or vanished) before the server became healthy."""
 
@@ -239,7 +255,8 @@ class HealthWait:
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
-            with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
+            with httpx.Client(trust_env=False, verify=tls_context(),
+                              timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
                         raise KeyboardInterrupt
@@ -347,7 +364,7 @@ def check_once(url: str, timeout: float = 5.0) -> tuple[bool, str]:
     import httpx
 
     try:
-        code = httpx.get(url, timeout=timeout, trust_env=False).status_code
+        code = httpx.get(url, timeout=timeout, trust_env=False, verify=tls_context()).status_code
     except httpx.HTTPError as e:
         return False, type(e).__name__
     return code == 200, f"HTTP {code}"

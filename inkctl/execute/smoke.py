@@ -22,8 +22,10 @@ class SmokeFailed(InkctlError):
 def run_smoke(step: Smoke) -> tuple[SmokeResult, ...]:
     import httpx
 
+    from inkctl.execute.health import tls_context
+
     results = []
-    with httpx.Client(trust_env=False, timeout=httpx.Timeout(step.timeout_s, connect=10.0)) as http:
+    with httpx.Client(trust_env=False, verify=tls_context(), timeout=httpx.Timeout(step.timeout_s, connect=10.0)) as http:
         for prompt in step.prompts:
             results.append(_one(http, step, prompt))
     bad = [r for r in results if not r.ok]
