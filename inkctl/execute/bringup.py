@@ -264,9 +264,9 @@ def _warm_health() -> None:
     """httpx and its TLS context, for the health wait, while the hosts answer the probes."""
     def warm():
         try:
-            from inkctl.execute.health import tls_context
+            from inkctl.execute.health import warm
 
-            tls_context()
+            warm()
         except Exception:
             pass  # the health wait builds it (and reports any error) itself
 

@@ -40,7 +40,7 @@ LOG_LINES = 50
 FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
 FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
 FAST_POLL_S = 0.025  # the health URL is polled this often while an answer may come any moment
-FAST_FOR_S = 2.0  # ... for this long after the wait starts (or the answer changes), then backing off
+FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer changes), then backing off
 BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
@@ -60,6 +60,15 @@ def tls_context():
 
             _TLS.append(httpx.create_ssl_context())
         return _TLS[0]
+
+
+def warm() -> None:
+    """Everything the health wait's first poll would otherwise pay for: the TLS context and
+    httpx's transport modules (httpcore and the async backends it finds installed, which it
+    imports when the first client is made). ``up`` calls it in a background thread."""
+    import httpx
+
+    httpx.Client(trust_env=False, verify=tls_context()).close()
 
 
 class RankFailed(InkctlError):
