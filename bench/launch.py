@@ -98,7 +98,10 @@ def clean(cluster, names: list[str]) -> None:
         ids = cluster.docker(h, "ps", "-aq", "--filter", "label=inkctl.deployment=bench-launch").stdout.split()
         if ids:
             cluster.docker(h, "rm", "-f", *ids)
-        cluster.exec(h, ["rm", "-rf", str(Path(cluster.host(h).state_dir) / "bench-launch")])
+        lock = Path(cluster.host(h).state_dir) / "locks" / "bench-launch.lock"
+        if lock.exists():  # up must release its lock; say so loudly, then go on measuring
+            print(f"  WARNING: {h}: a deploy lock was left behind: {sorted(p.name for p in lock.iterdir())}", flush=True)
+        cluster.exec(h, ["rm", "-rf", str(Path(cluster.host(h).state_dir) / "bench-launch"), str(lock)])
 
     with ThreadPoolExecutor(len(names)) as pool:
         list(pool.map(one, names))
