@@ -221,8 +221,19 @@ def connection_failure(hosts: list[Host], res: Connected) -> HostError:
 
 
 def close_all(transports: dict[str, Transport]) -> None:
-    for t in transports.values():
+    """Close every connection at once: each close waits for its transport thread to stop."""
+    def close(t: Transport) -> None:
         try:
             t.close()
         except Exception:
             pass
+
+    if len(transports) <= 1:
+        for t in transports.values():
+            close(t)
+        return
+    threads = [threading.Thread(target=close, args=(t,), daemon=True, name=f"close-{name}") for name, t in transports.items()]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(CONNECT_TIMEOUT_S)
