@@ -34,6 +34,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     # containers (the deployment probe and the name check), the image (ensure_image and
     # preflight) and everything else preflight reads; the answers are judged once all are in
     lock = DeployLock(plan, {}, "up")
+    lock.record()  # one holder record for every host, made before the probes' threads ask for it
     answers: dict = {}
     connected: list[float] = []
 
