@@ -255,8 +255,8 @@ def test_a_second_up_is_refused_naming_the_holder(cluster, inkctl, inventory, re
         assert second.rc == 1, second
         assert "deployment e2e-locked is locked" in second.stderr, second
         assert re.search(rf"h1: held by \S+@\S+ \(pid {p.pid}\) running `up` since \d{{4}}-\d\d-\d\dT", second.stderr), second
-        assert "h2: held by" in second.stderr and "inkctl lock release" in second.out
-        st = inkctl("lock", "status", rec, "--hosts", inv)
+        assert "h2: held by" in second.stderr and "inkctl lease release" in second.out
+        st = inkctl("lease", "status", rec, "--hosts", inv)
         assert st.rc == 0 and st.stdout.count(f"(pid {p.pid}) running `up`") == 2, st
         # the first up was not disturbed
         assert containers(cluster, "h1", "e2e-locked") == ["inkctl-e2e-locked-r0 running"]
@@ -277,18 +277,18 @@ def test_a_stale_lock_is_shown_and_released(cluster, inkctl, inventory, recipe):
     poll(lambda: running(cluster, p, "h2", "e2e-stale", 1), timeout=60)
     p.kill()  # SIGKILL: no rollback, no release: the lock is stale
     p.communicate(timeout=10)
-    st = inkctl("lock", "status", rec, "--hosts", inv)
+    st = inkctl("lease", "status", rec, "--hosts", inv)
     assert st.rc == 0, st
     for h in ("h1", "h2"):
         assert f"e2e-stale {h}: held by" in st.stdout and f"(pid {p.pid}) running `up` since" in st.stdout, st
     refused = inkctl("up", rec, "--hosts", inv)
     assert refused.rc == 1 and "is locked" in refused.stderr, refused
-    rel = inkctl("lock", "release", rec, "--hosts", inv)
+    rel = inkctl("lease", "release", rec, "--hosts", inv)
     assert rel.rc == 0 and "e2e-stale h1: released" in rel.stdout and "e2e-stale h2: released" in rel.stdout, rel
     no_lock_anywhere(cluster, "e2e-stale")
-    again = inkctl("lock", "release", rec, "--hosts", inv)
+    again = inkctl("lease", "release", rec, "--hosts", inv)
     assert again.rc == 0 and "h1: was not held" in again.stdout, again
-    assert "h1: free" in inkctl("lock", "status", rec, "--hosts", inv).stdout
+    assert "h1: free" in inkctl("lease", "status", rec, "--hosts", inv).stdout
     d = inkctl("down", rec, "--hosts", inv)  # the killed up's containers
     assert d.rc == 0, d
     assert containers(cluster, "h1", "e2e-stale") == [] and containers(cluster, "h2", "e2e-stale") == []
@@ -464,10 +464,10 @@ exec {real("docker")} "$@"
     assert "could NOT remove:\n  h2:" in err and "Traceback" not in err, err
     assert containers(cluster, "h1", "e2e-cut") == [] and not state_dir(cluster, "h1", "e2e-cut").exists()
     no_lock_anywhere(cluster, "e2e-cut", ("h1",))
-    assert "inkctl lock release RECIPE, then inkctl down RECIPE" in err  # h2 kept the lock: it was cut off
+    assert "inkctl lease release RECIPE, then inkctl down RECIPE" in err  # h2 kept the lock: it was cut off
     refused = inkctl("down", rec, "--hosts", inv)
     assert refused.rc == 1 and "h2: held by" in refused.stderr and f"(pid {p.pid}) running `up`" in refused.stderr, refused
-    assert inkctl("lock", "release", rec, "--hosts", inv).rc == 0
+    assert inkctl("lease", "release", rec, "--hosts", inv).rc == 0
     d = inkctl("down", rec, "--hosts", inv)  # once h2 is back, down finishes the job
     assert d.rc == 0, d
     assert containers(cluster, "h2", "e2e-cut") == []
