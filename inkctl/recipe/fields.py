@@ -19,7 +19,7 @@ VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 class Strict(BaseModel):
     """Base for every recipe section: unknown keys are errors, values are not coerced silently."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, strict=True)
 
 
 def _name(v: str) -> str:

@@ -99,7 +99,7 @@ class Provenance(Strict):
 
     source: str = Field(description="Who or what reported it (a post, a registry record).")
     status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
-    captured: Optional[date] = Field(None, description="When the source was captured.")
+    captured: Optional[date] = Field(None, strict=False, description="When the source was captured (YYYY-MM-DD).")
     urls: list[str] = Field(default_factory=list, description="Links to the source.")
     notes: list[str] = Field(default_factory=list, description="Facts from the source worth keeping next to the recipe.")
 

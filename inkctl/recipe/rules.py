@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
 SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
-BUILTIN_VARS = {"HOME", "GPUS", "HOST", "HOST_ADDRESS", "HEAD_ADDRESS", "RANK", "NCCL_SOCKET_IFNAME"}
 
 
 def _err(path: str, message: str, hint: str | None = None) -> Problem:

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inkctl.errors import Problem, RecipeInvalid, UsageError
+from inkctl.errors import Problem, UsageError
 from inkctl.recipe.hosts import Host, Inventory
 from inkctl.recipe.model import Recipe
 
@@ -111,7 +111,3 @@ def is_inventory(path: str | Path) -> bool:
         return False
     return isinstance(data, dict) and set(data) == {"hosts"}
 
-
-def raise_if_strict(warnings: list[Problem], strict: bool) -> None:
-    if strict and warnings:
-        raise RecipeInvalid([Problem(w.message, path=w.path, file=w.file, line=w.line, col=w.col, hint=w.hint) for w in warnings])
