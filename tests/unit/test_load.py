@@ -15,10 +15,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from inkctl.errors import EXIT_INVALID, Problem, RecipeInvalid
-from inkctl.recipe import load
+from inkctl.recipe import document
 from inkctl.recipe.load import MAX_DEPTH, MAX_NODES, load_model, parse_document, parse_override
 
-LIBYAML = load._Loader.__name__.startswith("C")  # the pure-Python parser words syntax errors differently
+LIBYAML = document._Loader.__name__.startswith("C")  # the pure-Python parser words syntax errors differently
 
 
 class Strict(BaseModel):
@@ -288,8 +288,8 @@ def test_malformed_yaml_uses_the_parser_mark():
     assert problems("name: demo\nengine: [a, b\n") == [
         f"r.yaml:3:1: error: invalid YAML: {problem} (hint: while parsing a flow sequence that starts at line 2)"]
     assert problems("name: demo\nengine:\n\tkind: vllm\n") == [
-        "r.yaml:3:1: error: invalid YAML: found character '\\t' that cannot start any token "
-        "(hint: indent with spaces: YAML does not allow tabs)"]
+        "r.yaml:3:1: error: tab character used for indentation; YAML indents with spaces "
+        "(hint: replace the tab with spaces)"]
     assert problems("name: @demo\n") == [
         "r.yaml:1:7: error: invalid YAML: found character '@' that cannot start any token "
         "(hint: put the value in quotes ('@' is reserved))"]
