@@ -70,6 +70,8 @@ CODES: tuple[Code, ...] = (
     Code("INK220", "missing-file", "A patch or hotfix source file is not on disk.", "put the file there before build or up"),
     Code("INK230", "lock-drift", "What the lock file pinned differs from what is there now, or the lock file is unusable.",
          "restore what changed, or run `inkctl lock RECIPE` to re-pin on purpose"),
+    Code("INK099", "cannot-load", "The recipe could not be loaded for a reason outside the file itself "
+         "(its inventory, its lock file, its hosts).", "follow the message"),
 )
 
 BY_CODE = {c.code: c for c in CODES}

@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from inkctl.errors import Problem
+from inkctl.codes import code
+from inkctl.errors import Problem, counted
 from inkctl.recipe.fields import VAR_RE
 
 if TYPE_CHECKING:
@@ -27,10 +28,19 @@ def _warn(path: str, message: str, hint: str | None = None) -> Problem:
     return Problem(message, path=path, hint=hint, severity="warning")
 
 
+RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
+    "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
+    "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
+    "_hosts": "hosts", "_smoke": "smoke",
+}
+
+
 def recipe_findings(r: "Recipe") -> list[Problem]:
+    from dataclasses import replace
+
     out: list[Problem] = []
-    for rule in (_parallelism, _hardware, _networking, _gpus, _env, _mounts, _patches, _pins, _engine, _hosts, _smoke):
-        out.extend(rule(r))
+    for name, kind in RULES.items():
+        out += [p if p.code else replace(p, code=code(kind)) for p in globals()[name](r)]
     return out
 
 
@@ -222,7 +232,7 @@ def _hosts(r: "Recipe") -> list[Problem]:
         return []
     out = host_findings(r.hosts, "hosts")
     if len(r.hosts) != r.hardware.nodes:
-        out.append(_err("hosts", f"{len(r.hosts)} hosts listed but hardware.nodes is {r.hardware.nodes}"))
+        out.append(_err("hosts", f"{counted(len(r.hosts), 'host')} listed but hardware.nodes is {r.hardware.nodes}"))
     return out
 
 
