@@ -10,7 +10,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format, overrides
-from inkctl.errors import UsageError
+from inkctl.errors import UsageError, counted
 
 LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
 
@@ -45,7 +45,7 @@ def build(
         ctx = build_context(loaded)
         written = ctx.write(emit)
         _say(fmt, {"image": ctx.tag, "emitted": str(emit), "files": [str(p) for p in written], "context_bytes": ctx.size,
-                   "message": f"wrote the build context of {ctx.tag} to {emit} ({len(written)} files, {ctx.size} bytes); nothing built"})
+                   "message": f"wrote the build context of {ctx.tag} to {emit} ({counted(len(written), 'file')}, {counted(ctx.size, 'byte')}); nothing built"})
         return
     if loaded.hosts is None and not local:
         raise UsageError("build needs hosts: pass --hosts FILE (an inventory), list hosts: in the recipe, "
@@ -177,7 +177,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     from inkctl.cli.render import console
 
     out = console()
-    out.print(f"wrote {path}: {len(pins)} pins" + (f", {len(diff)} changed" if old else " (first lock)"), markup=False)
+    out.print(f"wrote {path}: {counted(len(pins), 'pin')}" + (f", {len(diff)} changed" if old else " (first lock)"), markup=False)
     for line in diff if old else [f"{k}: {v}" for k, v in sorted(pins.items())]:
         out.print("  " + line, markup=False)
 

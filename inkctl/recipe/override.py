@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from inkctl.codes import code
-from inkctl.errors import Problem, RecipeInvalid
+from inkctl.errors import Problem, RecipeInvalid, counted
 from inkctl.recipe.document import parse
 from inkctl.recipe.paths import described, dotted, is_index, parse_path
 
@@ -78,7 +78,7 @@ def apply_override(data: dict, path: tuple, value: Any) -> tuple:
                     raise ValueError(f"'{here}' is a list, so '{seg}' must be an index")
                 seg = int(seg)
                 if seg > len(cur):
-                    raise ValueError(f"index {seg} is out of range ('{here}' has {len(cur)} items)")
+                    raise ValueError(f"index {seg} is out of range ('{here}' has {counted(len(cur), 'item')})")
                 if seg == len(cur):
                     cur.append(None)
                     undo.append((cur, None, None))
