@@ -569,8 +569,8 @@ def test_override_appends_to_a_list():
 # ---------------------------------------------------------------- speed
 
 
-@pytest.mark.skipif(not LIBYAML, reason="the pure-Python YAML parser is ~10x slower")
-def test_a_300_line_recipe_parses_in_a_few_milliseconds():
+def test_a_300_line_recipe_loads_whole():
+    """Size is no problem (its speed is measured in bench/load.py, not timed here)."""
     lines = ["name: big", "engine:", "  kind: vllm", "  image: repo/x:1", "  args:", "    extra:"]
     lines += [f"      - --flag-{i}=value-{i}" for i in range(100)]
     lines += ["hosts:"]
@@ -579,8 +579,6 @@ def test_a_300_line_recipe_parses_in_a_few_milliseconds():
     lines += ["env:"] + [f"  VAR_{i}: 'value {i}'" for i in range(70)]
     text = "\n".join(lines) + "\n"
     assert len(lines) >= 290
-    load_model(Recipe, "r.yaml", text=text)
-    start = time.perf_counter()
-    for _ in range(20):
-        load_model(Recipe, "r.yaml", text=text)
-    assert (time.perf_counter() - start) / 20 < 0.05  # ~3 ms here; generous for slow CI
+    r, warnings = load_model(Recipe, "r.yaml", text=text)
+    assert len(r.engine.args.extra) == 100 and r.engine.args.extra[99] == "--flag-99=value-99"
+    assert len(r.hosts) == 40 and r.hosts[39].gpus == [0, 1, 2, 3] and len(r.env) == 70
