@@ -25,12 +25,13 @@ from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid
 from inkctl.recipe.paths import described, dotted, normalize, parse_path
 
-__all__ = ["Document", "Located", "parse", "parse_document", "MAX_NODES", "MAX_DEPTH"]
+__all__ = ["Document", "Located", "parse", "parse_document", "MAX_NODES", "MAX_DEPTH", "LIBYAML"]
 
 MAX_NODES = 100_000  # values after alias expansion; a real recipe has a few hundred
 MAX_DEPTH = 100  # nesting levels; keeps our own recursion far below Python's limit
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # only its parser (events) is used
+LIBYAML = _Loader.__name__.startswith("C")  # the pure-Python parser words some syntax errors differently
 _MERGE = object()  # a plain '<<' key
 _BAD = object()  # a value we refused (reported); dropped from the data
 _CORE = "tag:yaml.org,2002:"

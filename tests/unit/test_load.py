@@ -15,10 +15,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from inkctl.errors import EXIT_INVALID, Problem, RecipeInvalid
-from inkctl.recipe import document
+from inkctl.recipe.document import LIBYAML
 from inkctl.recipe.load import MAX_DEPTH, MAX_NODES, load_model, parse_document, parse_override
 
-LIBYAML = document._Loader.__name__.startswith("C")  # the pure-Python parser words syntax errors differently
 
 
 class Strict(BaseModel):

@@ -109,6 +109,20 @@ def test_counts_agree_with_their_nouns():
     assert any("hosts: 1 host listed but hardware.nodes is 2" in r for r in rendered(text))
 
 
+def test_recipe_values_are_not_coerced_silently():
+    port = spark("    port: 8000\n", "    port: '8000'\n")
+    n = line_of(port, "    port: '8000'")
+    assert rendered(port) == [f"r.yaml:{n}:11: error: engine.args.port: expected an integer, got '8000'"]
+    eager = spark("    port: 8000\n", "    port: 8000\n    enforce_eager: yes\n")
+    n = line_of(eager, "    enforce_eager: yes")
+    assert rendered(eager) == [f"r.yaml:{n}:20: error: engine.args.enforce_eager: expected true or false, got 'yes'"]
+
+
+def test_a_date_is_still_read_from_its_text():
+    text = ROOT / "recipes/inkling-small-2x-rtxpro6000-sglang.yaml"
+    assert str(load_recipe(text).recipe.provenance.captured) == "2026-08-27"
+
+
 # ---------------------------------------------------------------- --set typing
 
 
