@@ -200,3 +200,20 @@ def test_escape_keeps_markup_looking_text_literal():
     Plain(out).print(f"[bold]{escape('v1 [red] [/] [x]')}[/]")
     assert out.getvalue() == "v1 [red] [/] [x]\n"
     assert escape("plain text") == "plain text"
+
+
+@pytest.mark.parametrize("text,overrides,want", [
+    ("a: [\n", [], "INK003"),
+    ("engine:\n\tkind: vllm\n", [], "INK004"),
+    ("a: *nowhere\n", [], "INK005"),
+    ("", [], "INK008"),
+    ("name: a\nname: b\n", [], "INK009"),
+    ("a: !!python/object/apply:os.system ['id']\n", [], "INK011"),
+    ("name: demo\n", ["bad"], "INK050"),
+    ("name: demo\n", [], "INK102"),
+])
+def test_reading_problems_carry_their_code(text, overrides, want):
+    with pytest.raises(RecipeInvalid) as info:
+        load_model(Recipe, "r.yaml", overrides, text=text)
+    assert want in [p.code for p in info.value.problems]
+    assert all(p.code in BY_CODE for p in info.value.problems)
