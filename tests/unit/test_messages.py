@@ -217,3 +217,14 @@ def test_reading_problems_carry_their_code(text, overrides, want):
         load_model(Recipe, "r.yaml", overrides, text=text)
     assert want in [p.code for p in info.value.problems]
     assert all(p.code in BY_CODE for p in info.value.problems)
+
+
+def test_the_deploy_lease_has_its_own_command():
+    def inkctl(*args):
+        return subprocess.run([sys.executable, "-m", "inkctl", *args], cwd=ROOT, capture_output=True, text=True)
+
+    r = inkctl("lease", "status", str(SPARK))  # the recipe lists no hosts: nothing to connect to
+    assert r.returncode == 2
+    assert r.stderr == ("error: lease status needs hosts: pass --hosts FILE or list hosts: in the recipe\n")
+    assert inkctl("lock", "status", str(SPARK)).returncode == 2  # `lock` pins hashes of one recipe, nothing else
+    assert "inkctl lease" in " ".join(inkctl("lock", "--help").stdout.split())
