@@ -185,19 +185,20 @@ def down(
 
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
     if fmt == "json":
-        print(json.dumps({"deployment": plan.deployment, "ok": not report["failed"], **report}, indent=2))
+        print(json.dumps({"deployment": plan.deployment, "ok": report.ok, "removed": report.removed,
+                          "failed": report.failed}, indent=2))
     else:
         from inkctl.cli.render import console
 
         out = console()
         for h in plan.hosts:
-            if h.name in report["removed"]:
-                names = report["removed"][h.name]
+            if h.name in report.removed:
+                names = report.removed[h.name]
                 out.print(f"{h.name}: removed {', '.join(names)} and {h.state_dir}" if names
                           else f"{h.name}: nothing to remove (no container of {plan.deployment}; {h.state_dir} absent)", markup=False)
-    if report["failed"]:
-        lines = "\n".join(f"  {h}: {why}" for h, why in report["failed"].items())
-        raise InkctlError(f"{plan.deployment}: could not clean {len(report['failed'])} host(s); what is there is unknown or left:\n{lines}",
+    if report.failed:
+        lines = "\n".join(f"  {h}: {why}" for h, why in report.failed.items())
+        raise InkctlError(f"{plan.deployment}: could not clean {len(report.failed)} host(s); what is there is unknown or left:\n{lines}",
                           hint="fix the host (or its network) and run inkctl down again; it only removes what is left")
     if fmt == "text":
         from inkctl.cli.render import console

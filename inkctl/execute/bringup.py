@@ -12,6 +12,7 @@ import threading
 import time
 
 from inkctl.errors import InkctlError
+from inkctl.plan import runtime
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
@@ -116,7 +117,7 @@ def _ensure_image(loaded, plan, transports, sink, answers, image: str):
     for h, a in answers.items():
         if a.sections is not None:
             out, err, rc = a.sections.get("image")
-            inspected[h] = (image, Result(("image", "inspect", image), rc, out.encode(), err.encode(), 0.0))
+            inspected[h] = (image, Result(runtime.image_inspect(plan.host(h).runtime, image), rc, out.encode(), err.encode(), 0.0))
     return ensure_image(loaded, plan, transports, sink, inspected=inspected)
 
 
@@ -131,7 +132,7 @@ def _refresh_image(report, answers, transports, plan, image: str) -> None:
         return
 
     def one(host: str) -> None:
-        res = transports[host].run((plan.host(host).runtime, "image", "inspect", image), timeout=60)
+        res = transports[host].run(runtime.image_inspect(plan.host(host).runtime, image), timeout=60)
         s = answers[host].sections
         s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
 
@@ -192,7 +193,7 @@ def _kill_all(plan, transports, *, skip: str) -> list[str]:
         if h.name == skip or not names:
             continue
         try:
-            if transports[h.name].run((h.runtime, "kill", *names), timeout=30).ok:
+            if transports[h.name].run(runtime.kill(h.runtime, *names), timeout=30).ok:
                 killed += names
         except Exception:
             pass

@@ -13,8 +13,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from inkctl.execute.probe import parse_time
+from inkctl.execute.deployed import parse_time
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan import runtime
 from inkctl.plan.step import Plan
 
 SNAPSHOT_TIMEOUT_S = 120
@@ -55,24 +56,15 @@ class SourceEnded:
 
 
 def sources(plan: Plan, *, rank: int | None = None, host: str | None = None) -> list[Source]:
-    runtime = {h.name: h.runtime for h in plan.hosts}
-    out = [Source(c.host, c.rank, c.name, runtime[c.host]) for c in plan.containers
+    runtimes = {h.name: h.runtime for h in plan.hosts}
+    out = [Source(c.host, c.rank, c.name, runtimes[c.host]) for c in plan.containers
            if (rank is None or c.rank == rank) and (host is None or c.host == host)]
     return out
 
 
 def logs_argv(s: Source, *, tail: str | None = None, since: str | None = None, follow: bool = False,
               timestamps: bool = False) -> list[str]:
-    argv = [s.runtime, "logs"]
-    if follow:
-        argv.append("--follow")
-    if timestamps:
-        argv.append("--timestamps")
-    if tail is not None:
-        argv += ["--tail", str(tail)]
-    if since is not None:
-        argv += ["--since", since]
-    return argv + [s.container]
+    return list(runtime.logs(s.runtime, s.container, follow=follow, timestamps=timestamps, tail=tail, since=since))
 
 
 def split_timestamp(line: str) -> tuple[datetime | None, str]:

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.events import Event
-from inkctl.execute.deployed import Found, parse_ps
-from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, probe_host, repository
+from inkctl.execute.deployed import ContainerState, parse_ps
+from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, run_launch_probe
+from inkctl.plan.runtime import repository
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
@@ -104,7 +106,7 @@ def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *,
         t = transports.get(name)
         if t is None:
             return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
-        return probe_host(t, plan.host(name).runtime, host_image(recipe, plan, image),
+        return run_launch_probe(t, plan.host(name).runtime, host_image(recipe, plan, image),
                           [src for _, src in mount_sources(recipe, plan, name)],
                           lock.probe_args(name) if lock is not None else None)
 
@@ -180,7 +182,7 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         if t is None:
             answer = HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
         else:
-            answer = probe_host(t, ph.runtime, image, [src for _, src in mounts])
+            answer = run_launch_probe(t, ph.runtime, image, [src for _, src in mounts])
     if answer.error is not None:
         e = answer.error
         h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.message.removeprefix(f"{name}: "), e.hint)
@@ -354,7 +356,7 @@ def _name(h: _Host, s: Sections) -> list[str]:
     """Fails on a planned name held by a container of another deployment; returns our own running ones."""
     out, _, _ = s.get("containers")
     planned = {c.name for c in h.plan.containers if c.host == h.name}
-    found: list[Found] = [c for c in parse_ps(h.name, out) if c.name in planned]
+    found: list[ContainerState] = [c for c in parse_ps(h.name, out) if c.name in planned]
     foreign = [c for c in found if c.deployment != h.plan.deployment]
     ours = [c for c in found if c.deployment == h.plan.deployment]
     if foreign:
@@ -371,31 +373,25 @@ def _name(h: _Host, s: Sections) -> list[str]:
     return [c.name for c in ours if c.running]
 
 
-def planned_image(plan: Plan) -> str | None:
-    """The image the plan's container runs (the argument after --entrypoint's value)."""
+def _containers(plan: Plan, host: str | None = None):
+    """The container specs of the plan's run steps (of one host, or all)."""
     for step in plan.steps():
-        if isinstance(step, Run) and step.argv[1:2] == ("run",) and "--entrypoint" in step.argv:
-            i = step.argv.index("--entrypoint")
-            if i + 2 < len(step.argv):
-                return step.argv[i + 2]
-    return None
+        if isinstance(step, Run) and step.container is not None and host in (None, step.host):
+            yield step.container
+
+
+def planned_image(plan: Plan) -> str | None:
+    """The image the plan's containers run."""
+    return next((c.image for c in _containers(plan)), None)
 
 
 def mount_sources(recipe: Recipe, plan: Plan, host: str) -> list[tuple[int, str]]:
-    """(index in container.mounts, expanded source) of the required mounts, from the host's run argv."""
-    volumes: dict[str, str] = {}
-    for step in plan.steps():
-        if isinstance(step, Run) and step.host == host and step.argv[1:2] == ("run",):
-            argv = step.argv
-            for i, a in enumerate(argv[:-1]):
-                if a == "--volume":
-                    src, _, rest = argv[i + 1].partition(":")
-                    volumes.setdefault(rest.split(":", 1)[0], src)
-    out = []
-    for i, m in enumerate(recipe.container.mounts):
-        if m.required and m.target in volumes:
-            out.append((i, volumes[m.target]))
-    return out
+    """(index in container.mounts, expanded source) of the required mounts of the host's containers
+    (their specs list container.mounts first, in order)."""
+    spec = next(_containers(plan, host), None)
+    if spec is None:
+        return []
+    return [(i, spec.mounts[i].source) for i, m in enumerate(recipe.container.mounts) if m.required]
 
 
 def _paths(h: _Host, s: Sections, mounts: list[tuple[int, str]]) -> None:
@@ -420,10 +416,7 @@ def planned_ports(recipe: Recipe, rank: int) -> list[tuple[int, str]]:
     """Ports a rank binds on its host before anything else runs: the head's API and rendezvous."""
     if rank != 0:
         return []
-    port = recipe.engine.args.port
-    if recipe.container.network == "bridge":
-        port = next((p.host for p in recipe.container.ports if p.container == port), port)
-    out = [(port, "engine")]
+    out = [(api_port(recipe), "engine")]
     e = recipe.engine
     if recipe.multinode:
         if e.kind == "sglang":

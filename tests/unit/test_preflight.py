@@ -21,7 +21,7 @@ from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
 from inkctl.execute.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       results_text, run_preflight)
-from inkctl.execute.deployed import ps_format
+from inkctl.plan.runtime import ps_format
 from inkctl.execute.probe import HOST_PROBE, split_sections
 from inkctl.execute.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
@@ -542,7 +542,7 @@ def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
 
 def test_probe_parses_podman():
     """podman 4.3's inspect: bare name, bare hex image id, ImageName (recorded on Debian 12)."""
-    from inkctl.execute.probe import parse_inspect
+    from inkctl.execute.deployed import parse_inspect
 
     rec = [{"Id": "a10a6ea99b0f", "Name": "inkctl-t-r0", "Image": "8fcbef0cfaa3b507a3537837d2305d3300b557e48c4a97d2af9c97e7dc8d0407",
             "ImageName": "localhost/tiny:1",
