@@ -123,8 +123,7 @@ def _ensure_image(loaded, plan, transports, sink, answers, image: str):
 
 def _refresh_image(report, answers, transports, plan, image: str) -> None:
     """Where the image was just built or delivered, the probe's image section predates it: read it again."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    from inkctl.execute.fanout import each
     from inkctl.execute.probe import image_section
 
     stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
@@ -136,8 +135,7 @@ def _refresh_image(report, answers, transports, plan, image: str) -> None:
         s = answers[host].sections
         s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
 
-    with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="image") as pool:
-        list(pool.map(one, stale))
+    each(one, stale, name="image")
 
 
 def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:

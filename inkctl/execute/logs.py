@@ -9,11 +9,11 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
 from inkctl.execute.deployed import parse_time
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.step import Plan
@@ -98,7 +98,7 @@ def snapshot(transports: dict[str, Transport], srcs: list[Source], *, tail: str 
         try:
             res = t.run(logs_argv(s, tail=tail, since=since, timestamps=True), timeout=SNAPSHOT_TIMEOUT_S)
         except HostError as e:
-            return [], f"{s.prefix}: {e.message.removeprefix(s.host + ': ')}"
+            return [], f"{s.prefix}: {e.reason}"
         if not res.ok:
             why = (res.err_text().strip().splitlines() or [f"exit {res.exit_code}"])[-1]
             if "no such container" in why.lower():
@@ -107,11 +107,10 @@ def snapshot(transports: dict[str, Transport], srcs: list[Source], *, tail: str 
         # stdout and stderr of the container come back apart; the timestamps put them together again
         return _lines(s, res.stdout) + _lines(s, res.stderr), None
 
-    with ThreadPoolExecutor(max_workers=max(1, len(srcs))) as pool:
-        for lines, err in pool.map(one, srcs):
-            per_source.append(lines)
-            if err:
-                errors.append(err)
+    for lines, err in each(one, srcs, name="logs"):
+        per_source.append(lines)
+        if err:
+            errors.append(err)
     return merge(per_source), errors
 
 
@@ -160,7 +159,7 @@ class Follow:
         try:
             code = t.stream(argv, lambda line: self.items.put(LogLine(s.host, s.rank, line)), self.stop_event)
         except HostError as e:
-            self.items.put(SourceEnded(s, -1, e.message.removeprefix(s.host + ": ")))
+            self.items.put(SourceEnded(s, -1, e.reason))
             return
         except Exception as e:  # a transport bug must not hang the others
             self.items.put(SourceEnded(s, -1, f"{type(e).__name__}: {e}"))

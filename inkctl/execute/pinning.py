@@ -10,8 +10,8 @@ nothing is written.
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 
+from inkctl.execute.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.execute.images import ImageInfo
 from inkctl.plan.build import image_tag, split_digest
@@ -29,10 +29,7 @@ class Refused(InkctlError):
 
 
 def _each(stores: dict, fn) -> dict:
-    if len(stores) == 1:
-        return {k: fn(s) for k, s in stores.items()}
-    with ThreadPoolExecutor(max_workers=min(32, len(stores)), thread_name_prefix="lock") as pool:
-        return dict(zip(stores, pool.map(fn, stores.values())))
+    return dict(zip(stores, each(fn, stores.values(), name="lock")))
 
 
 def _common(ref: str, infos: dict[str, ImageInfo], digest: str | None) -> str:

@@ -11,12 +11,12 @@ recipe allows one and the image is missing.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.events import Event
+from inkctl.execute.fanout import each
 from inkctl.execute.deployed import ContainerState, parse_ps
 from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, run_launch_probe
 from inkctl.plan.runtime import repository
@@ -111,8 +111,7 @@ def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *,
                           lock.probe_args(name) if lock is not None else None)
 
     names = [h.name for h in plan.hosts]
-    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="probe") as pool:
-        return dict(zip(names, pool.map(one, names)))
+    return dict(zip(names, each(one, names, name="probe")))
 
 
 def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
@@ -132,11 +131,10 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     (``probe_hosts``); without them each host is probed here.
     """
     skip = check_names(skip)
-    with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
-        futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image,
-                               None if answers is None else answers.get(h.name))
-                   for h in plan.hosts]
-        results = [r for f in futures for r in f.result()]
+    per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
+                                              None if answers is None else answers.get(name)),
+                     [h.name for h in plan.hosts], name="preflight")
+    results = [r for checks in per_host for r in checks]
     failed_any = any(r.failed for r in results)
     if hasattr(sink, "emit"):
         sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
@@ -185,7 +183,7 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
             answer = run_launch_probe(t, ph.runtime, image, [src for _, src in mounts])
     if answer.error is not None:
         e = answer.error
-        h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.message.removeprefix(f"{name}: "), e.hint)
+        h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.reason, e.hint)
         for c in CHECKS[1:]:
             h.put(c, NOT_RUN, "host unreachable")
         return _ordered(h)

@@ -93,6 +93,14 @@ def deployment_containers(t: Transport, runtime: str, deployment: str, timeout: 
     return HostContainers(host=t.name, containers=containers, clock=clock)
 
 
+def deployment_states(plan, transports: dict[str, Transport]):
+    """Every host's containers of the deployment, in parallel: a Fanout of HostContainers."""
+    from inkctl.execute.fanout import on_hosts
+
+    return on_hosts(lambda name: deployment_containers(transports[name], plan.host(name).runtime, plan.deployment),
+                    [h.name for h in plan.hosts], name="status")
+
+
 def uptime(c: ContainerState, now: datetime | None) -> float | None:
     if not c.running or c.started_at is None:
         return None
