@@ -18,7 +18,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format, overrides
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
 @app.command()
@@ -73,8 +73,8 @@ def up(
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
                            timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy)
-    except KeyboardInterrupt:
-        started = interrupt.is_set() and getattr(interrupt, "launching", False)
+    except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
+        started = isinstance(e, Cancelled) and e.started
         left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
         text = ("interrupted again during the rollback: containers of this run may be left:\n" + left +
                 f"\nremove them with: inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else "")
@@ -94,12 +94,9 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     total = time.monotonic() - t0
-    message = ("already running" if getattr(outcome, "already", False) else
-               "detached: still booting" if outcome.detached else
-               "detached from the watchdog" if getattr(outcome, "watched", False) else "up")
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
-                       message=message, hint=_follow(recipe, hosts) if outcome.detached else ""))
+                       message=outcome.status.value, hint=_follow(recipe, hosts) if outcome.detached else ""))
     sink.close()
     if fmt == "text" and not said:
         _summary(plan, outcome, total, follow=_follow(recipe, hosts))
@@ -141,9 +138,10 @@ def _on_signals(interrupt: threading.Event) -> dict:
 
 def _summary(plan, outcome, total: float, follow: str = "") -> None:
     from inkctl.cli.render import console
+    from inkctl.execute.runner import UpStatus
 
     out = console()
-    if getattr(outcome, "already", False):
+    if outcome.status is UpStatus.ALREADY:
         out.print(f"{plan.deployment} is already up at {outcome.url} (same recipe); nothing changed", markup=False)
         return
     if outcome.detached:

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from inkctl.errors import InkctlError
+from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deployed import ContainerState, parse_inspect_lines
 from inkctl.execute.events import HealthProgress, RankState
 from inkctl.execute.transport import HostError
@@ -191,7 +191,7 @@ class HealthWait:
             with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
-                        raise KeyboardInterrupt
+                        raise Cancelled(started=True)
                     now = time.monotonic()
                     if not following and now >= follow_at:
                         following = True
