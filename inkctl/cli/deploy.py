@@ -69,6 +69,7 @@ def up(
             said.append(True)
 
     from inkctl.execute.bringup import bring_up
+    from inkctl.execute.runner import LaunchFailed
 
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
@@ -84,6 +85,9 @@ def up(
         sink.close()
         raise err from None
     except InkctlError as e:
+        if isinstance(e, LaunchFailed) and e.left:
+            again = "inkctl lock release RECIPE, then inkctl down RECIPE" if e.lock_kept else "inkctl down RECIPE"
+            e.hint = (e.hint + "; " if e.hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),

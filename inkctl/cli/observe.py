@@ -83,7 +83,7 @@ def doctor(
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
         try:
-            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image, sink=lambda r: None), True
+            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image), True
         except PreflightFailed as e:
             results, ok = e.results, False
     finally:

@@ -124,9 +124,8 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
-    ``sink`` receives the results (pass or fail) before anything is raised: an event sink gets
-    one PreflightReport, a plain callable the list. Without a sink the error's message carries
-    the table as text. A host missing from ``transports`` (or an Unreachable) fails its ssh check.
+    ``sink`` (an event sink) receives one PreflightReport (pass or fail) before anything is
+    raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
     (``probe_hosts``); without them each host is probed here.
     """
@@ -136,17 +135,12 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
                      [h.name for h in plan.hosts], name="preflight")
     results = [r for checks in per_host for r in checks]
     failed_any = any(r.failed for r in results)
-    if hasattr(sink, "emit"):
+    if sink is not None:
         sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
-    elif sink is not None:
-        sink(results)
     failed = [r for r in results if r.failed]
     if failed:
         where = ", ".join(f"{r.host} ({r.check})" for r in failed)
-        message = f"preflight failed on {where}: nothing was launched"
-        if sink is None:
-            message += "\n" + results_text(results)
-        raise PreflightFailed(message, results)
+        raise PreflightFailed(f"preflight failed on {where}: nothing was launched", results)
     return results
 
 
@@ -443,18 +437,3 @@ def _ports(h: _Host, s: Sections, own_running: list[str]) -> None:
               f"stop what listens on {p} on {h.name} (ss -ltnp 'sport = :{p}'), or change the port in the recipe")
     else:
         h.put("ports", OK, "free: " + free)
-
-
-# --- text -----------------------------------------------------------------------------------
-
-STATUS_TEXT = {OK: "ok", WARN: "warn", FAIL: "FAIL", SKIPPED: "skipped", NOT_RUN: "-"}
-
-
-def results_text(results: list[CheckResult]) -> str:
-    """The table as plain text (for error messages and logs without a terminal)."""
-    hw = max([len("host")] + [len(r.host) for r in results])
-    lines = [f"{'host':<{hw}}  {'check':<7}  {'result':<7}  detail"]
-    for r in results:
-        lines.append(f"{r.host:<{hw}}  {r.check:<7}  {STATUS_TEXT[r.status]:<7}  {r.detail}")
-    return "\n".join(lines)
-

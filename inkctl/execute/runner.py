@@ -37,7 +37,13 @@ class StepError(InkctlError):
 
 
 class LaunchFailed(InkctlError):
-    """``up`` failed; the message says why and what the rollback did (or what was kept)."""
+    """``up`` failed; the message says why and what the rollback did (or what was kept).
+    ``left``: what the rollback could not remove ("host: what and why"); ``lock_kept``: a lost
+    host also kept this run's deploy lock (it could not be released there)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, left: tuple[str, ...] = (), lock_kept: bool = False):
+        super().__init__(message, hint=hint)
+        self.left, self.lock_kept = left, lock_kept
 
 
 def who(host: str, rank: int | None) -> str:
@@ -299,11 +305,7 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
                 parts.append("could NOT remove:\n" + "\n".join("  " + x for x in left))
             if not cleaned and not left:
                 parts.append("nothing had been started on any host")
-            if left:
-                # a lost host also keeps this run's deploy lock (it could not be released there)
-                again = ("inkctl lock release RECIPE, then inkctl down RECIPE" if runner.lost else "inkctl down RECIPE")
-                hint = (hint + "; " if hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
-            err = LaunchFailed("\n".join(parts), hint=hint)
+            err = LaunchFailed("\n".join(parts), hint=hint, left=tuple(left), lock_kept=bool(left) and bool(runner.lost))
         if interrupted:
             err.exit_code = EXIT_INTERRUPTED
         if not isinstance(e, (InkctlError, KeyboardInterrupt, Cancelled)):
