@@ -14,7 +14,7 @@ import hashlib
 from inkctl.execute.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.execute.images import ImageInfo
-from inkctl.plan.build import image_tag, split_digest
+from inkctl.plan.build import ABSENT, image_tag, split_digest
 from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, parse_diff
 from inkctl.recipe.lockfile import base_key, declared, local_observations
 from inkctl.recipe.source import Loaded
@@ -94,7 +94,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
             files: dict[str, bytes] = {}
             for j, t in enumerate(f.files):
                 data = originals.get(t.path)
-                before = "absent" if data is None else _sha(data)
+                before = ABSENT if data is None else _sha(data)
                 _check(f"{key}:{j}:before", before, t.sha256_before, None, f"{t.path} in the base image")
                 pins[f"{key}:{j}:before"] = before
                 if data is not None:
@@ -104,7 +104,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
             except (PatchError, KeyError) as e:
                 raise Refused(f"patches.files[{i}]: {f.source} does not apply to the base image: {e}") from None
             for j, t in enumerate(f.files):
-                after = _sha(files[t.path]) if t.path in files else "absent"
+                after = _sha(files[t.path]) if t.path in files else ABSENT
                 _check(f"{key}:{j}:after", after, t.sha256_after, None, f"{t.path} after the diff")
                 pins[f"{key}:{j}:after"] = after
             continue

@@ -27,7 +27,7 @@ from inkctl.recipe.source import Loaded
 
 FORMAT = 1  # bump when the context's meaning changes: every tag changes with it
 TAG_PREFIX = "inkctl-"
-ABSENT = "absent"
+ABSENT = "absent"  # a patched file that does not exist (before or after the patch)
 
 
 @dataclass(frozen=True)
