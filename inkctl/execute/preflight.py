@@ -329,7 +329,7 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
     try:
         res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
     except HostError as e:
-        h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.message}")
+        h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.reason}")
         return
     pulled = image_ids(res.text()) if res.ok else None
     if pulled is None or (pin and not _matches(pulled, pin)):

@@ -229,14 +229,14 @@ class Runner:
             containers = ", ".join(c.name for c in self.plan.containers if c.host == host) or "its files"
             if host in self.lost:
                 with lock:
-                    left.append(f"{host}: {containers} (host unreachable: {self.lost[host].message})")
+                    left.append(f"{host}: {containers} (host unreachable: {self.lost[host].reason})")
                 return
             for s in (s for s in self.plan.teardown if s.host == host):
                 try:
                     res = self.transports[host].run(s.argv, timeout=TEARDOWN_TIMEOUT_S)
                 except HostError as e:
                     with lock:
-                        left.append(f"{host}: {containers} ({e.message})")
+                        left.append(f"{host}: {containers} ({e.reason})")
                         self.lost.setdefault(host, e)
                     return
                 if res.exit_code not in s.ok_codes:

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 LABEL_PREFIX = "inkctl."
-RUNTIMES = ("docker", "podman")
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
