@@ -125,14 +125,13 @@ def parse_time(text: str | None) -> datetime | None:
     if not text or text.startswith("0001-01-01"):
         return None
     t = text.strip().replace("Z", "+00:00")
-    if " " in t and "T" not in t:
+    if t[10:11] == " ":  # podman's Go time: '2026-11-29 16:21:24.1 +0000 UTC'; the zone's name is dropped
         parts = t.split()
         t = parts[0] + "T" + parts[1] + (parts[2][:3] + ":" + parts[2][3:] if len(parts) > 2 else "+00:00")
     head, dot, rest = t.partition(".")
-    if dot:
-        digits = "".join(c for c in rest if c.isdigit())
-        zone = rest[len(digits):]
-        t = f"{head}.{digits[:6]}{zone}"
+    if dot:  # at most microseconds: the fraction's leading digits, then the offset as it was
+        n = len(rest) - len(rest.lstrip("0123456789"))
+        t = f"{head}.{rest[:n][:6].ljust(6, '0')}{rest[n:]}"
     try:
         dt = datetime.fromisoformat(t)
     except ValueError:

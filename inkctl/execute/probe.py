@@ -16,16 +16,16 @@ from inkctl.execute.deploylock import PROBE_SECTION
 from inkctl.execute.deployed import ContainerState, parse_inspect
 from inkctl.execute.transport import HostError, Result, Transport
 from inkctl.plan import runtime
-from inkctl.plan.runtime import LABEL_PREFIX
 from inkctl.plan.quote import command_line
 
 # One round trip: the host's clock (for uptimes), then every container of the deployment.
+# Arguments: the inspect command (3 words), then the ps command listing the ids (plan.runtime).
 BY_LABEL = (
-    'rt="$1"; label="$2"\n'
+    'i1="$1"; i2="$2"; i3="$3"; shift 3\n'
     "date -u +%s\n"
-    'ids=$("$rt" ps --all --quiet --filter "label=$label") || exit 3\n'
+    'ids=$("$@") || exit 3\n'
     '[ -z "$ids" ] && { echo "[]"; exit 0; }\n'
-    '"$rt" container inspect $ids\n'
+    '"$i1" "$i2" "$i3" $ids\n'
 )
 
 
@@ -76,14 +76,14 @@ class HostContainers:
     clock: datetime | None  # the host's own time when it answered
 
 
-def deployment_containers(t: Transport, runtime: str, deployment: str, timeout: float = 30) -> HostContainers:
+def deployment_containers(t: Transport, rt: str, deployment: str, timeout: float = 30) -> HostContainers:
     """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
-    label = f"{LABEL_PREFIX}deployment={deployment}"
-    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", runtime, label], timeout=timeout)
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(rt, format=None),
+                 *runtime.ps(rt, deployment=deployment, quiet=True)], timeout=timeout)
     if not res.ok:
         err = (res.err_text() or res.text()).strip().splitlines()
-        raise HostError(t.name, "runtime", f"{runtime} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
-                        hint=f"check the runtime on {t.name}: {command_line([runtime, 'ps', '--all'])}")
+        raise HostError(t.name, "runtime", f"{rt} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
+                        hint=f"check the runtime on {t.name}: {rt} ps --all")
     first, _, rest = res.text().partition("\n")
     clock = datetime.fromtimestamp(int(first), timezone.utc) if first.strip().isdigit() else None
     try:
