@@ -40,11 +40,11 @@ def validate(
             problems, warnings = [], loaded.warnings
             ok = not (strict and warnings)
         except InkctlError as e:
-            problems = getattr(e, "problems", None) or []
+            from inkctl.errors import Problem, RecipeInvalid
+
+            problems = e.problems if isinstance(e, RecipeInvalid) else []
             warnings = []
             if not problems:
-                from inkctl.errors import Problem
-
                 problems = [Problem(e.message, file=str(path), hint=e.hint)]
             ok = False
         results.append((path, ok, problems, warnings))
