@@ -15,14 +15,14 @@ import getpass
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from inkctl.errors import InkctlError
 from inkctl.execute.hostkeys import KnownHosts, default_known_hosts
-from inkctl.execute.transport import HostError, Transport
+from inkctl.execute.fanout import on_hosts
+from inkctl.execute.transport import HostError, HostsFailed, Transport
 from inkctl.recipe.hosts import Host
 
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
@@ -157,39 +157,28 @@ def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float 
     first command, e.g. up's probe), so one slow handshake delays only its own host."""
     t0 = time.monotonic()
     config = load_ssh_config() if any(not (h.ssh_address in LOCAL_ADDRESSES and h.port is None) for h in hosts) else None
-    transports: dict[str, Transport] = {}
-    errors: dict[str, HostError] = {}
-    lock = threading.Lock()
+    by_name = {h.name: h for h in hosts}
 
-    def one(h: Host) -> None:
+    def one(name: str) -> Transport:
         t = time.monotonic()
         try:
-            tr = connect_host(h, accept_new=accept_new, config=config, timeout=timeout, on_accept=on_accept)
+            tr = connect_host(by_name[name], accept_new=accept_new, config=config, timeout=timeout, on_accept=on_accept)
         except HostError as e:
-            with lock:
-                errors[h.name] = e
-            if on_host:
-                on_host(h.name, time.monotonic() - t, e)
-            return
+            err = e
         except Exception as e:  # anything unexpected still names the host
-            err = HostError(h.name, "unreachable", f"cannot connect: {type(e).__name__}: {e}")
-            with lock:
-                errors[h.name] = err
+            err = HostError(name, "unreachable", f"cannot connect: {type(e).__name__}: {e}")
+        else:
             if on_host:
-                on_host(h.name, time.monotonic() - t, err)
-            return
-        with lock:
-            transports[h.name] = tr
+                on_host(name, time.monotonic() - t, None)
+            if then:
+                then(name, tr)
+            return tr
         if on_host:
-            on_host(h.name, time.monotonic() - t, None)
-        if then:
-            then(h.name, tr)
+            on_host(name, time.monotonic() - t, err)
+        raise err
 
-    if len(hosts) == 1:
-        one(hosts[0])
-    else:
-        with ThreadPoolExecutor(max_workers=min(64, len(hosts)), thread_name_prefix="connect") as pool:
-            list(pool.map(one, hosts))
+    res = on_hosts(one, by_name, name="connect")
+    transports, errors = res.ok, res.failed
     return Connected(transports, errors, time.monotonic() - t0)
 
 
@@ -207,17 +196,14 @@ def connection_failure(hosts: list[Host], res: Connected) -> HostError:
     order = [h.name for h in hosts if h.name in res.errors]
     if len(order) == 1:
         e = res.errors[order[0]]
-        return HostError(e.host, e.cause, e.message.split(": ", 1)[1] + "; nothing was started on any host", hint=e.hint)
+        return HostError(e.host, e.cause, e.reason + "; nothing was started on any host", hint=e.hint)
     lines = "\n".join("  " + res.errors[n].message for n in order)
     causes = {res.errors[n].cause for n in order}
     hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
              for n in order} - {None}
-    err = HostError(order[0], res.errors[order[0]].cause,
-                    f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
-                    hint="; ".join(sorted(hints)) or None)
-    err.message = err.message.split(": ", 1)[1]
-    err.args = (err.message,)
-    return err
+    return HostsFailed([res.errors[n] for n in order],
+                       f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
+                       hint="; ".join(sorted(hints)) or None)
 
 
 def close_all(transports: dict[str, Transport]) -> None:

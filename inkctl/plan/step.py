@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from inkctl.plan.runtime import ContainerSpec
+
 
 @dataclass(frozen=True)
 class SecretRef:
@@ -52,6 +54,9 @@ class Put:
 class Run:
     """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
 
+    A container's start also carries ``container``, the spec its argv was made from
+    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv.
+
     ``files`` are written on the host by the same remote command, before ``argv`` runs (a
     rank's env file, hotfixes and the plan record beside its ``docker run``): one round trip,
     the contents on stdin, never on a command line. ``inkctl.plan.files`` builds that command."""
@@ -63,6 +68,7 @@ class Run:
     ok_codes: tuple[int, ...] = (0,)
     files: tuple[Put, ...] = ()
     kind: str = "run"
+    container: ContainerSpec | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
