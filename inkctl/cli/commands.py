@@ -112,24 +112,33 @@ def schema(
 
 @app.command()
 def recipes(
-    directory: Optional[Path] = typer.Argument(None, help="Directory of recipes (default: the bundled ones)."),
+    directory: Optional[Path] = typer.Argument(None, metavar="[DIR]", help="A directory of recipes to list instead of the bundled ones."),
     output: str = OutputOpt,
 ) -> None:
-    """List recipes: hardware, engine, parallelism, status."""
+    """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
+    from inkctl import bundled
     from inkctl.cli.render import console, recipe_table
-    from inkctl.recipe.source import expand_paths, load_recipe
+    from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
-    d = directory or bundled_recipes_dir()
+    if directory is None:
+        paths = bundled.bundled_files()
+        if not paths:
+            raise InkctlError("no bundled recipes found: this installation of inkctl is incomplete",
+                              hint="reinstall inkctl, or pass a directory: inkctl recipes DIR")
+    else:
+        paths = [p for p in expand_paths([str(directory)]) if not is_inventory(p)]
     rows = []
-    for path in expand_paths([str(d)]):
+    for path in paths:
+        # what `plan` accepts: the bundled name, or the path of a recipe in DIR
+        ref = bundled.name_of(path) if directory is None else str(path)
         try:
             r = load_recipe(path).recipe
         except InkctlError:
-            rows.append({"recipe": str(path), "error": "invalid (run inkctl validate)"})
+            rows.append({"recipe": ref, "path": str(path), "error": "invalid (run inkctl validate)"})
             continue
         rows.append({
-            "recipe": path.name, "path": str(path), "name": r.name, "model": r.model.repo,
+            "recipe": ref, "path": str(path), "name": r.name, "model": r.model.repo,
             "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator}",
             "engine": f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
             "parallel": f"TP={r.engine.args.tensor_parallel} PP={r.engine.args.pipeline_parallel}",
@@ -139,13 +148,7 @@ def recipes(
     if fmt == "json":
         print(json.dumps(rows, indent=2))
     else:
-        console().print(recipe_table(rows))
-
-
-def bundled_recipes_dir() -> Path:
-    """recipes/ of the source tree; installed copies look next to the package too."""
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here.parent / "recipes", here / "recipes"):
-        if cand.is_dir():
-            return cand
-    raise InkctlError("no bundled recipes found", hint="pass a directory: inkctl recipes DIR")
+        out = console()
+        out.print(recipe_table(rows))
+        out.print("next: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
+                  "      inkctl init RECIPE   a copy to edit here, with an inventory template", markup=False)

@@ -215,15 +215,18 @@ def _step_text(s) -> str:
 
 
 def recipe_table(rows: list[dict]):
+    """Fits 80 columns: the name (what `plan` takes) is never cut; the description wraps by words."""
     from rich.table import Table
 
-    t = Table(show_header=True, header_style="bold")
-    cols = ["recipe", "hardware", "engine", "parallel", "runtime", "patches", "status"]
-    for c in cols:
-        t.add_column(c)
+    t = Table(show_header=True, header_style="bold", show_lines=True)
+    t.add_column("recipe", no_wrap=True, overflow="fold")
+    t.add_column("hardware; engine, parallelism; runtime, patches", ratio=1, min_width=20, overflow="fold")
+    t.add_column("status", no_wrap=True)
     for r in rows:
         if "error" in r:
-            t.add_row(r["recipe"], r["error"], *[""] * (len(cols) - 2))
+            t.add_row(r["recipe"], r["error"], "")
         else:
-            t.add_row(*[str(r[c]) for c in cols])
+            what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; "
+                    f"{r['runtime']}, patches {r['patches']}")
+            t.add_row(r["recipe"], what, r["status"])
     return t
