@@ -2,8 +2,8 @@
 another directory. The bundled recipes, examples, patches and reference must come with it.
 
 No network: the wheel is built without build isolation (setuptools and wheel from this Python)
-and installed with --no-deps --no-index into a venv that sees this Python's packages for the
-dependencies. Runs where venv, pip, setuptools and wheel are at hand; skipped elsewhere.
+and installed with --no-deps --no-index into a venv that takes the dependencies from the
+Python running the tests. Runs where venv, pip, setuptools and wheel are at hand; skipped elsewhere.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -45,8 +46,13 @@ def installed(tmp_path_factory) -> Path:
                        capture_output=True, text=True, env=env, timeout=120)
     assert b.returncode == 0, b.stderr
     (whl,) = wheels.glob("inkctl-*.whl")
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(tmp / "venv")
+    venv.EnvBuilder(with_pip=False).create(tmp / "venv")
     bin_ = tmp / "venv" / "bin"
+    # the dependencies (and pip) from the Python running the tests, which may itself be a venv:
+    # its site directories as plain path entries (their .pth files, e.g. an editable inkctl, stay out)
+    (site,) = (tmp / "venv" / "lib").glob("python3*/site-packages")
+    outer = {sysconfig.get_paths()[k] for k in ("purelib", "platlib")}
+    (site / "outer-site.pth").write_text("\n".join(sorted(outer)) + "\n")
     i = subprocess.run([str(bin_ / "python"), "-m", "pip", "install", "-q", "--no-deps", str(whl)],
                        capture_output=True, text=True, env=env, timeout=120)
     assert i.returncode == 0, i.stderr
