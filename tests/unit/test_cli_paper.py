@@ -126,7 +126,9 @@ def test_wrong_host_count_is_explained():
 def test_schema_recipes_version_help():
     assert json.loads(inkctl("schema").stdout)["title"] == "inkctl recipe"
     rows = json.loads(inkctl("recipes", "--output", "json").stdout)
-    assert {r["name"] for r in rows} == {"inkling-small-spark-tp2", "inkling-h200-tp8", "inkling-small-rtxpro6000-tp2"}
+    assert {r["name"] for r in rows} >= {"inkling-small-spark-tp2", "inkling-h200-tp8", "inkling-small-rtxpro6000-tp2"}
+    assert [r["recipe"] for r in rows] == [p.stem for p in sorted((ROOT / "recipes").glob("*.yaml"))] + [
+        p.stem for p in sorted((ROOT / "examples").glob("*.yaml")) if not p.name.startswith("hosts")]
     assert inkctl("--version").stdout.startswith("inkctl ")
     for cmd in ("validate", "plan", "schema", "recipes"):
         assert inkctl(cmd, "--help").returncode == 0
