@@ -65,9 +65,17 @@ def _register(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    _register(args)
     try:
-        rv = app(args=argv, standalone_mode=False)
+        import typer.main
+
+        from inkctl.cli.helptext import polish
+
+        command = typer.main.get_command(app)
+        polish(command)
+        # `inkctl` alone: the help, and success (click's no_args_is_help exits 2 since 8.2)
+        rv = command.main(args=args or ["--help"], prog_name="inkctl", standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
 from inkctl.errors import EXIT_INVALID, InkctlError
 
 
@@ -71,7 +71,7 @@ def _check_hosts(loaded) -> None:
 
 @app.command()
 def plan(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     output: str = OutputOpt,

@@ -8,8 +8,8 @@ import typer
 
 from inkctl.errors import UsageError
 
-HostsOpt = typer.Option(None, "--hosts", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
-SetOpt = typer.Option(None, "--set", help="Override a recipe field: dotted.path=value (repeatable).")
+HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
+SetOpt = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override a recipe field: dotted.path=value (repeatable).")
 OutputOpt = typer.Option("text", "--output", "-o", help="text or json.")
 
 
@@ -40,3 +40,7 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
         raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
     inputs = plan_inputs(loaded)
     return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
+
+
+RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,
+                           help="A recipe file, or the name of a bundled recipe (see inkctl recipes).")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +143,22 @@ def test_usage_errors_are_not_internal_errors():
     assert r.returncode == 2 and "Missing argument" in r.stderr
     r = inkctl("validate", "--output", "xml", "recipes/")
     assert r.returncode == 2 and "--output must be 'text' or 'json', not 'xml'" in r.stderr
+
+
+def test_help_names_values_with_placeholders_and_summaries_whole():
+    alone = subprocess.run(
+        [sys.executable, "-m", "inkctl"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert alone.returncode == 0 and alone.stdout.startswith("Usage: inkctl [OPTIONS] COMMAND"), alone.stderr
+    listed = alone.stdout.split("Commands:")[1]
+    assert "..." not in listed  # every summary whole
+    assert "  plan      Show every step `up` will run, per host and rank, with the exact\n" in listed
+    assert max(len(ln) for ln in alone.stdout.splitlines()) <= 80
+    for cmd in ("validate", "plan", "recipes", "up", "down", "status", "logs", "doctor", "build", "lock", "init"):
+        h = subprocess.run([sys.executable, "-m", "inkctl", cmd, "--help"], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "80"})
+        assert h.returncode == 0, (cmd, h.stderr)
+        assert not re.search(r"\{\w+\}|<[a-z\[\] ]+>", h.stdout), (cmd, h.stdout)  # no {recipe}, <list[str]>, <float range>
+    plan = inkctl("plan", "--help").stdout
+    assert "Usage: inkctl plan [OPTIONS] RECIPE\n" in plan
+    assert "--set KEY=VALUE" in plan and "--hosts FILE" in plan
+    assert "--timeout SECONDS" in inkctl("up", "--help").stdout
