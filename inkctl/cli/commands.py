@@ -76,8 +76,9 @@ def plan(
     set_: Optional[List[str]] = SetOpt,
     output: str = OutputOpt,
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
+    full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
 ) -> None:
-    """Show every step `up` will run, per host and rank, with the exact argv (secrets masked)."""
+    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked)."""
     from inkctl.cli.render import plain, plan_json, print_plan, print_problems
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
@@ -91,8 +92,23 @@ def plan(
         doc["warnings"] = [w.as_dict() for w in loaded.warnings]
         print(json.dumps(doc, indent=2))
         return
+    if host is not None and host not in {h.name for h in the_plan.hosts}:
+        from inkctl.errors import UsageError
+
+        raise UsageError(f"--host {host}: no such host in this plan",
+                         hint="its hosts are " + ", ".join(h.name for h in the_plan.hosts))
     print_problems(loaded.warnings, strict=False, stream=sys.stderr)
-    print_plan(plain(), the_plan, loaded, only_host=host)
+    if loaded.hosts_source and loaded.hosts_source.startswith("--hosts "):
+        where = " " + loaded.hosts_source
+    elif loaded.hosts is None:
+        where = " --hosts FILE"
+    else:
+        where = ""
+    from inkctl.plan.quote import command_line
+
+    print_plan(plain(), the_plan, loaded, only_host=host, full=full,
+               next_command=command_line(("inkctl", "up", str(recipe))) + where
+               + ("    (an inventory: inkctl init writes one to edit)" if loaded.hosts is None else ""))
 
 
 @app.command()
