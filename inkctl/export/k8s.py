@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
 from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAME, RANK, Gap, RunArgs, k8s_text,
-                                   parse_run, quantity, unresolved_vars, used_vars, var_token)
+                                   parse_run, quantity, shown, unresolved_vars, used_vars, var_token)
 from inkctl.plan.deploy import SERVE_IN_HEAD, build_plan
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
@@ -53,7 +53,7 @@ class Cache:
 
     def volume(self, read_only: bool) -> dict:
         if self.kind == "pvc":
-            return {"persistentVolumeClaim": {"claimName": self.source, "readOnly": read_only}}
+            return {"persistentVolumeClaim": {"claimName": self.source, **({"readOnly": True} if read_only else {})}}
         return {"hostPath": {"path": self.source, "type": "Directory"}}
 
 
@@ -162,9 +162,14 @@ class _Export:
         return meta
 
     # --- pod templates ---------------------------------------------------------------------------
+    def _argv(self, argv: tuple[str, ...], rank: int) -> list[str]:
+        """On the leader pod the leader's address is the pod's own IP (an IP, as VLLM_HOST_IP and
+        ``ray start --node-ip-address`` want); the other ranks reach it as $(LWS_LEADER_ADDRESS)."""
+        return [a.replace(LEADER, POD_IP) for a in argv] if rank == 0 else list(argv)
+
     def _template(self, rank: int) -> dict:
         runs = self._runs(rank)
-        run = parse_run(runs[0].argv)
+        run = parse_run(self._argv(runs[0].argv, rank))
         command = [run.entrypoint, *run.command]
         ray_serve = next((s for s in self.plan.steps() if isinstance(s, Run) and s.argv[1:2] == ("exec",)
                           and SERVE_IN_HEAD in s.argv), None)
@@ -200,10 +205,8 @@ class _Export:
     def _ray_leader_script(self, head: list[str], serve_step: Run) -> str:
         """Ray head in the background, wait as the plan waits, then vllm serve as the main process."""
         wait = next(s for s in self.plan.steps() if isinstance(s, WaitFor) and s.expect_count == self.nodes)
-        status = list(wait.argv[3:])  # (runtime, exec, container, *status)
-        serve = list(serve_step.argv[serve_step.argv.index(SERVE_IN_HEAD) + 2:])
-        if wait.expect_count != self.nodes:
-            raise InkctlError(f"the plan waits for {wait.expect_count} Ray nodes, the group has {self.nodes}")
+        status = self._argv(wait.argv[3:], 0)  # (runtime, exec, container, *status)
+        serve = self._argv(serve_step.argv[serve_step.argv.index(SERVE_IN_HEAD) + 2:], 0)
         return "\n".join([
             f"{command_line(head)} &",
             "ray_pid=$!",
@@ -266,7 +269,7 @@ class _Export:
         for k, v in run.env:
             if k in gpu_vars or unresolved_vars(v) == ["GPUS"]:
                 if rank == 0:
-                    self.gaps.append(Gap(f"container.env.{k}", f"--env {k}={v.replace(var_token('GPUS'), '${GPUS}')}",
+                    self.gaps.append(Gap(f"container.env.{k}", f"--env {k}={shown(v)}",
                                          "left out: the GPU device plugin assigns the pod's GPUs (nvidia.com/gpu limit)"))
                 continue
             self._check_vars([v], f"container.env.{k}")
@@ -344,6 +347,9 @@ class _Export:
                 if not cache_mounted:
                     volumes.append({"name": "model-cache", **self.cache.volume(ro)})
                 mounts.append({"name": "model-cache", "mountPath": dst, **({"readOnly": True} if ro else {})})
+                if rank == 0 and not cache_mounted:
+                    self.gaps.append(Gap("container.mounts", f"--volume {shown(src)}:{dst}",
+                                         f"the model cache ({self.cache.kind} {self.cache.source}) at {dst}"))
                 cache_mounted = True
             elif src in named:
                 volumes.append({"name": f"volume-{i}", "emptyDir": {}})
@@ -412,7 +418,7 @@ class _Export:
             self.gaps.append(Gap("container.network", "--network host", "the pod network; ranks find the leader at $(LWS_LEADER_ADDRESS) "
                                  "(--host-network keeps host networking)"))
         ifname = next((v for k, v in run.env if k == "NCCL_SOCKET_IFNAME"), None)
-        if ifname and not self.o.host_network:
+        if ifname and ifname != "eth0" and not self.o.host_network:
             self.gaps.append(Gap("network.socket_ifname", f"NCCL_SOCKET_IFNAME={ifname}",
                                  f"kept: {ifname} must exist inside the pod (a secondary network, or --host-network); "
                                  "for the pod network use --set network.socket_ifname=eth0"))

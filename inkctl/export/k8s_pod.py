@@ -47,6 +47,11 @@ def k8s_text(text: str) -> str:
     return TOKEN_RE.sub(lambda m: f"$({TOKEN_VARS[m.group(1)]})", escaped)
 
 
+def shown(text: str) -> str:
+    """A planned value for people: host variables as ``${NAME}``, rendezvous tokens as ``$(VAR)``."""
+    return TOKEN_RE.sub(lambda m: "${%s}" % m.group(1)[4:] if m.group(1).startswith("var:") else f"$({TOKEN_VARS[m.group(1)]})", text)
+
+
 def used_vars(texts: list[str]) -> set[str]:
     return {TOKEN_VARS[m.group(1)] for t in texts for m in TOKEN_RE.finditer(t) if m.group(1) in TOKEN_VARS}
 
