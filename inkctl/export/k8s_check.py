@@ -50,7 +50,11 @@ def _strict(schema):
 
 @functools.lru_cache(maxsize=1)
 def lws_validator():
-    import jsonschema
+    try:
+        import jsonschema
+    except ImportError:
+        raise InkctlError("checking manifests needs the package jsonschema", exit_code=2,
+                          hint="install it: python3 -m pip install 'inkctl[k8s]'") from None
     import yaml
 
     crd = yaml.safe_load(CRD_FILE.read_text())
