@@ -32,9 +32,10 @@ HF_CACHE_DEFAULT = "/root/.cache/huggingface"
 DEFAULT_DEVICE_RESOURCES = (("/dev/infiniband", "rdma/rdma_shared_device_a"),)
 CONFIGMAP_MAX = 1024 * 1024
 _BUILTIN_VARS = {"HOST_ADDRESS", "HEAD_ADDRESS"}
-_SECCOMP = {"seccomp=unconfined": {"seccompProfile": {"type": "Unconfined"}},
-            "apparmor=unconfined": {"appArmorProfile": {"type": "Unconfined"}},
-            "label=disable": {"seLinuxOptions": {"type": "spc_t"}}}
+# --security-opt -> (securityContext fields, what it reads as)
+_SECURITY_OPT = {"seccomp=unconfined": ({"seccompProfile": {"type": "Unconfined"}}, "seccompProfile.type: Unconfined"),
+                 "apparmor=unconfined": ({"appArmorProfile": {"type": "Unconfined"}}, "appArmorProfile.type: Unconfined"),
+                 "label=disable": ({"seLinuxOptions": {"type": "spc_t"}}, "seLinuxOptions.type: spc_t (SELinux off for the container)")}
 
 
 @dataclass(frozen=True)
@@ -310,10 +311,11 @@ class _Export:
         if run.privileged:
             sc["privileged"] = True
         for opt in run.security_opt:
-            if opt in _SECCOMP:
-                sc.update(_SECCOMP[opt])
+            if opt in _SECURITY_OPT:
+                fields, text = _SECURITY_OPT[opt]
+                sc.update(fields)
                 if rank == 0:
-                    self.gaps.append(Gap("container.security_opt", f"--security-opt {opt}", f"securityContext {_SECCOMP[opt]}"))
+                    self.gaps.append(Gap("container.security_opt", f"--security-opt {opt}", f"securityContext.{text}"))
             elif rank == 0:
                 self.gaps.append(Gap("container.security_opt", f"--security-opt {opt}", "no pod securityContext equivalent: not in the manifests", expressed=False))
         for u in run.ulimits if rank == 0 else ():
