@@ -201,6 +201,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.connect import close_all
 
         close_all(transports)
+    pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here
     path = write_lock(loaded, pins, per_host)
     diff = changes(old, pins) if old else []
     if fmt == "json":

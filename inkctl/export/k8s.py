@@ -19,7 +19,7 @@ from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAM
 from inkctl.plan.deploy import SERVE_IN_HEAD, build_plan
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
-from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, WaitFor, WaitHealth
+from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, Smoke, WaitFor, WaitHealth
 from inkctl.recipe.fields import VAR_RE
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -141,6 +141,7 @@ class _Export:
     def manifests(self) -> Manifests:
         if self.name != self.r.name:
             self.gaps.append(Gap("name", self.r.name, f"Kubernetes names allow no '_' or '.': named {self.name}"))
+        self._up_only_gaps()
         leader = self._template(0)
         worker = self._template(1) if self.nodes > 1 else None
         lwt: dict = {"size": self.nodes, "restartPolicy": "RecreateGroupOnPodRestart"}
@@ -155,6 +156,17 @@ class _Export:
             docs.append(("configmap-hotfix.yaml", self.configmap))
         docs += [("leaderworkerset.yaml", lws), ("service.yaml", self._service())]
         return Manifests(self.name, tuple(docs), tuple(self.gaps))
+
+    def _up_only_gaps(self) -> None:
+        """What ``up`` does from the control machine around the containers, that no manifest does."""
+        smoke = [s for s in self.plan.steps() if isinstance(s, Smoke)]
+        if smoke:
+            self.gaps.append(Gap("smoke", smoke[0].purpose, "not run by Kubernetes: after the rollout, send them with "
+                                 "`kubectl port-forward` and a client (readiness alone does not prove an answer)", expressed=False))
+        if self.r.watchdog_on:
+            self.gaps.append(Gap("watchdog", f"MemAvailable < {self.r.watchdog.mem_available_min_gib:g} GiB kills the boot",
+                                 "inkctl's boot watchdog runs only under `up`: give the pods a memory limit "
+                                 "(resources.limits.memory) so the kubelet, not the kernel, stops a runaway load", expressed=False))
 
     def _meta(self, name: str) -> dict:
         meta: dict = {"name": name, "labels": {"app.kubernetes.io/name": self.name, "app.kubernetes.io/managed-by": "inkctl"}}

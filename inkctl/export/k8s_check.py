@@ -57,7 +57,8 @@ def lws_validator():
                           hint="install it: python3 -m pip install 'inkctl[k8s]'") from None
     import yaml
 
-    crd = yaml.safe_load(CRD_FILE.read_text())
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.3 MB: libyaml reads it 10x faster
+    crd = yaml.load(CRD_FILE.read_text(), Loader=loader)
     schema = _strict(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
     return jsonschema.Draft7Validator(schema)
 

@@ -59,6 +59,8 @@ def test_push_pins_the_registry_digest_and_export_runs_it(cluster, registry, ink
         [c] = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]
         assert c["image"] == report["pushed"]
 
+        ok_json(inkctl("lock", ws.recipe, "--hosts", inv, "-o", "json"))  # re-pinning keeps what was pushed
+        assert json.loads(ws.lock.read_text())["pins"][f"push:{tag}"] == report["pushed"]
         again = ok_json(inkctl("build", ws.recipe, "--hosts", inv, "--push", registry, "-o", "json"))
         assert again["pushed"] == report["pushed"] and again["hosts"][0]["action"] == "cache-hit"
     finally:

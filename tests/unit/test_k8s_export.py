@@ -187,7 +187,7 @@ def test_what_has_no_kubernetes_form_is_listed(tmp_path):
     _, m = _export(path, device_resources=(("/dev/infiniband", "rdma/roce"),),
                    annotations=(("k8s.v1.cni.cncf.io/networks", "roce-net"),))
     missing = {g.field: g for g in m.not_expressed}
-    assert set(missing) == {"container.devices", "container.ulimits.memlock", "container.security_opt", "container.extra_args"}
+    assert set(missing) == {"container.devices", "container.ulimits.memlock", "container.security_opt", "container.extra_args", "smoke"}
     assert "--device /dev/fuse" == missing["container.devices"].docker
     assert missing["container.extra_args"].docker == "--userns keep-id"
     c = _container(m, "leader")
