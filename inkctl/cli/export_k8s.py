@@ -49,7 +49,7 @@ def k8s(
         namespace=namespace, replicas=replicas, cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
         annotations=tuple(_pairs(annotation, "--network-annotation")),
         device_resources=tuple(_pairs(device_resource, "--device-resource")) or DEFAULT_DEVICE_RESOURCES,
-        host_network=host_network, offline=not online, vars=tuple(_pairs(var, "--var")))
+        host_network=host_network, offline=not online, vars=tuple(_vars(var)))
     pins, files = hotfix_inputs(loaded)
     run_image = image or _image(loaded)
     manifests = export_k8s(loaded.recipe, options, image=run_image, hotfix_pins=pins, hotfix_files=files)
@@ -79,6 +79,16 @@ def _pairs(values: Optional[List[str]], flag: str) -> list[tuple[str, str]]:
             raise UsageError(f"{flag} {v!r}: expected KEY=VALUE")
         out.append((k, val))
     return out
+
+
+def _vars(values: Optional[List[str]]) -> list[tuple[str, str]]:
+    from inkctl.recipe.fields import ENV_NAME_RE
+
+    pairs = _pairs(values, "--var")
+    for k, _ in pairs:
+        if not ENV_NAME_RE.match(k):
+            raise UsageError(f"--var {k}=...: {k!r} is not a variable name (letters, digits, '_')")
+    return pairs
 
 
 def _image(loaded) -> str | None:

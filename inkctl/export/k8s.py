@@ -149,6 +149,7 @@ class _Export:
             lwt["leaderTemplate"], lwt["workerTemplate"] = leader, worker
         else:
             lwt["workerTemplate"] = leader  # a group of one: the leader is made from the worker template
+        # LeaderCreated, not LeaderReady: the leader turns ready only once the workers have joined it
         lws = {"apiVersion": LWS_API, "kind": "LeaderWorkerSet", "metadata": self._meta(self.name),
                "spec": {"replicas": self.o.replicas, "startupPolicy": "LeaderCreated", "leaderWorkerTemplate": lwt}}
         docs: list[tuple[str, dict]] = []

@@ -262,3 +262,20 @@ def test_a_patched_image_must_be_pushed_first(tmp_path):
                                         "files": [{"path": "/x.py", "kind": "replace", "source": "x.py"}]})
     r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", str(recipe)], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "built locally only" in r.stderr and "--push REGISTRY" in r.stderr
+
+
+def test_host_network_and_binary_hotfixes(tmp_path):
+    body = bytes(range(256))
+    (tmp_path / "patches").mkdir()
+    (tmp_path / "patches" / "blob.bin").write_bytes(body)
+    path = _recipe(tmp_path, patches={"mode": "at_start", "hotfixes": [
+        {"name": "blob.bin", "source": "blob.bin", "sha256": hashlib.sha256(body).hexdigest(), "interpreter": ["true"]}]})
+    _, m = _export(path, host_network=True)
+    cm = next(d for _, d in m.documents if d["kind"] == "ConfigMap")
+    import base64
+
+    assert base64.b64decode(cm["binaryData"]["blob.bin"]) == body and "blob.bin" not in cm["data"]
+    spec = _lws(m)["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert not [g for g in m.gaps if g.field == "container.network"]
+    assert check_all([d for _, d in m.documents]) == []
