@@ -183,7 +183,7 @@ class _Export:
 
     def _template(self, rank: int) -> dict:
         runs = self._runs(rank)
-        run = parse_run(self._argv(runs[0].argv, rank))
+        run = parse_run(self._argv(runs[0].argv, rank), extra_args=len(self.r.container.extra_args))
         command = [run.entrypoint, *run.command]
         ray_serve = next((s for s in self.plan.steps() if isinstance(s, Run) and s.argv[1:2] == ("exec",)
                           and SERVE_IN_HEAD in s.argv), None)

@@ -102,10 +102,14 @@ _WITH_VALUE = {"--name", "--pull", "--restart", "--label", "--network", "--publi
 _FLAGS = {"--detach", "--privileged"}
 
 
-def parse_run(argv: tuple[str, ...] | list[str]) -> RunArgs:
-    """Take apart the argv that ``inkctl.plan.container.run_argv`` builds."""
-    if len(argv) < 2 or argv[1] != "run":
+def parse_run(argv: tuple[str, ...] | list[str], extra_args: int = 0) -> RunArgs:
+    """Take apart the argv that ``inkctl.plan.container.run_argv`` builds. The recipe's
+    ``extra_args`` (``extra_args`` tokens, just before ``--entrypoint``) may hold flags the export
+    does not know: those are kept in ``unknown``. An unknown flag anywhere else is a flag the plan
+    emits that the export was not taught: a ValueError, never a silent drop."""
+    if len(argv) < 2 or argv[1] != "run" or "--entrypoint" not in argv:
         raise ValueError(f"not a container run argv: {list(argv[:3])}")
+    extra_from = argv.index("--entrypoint") - extra_args
     out = RunArgs()
     i = 2
     while i < len(argv):
@@ -115,6 +119,8 @@ def parse_run(argv: tuple[str, ...] | list[str]) -> RunArgs:
             i += 1
             continue
         if flag not in _WITH_VALUE or i + 1 >= len(argv):
+            if i < extra_from:
+                raise ValueError(f"the plan's runtime flag {flag!r} has no Kubernetes mapping in inkctl.export.k8s_pod")
             out.unknown.append(flag)
             i += 1
             continue

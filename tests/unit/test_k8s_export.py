@@ -279,3 +279,12 @@ def test_host_network_and_binary_hotfixes(tmp_path):
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert not [g for g in m.gaps if g.field == "container.network"]
     assert check_all([d for _, d in m.documents]) == []
+
+
+def test_a_runtime_flag_the_export_was_not_taught_is_loud():
+    from inkctl.export.k8s_pod import parse_run
+
+    extra = parse_run(["podman", "run", "--env", "A=1", "--userns", "keep-id", "--entrypoint", "e", "img", "a"], extra_args=2)
+    assert extra.unknown == ["--userns", "keep-id"] and extra.env == [("A", "1")] and extra.command == ["a"]
+    with pytest.raises(ValueError, match="'--oom-score-adj' has no Kubernetes mapping"):
+        parse_run(["docker", "run", "--oom-score-adj", "5", "--entrypoint", "e", "img"])
