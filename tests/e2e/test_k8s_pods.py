@@ -96,8 +96,12 @@ def test_a_group_of_exported_pods_rendezvous_and_serve(cluster, inkctl, recipe, 
                     pytest.fail(f"{name} on {host} is {state}:\n{logs.stdout}{logs.stderr}")
             assert time.monotonic() < deadline, f"{url} did not answer in 90 s"
             time.sleep(0.5)
-        logs = cluster.docker("h2", "logs", names[1][1])
-        assert leader.address in logs.stdout + logs.stderr  # the worker reached the leader by its address
+        if base == "vllm-ray-2":  # the leader served only after Ray saw both pods
+            status = cluster.docker("h1", "exec", names[0][1], "ray", "status")
+            assert status.stdout.count(" node_") == 2, status.stdout
+        else:  # the worker reached the leader by its address
+            logs = cluster.docker("h2", "logs", names[1][1])
+            assert leader.address in logs.stdout + logs.stderr
     finally:
         for host, name in names:
             cluster.docker(host, "rm", "--force", name)
