@@ -92,9 +92,11 @@ def _vars(values: Optional[List[str]]) -> list[tuple[str, str]]:
 
 
 def _image(loaded) -> str | None:
-    """A patched image must come from a registry, by digest: the one `inkctl build --push` recorded."""
+    """A patched image must come from a registry, by digest: the one `inkctl build --push` recorded.
+    A stock image runs by the recipe's engine.image.digest when it pins one (REF@sha256:...)."""
     if loaded.recipe.patches.mode != "build":
-        return None
+        img = loaded.recipe.engine.image
+        return f"{img.ref}@{img.digest}" if img.digest and "@" not in img.ref else None
     from inkctl.plan.inputs import built_image
     from inkctl.recipe.lockfile import read_pins
 

@@ -31,6 +31,7 @@ ENGINE = "engine"
 HF_CACHE_DEFAULT = "/root/.cache/huggingface"
 DEFAULT_DEVICE_RESOURCES = (("/dev/infiniband", "rdma/rdma_shared_device_a"),)
 CONFIGMAP_MAX = 1024 * 1024
+DIGEST_REF = re.compile(r"@sha256:[0-9a-f]{64}$")
 _BUILTIN_VARS = {"HOST_ADDRESS", "HEAD_ADDRESS"}
 # --security-opt -> (securityContext fields, what it reads as)
 _SECURITY_OPT = {"seccomp=unconfined": ({"seccompProfile": {"type": "Unconfined"}}, "seccompProfile.type: Unconfined"),
@@ -238,6 +239,9 @@ class _Export:
         c: dict = {"name": ENGINE, "image": run.image, "imagePullPolicy": "IfNotPresent",
                    "command": [k8s_text(x) for x in command[:1]], "args": [k8s_text(x) for x in command[1:]]}
         self._check_vars(command, "the engine command")
+        if rank == 0 and not DIGEST_REF.search(run.image):
+            self.gaps.append(Gap("engine.image.ref", run.image, "not pinned by digest: each node pulls whatever the tag names then; "
+                                 "pin REF@sha256:... in the recipe, or pass --image"))
         if run.pull == "never" and rank == 0:
             self.gaps.append(Gap("container", "--pull never", "imagePullPolicy: IfNotPresent: nodes pull the image from its registry"))
         env = self._env(run, rank)

@@ -288,3 +288,15 @@ def test_a_runtime_flag_the_export_was_not_taught_is_loud():
     assert extra.unknown == ["--userns", "keep-id"] and extra.env == [("A", "1")] and extra.command == ["a"]
     with pytest.raises(ValueError, match="'--oom-score-adj' has no Kubernetes mapping"):
         parse_run(["docker", "run", "--oom-score-adj", "5", "--entrypoint", "e", "img"])
+
+
+def test_a_stock_image_runs_by_the_recipes_digest(tmp_path):
+    digest = "sha256:" + "c" * 64
+    path = _recipe(tmp_path, engine={"kind": "vllm", "version": "v1", "image": {"ref": "vllm/vllm-openai:v1", "digest": digest}, "args": {"tensor_parallel": 4}})
+    r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", str(path), "--output", "json"], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    lws = next(d for d in doc["manifests"] if d["kind"] == "LeaderWorkerSet")
+    assert lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] == f"vllm/vllm-openai:v1@{digest}"
+    assert not [g for g in doc["gaps"] if g["field"] == "engine.image.ref"]
