@@ -39,6 +39,10 @@ def build(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     require_trusted(loaded)
     if loaded.recipe.patches.mode != "build":
+        if push:
+            raise UsageError(f"--push: inkctl builds no image for this recipe (patches.mode is {loaded.recipe.patches.mode!r}); "
+                             f"it runs {loaded.recipe.engine.image.ref} as is",
+                             hint="push that image with your registry's tools and pin it in the recipe as engine.image.digest")
         _say(fmt, {"image": loaded.recipe.engine.image.ref, "built": False,
                    "message": f"patches.mode is {loaded.recipe.patches.mode!r}: nothing to build; the lock agrees with the files"})
         return

@@ -300,3 +300,9 @@ def test_a_stock_image_runs_by_the_recipes_digest(tmp_path):
     lws = next(d for d in doc["manifests"] if d["kind"] == "LeaderWorkerSet")
     assert lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] == f"vllm/vllm-openai:v1@{digest}"
     assert not [g for g in doc["gaps"] if g["field"] == "engine.image.ref"]
+
+
+def test_push_of_a_recipe_without_a_build_is_refused():
+    r = subprocess.run([sys.executable, "-m", "inkctl", "build", "examples/vllm-single-docker.yaml", "--push", "registry.invalid:5000"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "--push: inkctl builds no image for this recipe" in r.stderr
