@@ -48,7 +48,7 @@ COMMAND_MODULES = {
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
-    "export": "inkctl.cli.export",
+    "export": "inkctl.cli.export", "init": "inkctl.cli.project",
 }
 
 
@@ -90,9 +90,17 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    _register(args)
     try:
-        rv = app(args=argv, standalone_mode=False)
+        import typer.main
+
+        from inkctl.cli.helptext import polish
+
+        command = typer.main.get_command(app)
+        polish(command)
+        # `inkctl` alone: the help, and success (click's no_args_is_help exits 2 since 8.2)
+        rv = command.main(args=args or ["--help"], prog_name="inkctl", standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:

@@ -17,13 +17,13 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format, overrides
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
 @app.command()
 def up(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -174,7 +174,7 @@ def _summary(plan, outcome, total: float, follow: str = "") -> None:
 
 @app.command()
 def down(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,

@@ -15,3 +15,5 @@ export_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
+
+import inkctl.cli.export_k8s  # noqa: E402,F401  (registers `export k8s`)

@@ -60,13 +60,13 @@ class Hardware(Strict):
 class Health(Strict):
     """How inkctl knows the server is up."""
 
-    timeout_s: float = Field(1200, gt=0, description="How long a boot may take before up gives up (seed 001: ~10 min startup).")
+    timeout_s: float = Field(1200, gt=0, description="How long a boot may take before up gives up (the report Inkling on 8x H200: ~10 min startup).")
     interval_s: float = Field(2.0, gt=0, le=60, description="Seconds between health polls.")
     path: Optional[str] = Field(None, pattern=r"^/", description="Override the engine's health path.")
 
 
 class Watchdog(Strict):
-    """Kill a boot that is about to take the host down (seed 000, Wall 2)."""
+    """Kill a boot that is about to take the host down ("Inkling on Two DGX Sparks", Wall 2)."""
 
     enabled: Optional[bool] = Field(None, description="Default: on for unified-memory hardware, off otherwise.")
     mem_available_min_gib: float = Field(8.0, gt=0, description="Threshold for MemAvailable (GiB).")
