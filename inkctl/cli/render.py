@@ -262,7 +262,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
-    puts = [s for s in steps if isinstance(s, Put)]
+    puts = [s for s in steps if isinstance(s, Put)] + [f for s in steps if isinstance(s, Run) for f in s.files]
     after = [s for s in steps if isinstance(s, (WaitHealth, Smoke))]
     for c in plan.containers:
         if only_host not in (None, c.host):
@@ -274,13 +274,14 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
             if img is not None:
                 out.print(f"  image  {escape(s.argv[img])}")
             out.print(f"  [dim]# {escape(s.purpose)}[/]")
-            out.print(_step_text(s), markup=False)
+            out.print(_step_text(s, files=False), markup=False)
     others = [s for s in launch if s.rank is None]
     for s in others:
         out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
-        out.print(_step_text(s), markup=False)
+        out.print(_step_text(s, files=False), markup=False)
     if puts:
-        out.print("\n[bold]files written first[/] [dim](inkctl plan --full shows their contents)[/]")
+        out.print("\n[bold]files written first[/] [dim](by each host's launch command, before its container starts;"
+                  " inkctl plan --full shows their contents)[/]")
         groups: dict[tuple, list[Put]] = {}
         for s in puts:  # one entry per file; hosts that get the same one share it
             groups.setdefault((s.path, s.purpose), []).append(s)
@@ -297,10 +298,10 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
               " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
-def _step_text(s) -> str:
+def _step_text(s, files: bool = True) -> str:
     pad = "    "
     if isinstance(s, Run):
-        if not s.files:
+        if not s.files or not files:
             return pad + "$ " + _shell(s.argv)
         from inkctl.plan.files import files_dir
 
