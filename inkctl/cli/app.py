@@ -47,7 +47,7 @@ COMMAND_MODULES = {
     "recipes": "inkctl.cli.commands", "up": "inkctl.cli.deploy", "down": "inkctl.cli.deploy",
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
-    "export": "inkctl.cli.export",
+    "export": "inkctl.cli.export", "weights": "inkctl.cli.weights",
 }
 
 

@@ -138,8 +138,9 @@ def lock(
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals) in
-    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift."""
+    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals, the
+    model's revision and files) in RECIPE.lock.json, trust on first use; later build/up/validate
+    --strict refuse any drift."""
     fmt = output_format(output)
     if args[0] in DEPLOY_LOCK_VERBS and not (len(args) == 1 and Path(args[0]).is_file()):
         return _deploy_lock(args, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=fmt)
@@ -177,7 +178,12 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.connect import close_all
 
         close_all(transports)
-    path = write_lock(loaded, pins, per_host)
+    from inkctl.weights.pin import pin_model
+
+    model = pin_model(loaded)
+    if model is not None:
+        pins[f"model:{model.repo}"] = model.revision
+    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)
     diff = changes(old, pins) if old else []
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))
