@@ -58,7 +58,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             image_failed = e
         if image_failed is None:
             try:
-                _preflight(loaded.recipe, plan, transports, skip, sink, answers)
+                _preflight(loaded.recipe, plan, transports, skip, sink, answers, weights=_weights(loaded))
             except InkctlError as e:
                 preflight_failed = e
         if found_failed is not None:
@@ -76,7 +76,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             replace_old(found, transports, sink)  # the GPUs cannot hold both versions
             if preflight_failed is not None:  # most likely the old containers' ports and names
                 preflight_failed = None
-                _preflight(loaded.recipe, plan, transports, skip, sink)
+                _preflight(loaded.recipe, plan, transports, skip, sink, weights=_weights(loaded))
         if preflight_failed is not None:
             raise preflight_failed
         if interrupt.is_set():
@@ -243,11 +243,18 @@ def _warm_imports() -> None:
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
-def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:
+def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None, weights=None) -> None:
     """``run_preflight`` raises InkctlError when a host is unfit; its table goes to ``sink``."""
     from inkctl.execute.preflight import run_preflight
 
-    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers)
+    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=weights)
+
+
+def _weights(loaded):
+    """The pinned model's files on every host, when the lock pins them (inkctl.weights)."""
+    from inkctl.weights.preflight import weights_check
+
+    return weights_check(loaded)
 
 
 def _existing(plan, answers):

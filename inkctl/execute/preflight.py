@@ -23,7 +23,7 @@ from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")
+CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name", "weights")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 PULL_TIMEOUT_S = 3600
 
@@ -119,7 +119,8 @@ def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
 
 
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: set[str] = frozenset(),
-                  image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None) -> list[CheckResult]:
+                  image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None,
+                  weights=None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
@@ -127,14 +128,18 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     one PreflightReport, a plain callable the list. Without a sink the error's message carries
     the table as text. A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
-    (``probe_hosts``); without them each host is probed here.
+    (``probe_hosts``); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
+    checks the pinned model's files on every host.
     """
     skip = check_names(skip)
     with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
         futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image,
                                None if answers is None else answers.get(h.name))
                    for h in plan.hosts]
+        checked = weights.check(plan, transports) if weights is not None and "weights" not in skip else {}
         results = [r for f in futures for r in f.result()]
+    if weights is not None:
+        results = _with_weights(results, checked, plan, skip)
     failed_any = any(r.failed for r in results)
     if hasattr(sink, "emit"):
         sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
@@ -202,6 +207,23 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     _paths(h, s, mounts)
     _ports(h, s, own)
     return _ordered(h)
+
+
+def _with_weights(results: list[CheckResult], checked: dict, plan: Plan, skip: set[str]) -> list[CheckResult]:
+    """Each host's weights check after its others (the table groups rows by host)."""
+    out: list[CheckResult] = []
+    for h in plan.hosts:
+        rows = [r for r in results if r.host == h.name]
+        ssh_failed = any(r.check == "ssh" and r.failed for r in rows)
+        if "weights" in skip:
+            extra = CheckResult(h.name, h.rank, "weights", SKIPPED, "skipped (--skip-check)")
+        elif ssh_failed or h.name not in checked:
+            extra = CheckResult(h.name, h.rank, "weights", NOT_RUN, "host unreachable")
+        else:
+            status, detail, hint = checked[h.name]
+            extra = CheckResult(h.name, h.rank, "weights", status, detail, hint)
+        out += rows + [extra]
+    return out
 
 
 def _ordered(h: _Host) -> list[CheckResult]:

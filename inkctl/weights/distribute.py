@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inkctl.errors import InkctlError
-from inkctl.execute.events import Event
+from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.transport import HostError, Transport
 from inkctl.weights.manifest import Manifest, repo_folder
 
@@ -63,6 +63,10 @@ class WeightsHostDone(Event):
     bytes: int
     seconds: float
     error: str = ""
+
+
+EVENT_NAMES.update({WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
+                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done"})
 
 
 # ------------------------------------------------------------------------------ hosts
