@@ -24,6 +24,7 @@ def weights(
     from_: Optional[str] = typer.Option(None, "--from", help="Host that downloads from the Hub and sends to the others (default: the head, rank 0)."),
     verify: bool = typer.Option(False, "--verify", help="Re-hash every pinned file on every host and report what is missing, truncated or altered; change nothing."),
     repair: bool = typer.Option(False, "--repair", help="With --verify: then fix exactly the files found wrong."),
+    bwlimit: Optional[float] = typer.Option(None, "--bwlimit", min=0.01, help="Cap each host-to-host copy stream at this many MB/s (leave room for other traffic)."),
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
 ) -> None:
@@ -63,7 +64,8 @@ def weights(
     try:
         report = run_weights(loaded, plan, image, manifest, sink, source=source, verify=verify, repair=repair,
                              accept_new=accept_new_host_keys, hub_url=endpoint(loaded.recipe),
-                             hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt)
+                             hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt,
+                             bwlimit=bwlimit * 1e6 if bwlimit else None)
     except InkctlError as e:
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)

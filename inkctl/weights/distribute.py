@@ -203,9 +203,8 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
     total = to_write(m, s)
     t0 = time.monotonic()
     sink.emit(WeightsStarted(s.name, label, len(want), total))
-    s.put_job("fetch.json", _job(m, s, want=want, source=source))
-    env_file = s.put_env("fetch.env", env)
     done = {"bytes": 0, "errors": []}
+    env_file = f"{s.work}/fetch.env"
 
     def event(ev: dict) -> None:
         if ev.get("ev") == "progress":
@@ -215,6 +214,8 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
             done["errors"].append(ev["why"])
 
     try:
+        s.put_job("fetch.json", _job(m, s, want=want, source=source))
+        s.put_env("fetch.env", env)
         code, other = _lines(s, s.argv("fetch", "fetch.json", env_file=env_file), event)
     except HostError as e:
         code, other = -1, [e.message.removeprefix(f"{s.name}: ")]
@@ -240,10 +241,11 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
     return False
 
 
-def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink) -> Outcome:
+def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink,
+               bwlimit: float | None = None) -> Outcome:
     """Download what the source lacks from the Hub, then copy to every other host that lacks
     something, all at once. Needs ``scan`` first. Hosts that fail are named in the outcome;
-    the others finish."""
+    the others finish. ``bwlimit``: bytes/s per copy stream (leave room on a shared network)."""
     t0 = time.monotonic()
     out = Outcome()
     for s in sites:
@@ -268,15 +270,15 @@ def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hu
                               hint="nothing was copied to the other hosts; rerun to resume")
         out.hub_bytes = out.moved.get(source.name, 0)
     if receivers:
-        _copy(m, source, receivers, sink, out)
+        _copy(m, source, receivers, sink, out, bwlimit)
     out.seconds = time.monotonic() - t0
     return out
 
 
-def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome) -> None:
+def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, bwlimit: float | None) -> None:
     token = secrets.token_hex(32)
     env_file = source.put_env("serve.env", {"INKCTL_WEIGHTS_TOKEN": token})
-    source.put_job("serve.json", _job(m, source, bind=source.address, port=0, idle_s=300))
+    source.put_job("serve.json", _job(m, source, bind=source.address, port=0, idle_s=300, rate=bwlimit))
     listening: dict = {}
     ready = threading.Event()
     stop = threading.Event()

@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -273,6 +272,7 @@ def serve(job):
     blobs = {etag(f): (lay.blob(f), f["size"]) for f in lay.files.values()}
     token = os.environ[TOKEN_ENV].encode()
     idle_s = float(job.get("idle_s", 300))
+    rate = float(job.get("rate") or 0)
     state = {"last": time.monotonic(), "active": 0}
     guard = threading.Lock()
 
@@ -311,7 +311,18 @@ def serve(job):
                 self.send_header("Content-Range", "bytes %d-%d/%d" % (start, size - 1, size))
             self.end_headers()
             with open(path, "rb") as fh:
-                self.connection.sendfile(fh, start, size - start)
+                if not rate:
+                    self.connection.sendfile(fh, start, size - start)
+                    return
+                t0, sent = time.monotonic(), 0
+                while sent < size - start:  # paced: --bwlimit
+                    n = self.connection.sendfile(fh, start + sent, min(1 << 18, size - start - sent))
+                    if not n:
+                        return
+                    sent += n
+                    ahead = sent / rate - (time.monotonic() - t0)
+                    if ahead > 0:
+                        time.sleep(ahead)
 
         def _fail(self, code):
             self.send_response(code)

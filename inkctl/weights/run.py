@@ -79,7 +79,8 @@ def sites_for(loaded, plan, image, transports) -> list[Site]:
 
 
 def run_weights(loaded, plan, image, manifest: Manifest, sink, *, source: str, verify: bool, repair: bool,
-                accept_new: bool, hub_url: str, hub_env: dict[str, str], interrupt: threading.Event) -> Report:
+                accept_new: bool, hub_url: str, hub_env: dict[str, str], interrupt: threading.Event,
+                bwlimit: float | None = None) -> Report:
     from inkctl.execute.connect import close_all, connect_all
 
     report = Report(manifest.repo, manifest.revision, manifest.total_bytes, [h.name for h in plan.hosts], source, verify)
@@ -97,7 +98,7 @@ def run_weights(loaded, plan, image, manifest: Manifest, sink, *, source: str, v
                 return report
             report.bad = {}
         src = next(s for s in sites if s.name == source)
-        out = distribute(manifest, sites, src, hub_url=hub_url, hub_env=hub_env, sink=sink)
+        out = distribute(manifest, sites, src, hub_url=hub_url, hub_env=hub_env, sink=sink, bwlimit=bwlimit)
         report.moved, report.failed, report.hub_bytes, report.seconds = out.moved, out.failed, out.hub_bytes, out.seconds
         return report
     finally:

@@ -1,0 +1,295 @@
+"""End to end: the model's weights on every host (``inkctl lock`` pins, ``inkctl weights`` puts
+them there, ``up`` refuses a host without them), against a Hub stand-in on the cluster's bridge.
+
+The hub (tests/cluster/hub.py) listens on the cluster's gateway address, which the hosts reach;
+the hosts' Hub caches are their ${HF_HOME}/hub. Each test starts from empty caches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import containers, finish, no_traceback, poll
+
+pytestmark = pytest.mark.cluster
+
+REPO = "test/weights-model"
+GATED = "test/gated-model"
+TOKEN = "hf_e2e-weights-token-4f1c"
+HOSTS3 = ("h1", "h2", "h4")  # the docker hosts
+
+
+@pytest.fixture(scope="module")
+def hub(cluster, tmp_path_factory):
+    from tests.cluster import net
+    from tests.cluster.hub import Hub, make_model
+
+    root = tmp_path_factory.mktemp("hub")
+    h = Hub(net.gateway(cluster.net_id))
+    h.add(make_model(str(root), REPO, shards=3, shard_mib=2))
+    h.add(make_model(str(root), GATED, shards=2, shard_mib=1, gated_token=TOKEN))
+    with h:
+        yield h
+
+
+@pytest.fixture(autouse=True)
+def empty_caches(cluster):
+    def wipe():
+        for h in cluster.hosts:
+            shutil.rmtree(os.path.join(h.hf_dir, "hub"), ignore_errors=True)
+
+    wipe()
+    yield
+    wipe()
+
+
+@pytest.fixture
+def setup(recipe, inventory, inkctl, hub):
+    """(recipe path, inventory path, run) for the weights recipe on ``names``; run(*args) adds the hub."""
+    def make(*names, **changes):
+        nodes = {"hardware": {"nodes": len(names)}, "engine": {"args": {"tensor_parallel": len(names)}}}
+        rec = recipe("weights", **_merge(nodes, changes))
+        inv = inventory(*names)
+
+        def run(*args, env=None, **kw):
+            return inkctl(*args, env={"HF_ENDPOINT": hub.url, **(env or {})}, **kw)
+
+        return rec, inv, run
+
+    return make
+
+
+def _merge(a, b):
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
+    return out
+
+
+def events(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def final(ran) -> dict:
+    return next(e for e in reversed(events(ran.stdout)) if e.get("event") == "weights")
+
+
+def snapshot(cluster, host: str, repo: str = REPO) -> Path:
+    base = Path(cluster.host(host).hf_dir) / "hub" / ("models--" + repo.replace("/", "--")) / "snapshots"
+    revs = list(base.iterdir())
+    assert len(revs) == 1, revs
+    return revs[0]
+
+
+def model_bytes(hub, repo=REPO, wanted=lambda p: "/" not in p and not p.endswith((".bin", ".gguf"))) -> int:
+    return sum(f.size for f in hub.repos[repo].files.values() if wanted(f.path))
+
+
+def test_fresh_hosts_get_the_model_once_from_the_hub_then_host_to_host(cluster, hub, setup):
+    rec, inv, run = setup(*HOSTS3)
+    before = dict(hub.stats)
+    lock = run("lock", rec, "--hosts", inv, "-o", "json")
+    assert lock.rc == 0, lock
+    doc = json.loads(rec.with_name(rec.stem + ".lock.json").read_text())
+    files = {f["path"]: f for f in doc["model"]["files"]}
+    assert doc["model"]["revision"] == hub.repos[REPO].commit
+    assert doc["pins"][f"model:{REPO}"] == hub.repos[REPO].commit
+    # what engines read: config, tokenizer, generation, the index and its shards; not the bait
+    assert sorted(files) == sorted(p for p in hub.repos[REPO].files if "/" not in p and not p.endswith((".bin", ".gguf")))
+    assert files["model-00001-of-00003.safetensors"]["sha256"] == hub.repos[REPO].files["model-00001-of-00003.safetensors"].sha256
+
+    lock_bytes = hub.stats["bytes"] - before["bytes"]  # the index only
+    ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+    assert ran.rc == 0, ran
+    assert no_traceback(ran.out)
+    total = model_bytes(hub)
+    assert hub.stats["bytes"] - before["bytes"] - lock_bytes == total  # once, not once per host
+    started = {e["host"]: e["source"] for e in events(ran.stdout) if e["event"] == "weights_started"}
+    assert started == {"h1": "hub", "h2": "h1", "h4": "h1"}
+    rep = final(ran)
+    assert rep["ok"] and rep["hub_bytes"] == total and rep["moved"] == {h: total for h in HOSTS3}
+    for h in HOSTS3:
+        snap = snapshot(cluster, h)
+        assert snap.name == hub.repos[REPO].commit
+        for p, f in files.items():
+            assert (snap / p).is_symlink() and (snap / p).stat().st_size == f["size"]
+        refs = snap.parent.parent / "refs" / "main"
+        assert refs.read_text() == hub.repos[REPO].commit
+        state = Path(cluster.host(h).state_dir) / "e2e-weights" / "weights"
+        assert not list(state.glob("*.env")), "the token files are gone when the copy ends"
+    # huggingface_hub itself finds the files offline, as an engine with HF_HUB_OFFLINE=1 would
+    from huggingface_hub import snapshot_download
+
+    got = snapshot_download(REPO, cache_dir=str(Path(cluster.host("h4").hf_dir) / "hub"), local_files_only=True)
+    assert Path(got).name == hub.repos[REPO].commit
+
+    again = run("weights", rec, "--hosts", inv, "-o", "json", timeout=120)
+    assert again.rc == 0, again
+    assert final(again)["moved"] == {} and not [e for e in events(again.stdout) if e["event"] == "weights_started"]
+    # no sender is left listening, no copy container is left behind
+    for h in HOSTS3:
+        assert "inkctl-weights" not in cluster.docker(h, "ps", "--all", "--format", "{{.Names}}").stdout
+
+
+def test_partial_cache_and_corrupt_shard_verify_then_repair(cluster, hub, setup):
+    rec, inv, run = setup(*HOSTS3)
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    assert run("weights", rec, "--hosts", inv, timeout=180).rc == 0
+    shard = "model-00002-of-00003.safetensors"
+    size = hub.repos[REPO].files[shard].size
+    # h2: a shard gone and a tokenizer file gone (a partial cache); h4: a shard altered in place
+    (snapshot(cluster, "h2") / shard).resolve().unlink()
+    (snapshot(cluster, "h2") / "tokenizer.json").unlink()
+    with open((snapshot(cluster, "h4") / shard).resolve(), "r+b") as f:
+        f.seek(size // 2)
+        f.write(b"\xff" * 16)
+    before = hub.stats["bytes"]
+
+    ver = run("weights", rec, "--hosts", inv, "--verify", "-o", "json", timeout=120)
+    assert ver.rc == 1, ver
+    assert final(ver)["bad"] == {"h2": {shard: "missing", "tokenizer.json": "unlinked"}, "h4": {shard: "altered"}}
+    text = run("weights", rec, "--hosts", inv, "--verify", timeout=120)
+    assert text.rc == 1 and f"h4: {shard} altered" in text.out and "--verify --repair" in text.out, text
+
+    fix = run("weights", rec, "--hosts", inv, "--verify", "--repair", "-o", "json", timeout=180)
+    assert fix.rc == 0, fix
+    assert final(fix)["moved"] == {"h2": size, "h4": size}  # only what was wrong moved (the link needs no bytes)
+    assert hub.stats["bytes"] == before  # from h1, not from the Hub
+    ok = run("weights", rec, "--hosts", inv, "--verify", "-o", "json", timeout=120)
+    assert ok.rc == 0 and final(ok)["bad"] == {}, ok
+
+
+def test_interrupted_download_resumes_where_it_stopped(cluster, hub, setup, inkctl):
+    rec, inv, run = setup("h1")
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    total = model_bytes(hub)
+    hub.rate = 1 << 20  # 1 MiB/s per connection: a 6 MiB model takes seconds
+    before = dict(hub.stats)
+    try:
+        p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", env={"HF_ENDPOINT": hub.url})
+        seen = []
+
+        def partway():
+            line = p.stdout.readline()
+            if line.startswith("{"):
+                seen.append(json.loads(line))
+                return seen[-1].get("event") == "weights_progress" and seen[-1]["bytes"] > (1 << 20)
+            return p.poll() is not None
+
+        poll(partway, timeout=60, every=0)
+        p.send_signal(signal.SIGINT)
+        out, err = finish(p, timeout=60)
+        assert p.returncode == 130, out + err
+        assert "partial files are kept" in err
+    finally:
+        hub.rate = None
+    blobs = Path(cluster.host("h1").hf_dir) / "hub" / "models--test--weights-model" / "blobs"
+    partial = sum(f.stat().st_size for f in blobs.glob("*.incomplete"))
+    assert partial > 0, list(blobs.iterdir())
+    assert "inkctl-weights" not in cluster.docker("h1", "ps", "--all", "--format", "{{.Names}}").stdout
+
+    again = run("weights", rec, "--hosts", inv, "-o", "json", timeout=120)
+    assert again.rc == 0, again
+    assert hub.stats["ranges"] > before["ranges"]  # resumed with Range requests
+    assert final(again)["moved"]["h1"] == total - partial  # only the rest was written
+    assert not list(blobs.glob("*.incomplete"))
+    assert run("weights", rec, "--hosts", inv, "--verify").rc == 0
+
+
+def test_a_host_cut_mid_copy_the_others_finish(cluster, hub, setup, inkctl):
+    rec, inv, run = setup(*HOSTS3)
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", "--bwlimit", "2", env={"HF_ENDPOINT": hub.url})
+    seen = []
+
+    def copying_to_h4():
+        line = p.stdout.readline()
+        if line.startswith("{"):
+            seen.append(json.loads(line))
+            e = seen[-1]
+            return e.get("event") == "weights_progress" and e["host"] == "h4" and e["bytes"] > 0
+        return p.poll() is not None
+
+    poll(copying_to_h4, timeout=90, every=0)
+    cluster.cut("h4")
+    try:
+        out, err = finish(p, timeout=120)
+    finally:
+        cluster.heal("h4")
+    assert p.returncode == 1, out + err
+    rep = json.loads(out.strip().splitlines()[-1])
+    assert set(rep["failed"]) == {"h4"} and "went away" in rep["failed"]["h4"] and "of" in rep["failed"]["h4"]
+    assert rep["moved"]["h2"] == model_bytes(hub)
+    assert "h4" in err and "complete on h1, h2" in err and no_traceback(err)
+    # the rest: one more run moves only what h4 lacks
+    again = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+    assert again.rc == 0, again
+    assert set(final(again)["moved"]) == {"h4"} and final(again)["moved"]["h4"] < model_bytes(hub)
+
+
+def test_gated_model_without_token_is_refused_clearly(cluster, hub, setup):
+    rec, inv, run = setup("h1", "h2", model={"repo": GATED})
+    no = run("lock", rec, "--hosts", inv)
+    assert no.rc == 2, no
+    assert f"{GATED} is gated" in no.err if hasattr(no, "err") else f"{GATED} is gated" in no.stderr
+    assert "no token was sent" in no.stderr and "E2E_HF_TOKEN" in no.stderr, no
+    assert no_traceback(no.out)
+    wrong = run("lock", rec, "--hosts", inv, env={"E2E_HF_TOKEN": "hf_wrong"})
+    assert wrong.rc == 2 and "the token was refused" in wrong.stderr and "hf_wrong" not in wrong.out, wrong
+
+    ok = run("lock", rec, "--hosts", inv, env={"E2E_HF_TOKEN": TOKEN})
+    assert ok.rc == 0, ok
+    got = run("weights", rec, "--hosts", inv, "-o", "json", env={"E2E_HF_TOKEN": TOKEN}, timeout=180)
+    assert got.rc == 0, got  # the head downloaded with the token (the hub refuses without it)
+    assert TOKEN not in got.out
+    assert final(got)["hub_bytes"] == model_bytes(hub, GATED)
+
+
+def test_host_with_too_little_disk_is_refused_before_copying(cluster, hub, setup):
+    rec, inv, run = setup(*HOSTS3)
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    small = os.path.join(cluster.host("h4").hf_dir, "hub")
+    os.makedirs(small, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small], check=True)
+    try:
+        ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+        blobs = list(Path(small).rglob("blobs/*"))
+    finally:
+        subprocess.run(["umount", small], check=False)
+    assert ran.rc == 1, ran
+    rep = final(ran)
+    assert set(rep["failed"]) == {"h4"} and "not enough disk" in rep["failed"]["h4"]
+    assert str(model_bytes(hub)) in rep["failed"]["h4"]
+    assert rep["moved"] == {"h1": model_bytes(hub), "h2": model_bytes(hub)}
+    assert blobs == []  # nothing was started there
+    assert "h4" in ran.stderr and "not enough disk" in ran.stderr
+
+
+def test_up_refuses_a_host_without_the_weights_and_runs_offline_with_them(cluster, hub, setup):
+    rec, inv, run = setup("h1", "h2")
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    assert run("weights", rec, "--hosts", inv, timeout=180).rc == 0
+    shard = "model-00003-of-00003.safetensors"
+    (snapshot(cluster, "h2") / shard).unlink()
+
+    up = run("up", rec, "--hosts", inv, timeout=180)
+    assert up.rc != 0, up
+    assert "h2 (weights)" in up.out and shard in up.out and f"inkctl weights {rec}" in up.out, up
+    assert containers(cluster, "h1", "e2e-weights") == [] and containers(cluster, "h2", "e2e-weights") == []
+
+    assert run("weights", rec, "--hosts", inv, timeout=180).rc == 0
+    try:
+        up = run("up", rec, "--hosts", inv, timeout=240)
+        assert up.rc == 0, up
+        env = cluster.docker("h1", "inspect", "--format", "{{json .Config.Env}}", "inkctl-e2e-weights-r0", check=True).stdout
+        assert "HF_HUB_OFFLINE=1" in json.loads(env)
+    finally:
+        run("down", rec, "--hosts", inv, timeout=120)
