@@ -157,6 +157,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
     loaded = load_recipe(recipe, overrides(set_), hosts)
     old = read_pins(loaded)
+    from inkctl.weights.pin import pin_model
+
+    model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
     transports = {}
     if local:
         from inkctl.execute.local_daemon import LocalDaemon
@@ -178,9 +181,6 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.connect import close_all
 
         close_all(transports)
-    from inkctl.weights.pin import pin_model
-
-    model = pin_model(loaded)
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
     path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)

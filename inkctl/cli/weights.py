@@ -67,6 +67,8 @@ def weights(
                              hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt,
                              bwlimit=bwlimit * 1e6 if bwlimit else None)
     except InkctlError as e:
+        if interrupt.is_set():
+            raise _interrupted() from None
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)
         raise
@@ -75,14 +77,18 @@ def weights(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if interrupt.is_set():
-        raise InkctlError("interrupted: copies stopped; partial files are kept and the next run resumes them",
-                          exit_code=EXIT_INTERRUPTED)
+        raise _interrupted()
     if fmt == "json":
         print(json.dumps({"event": "weights", **report.as_dict()}))
     else:
         _summary(report)
     if report.failed or report.bad:
         raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts), exit_code=1)
+
+
+def _interrupted() -> InkctlError:
+    return InkctlError("interrupted: the copies stopped; partial files are kept and the next run resumes them",
+                       exit_code=EXIT_INTERRUPTED)
 
 
 def _on_sigint(interrupt: threading.Event) -> dict:

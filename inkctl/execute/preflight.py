@@ -149,6 +149,8 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     if failed:
         where = ", ".join(f"{r.host} ({r.check})" for r in failed)
         message = f"preflight failed on {where}: nothing was launched"
+        message += "".join(f"\n  {r.host}: {r.detail}" + (f"\n    {r.hint}" if r.hint else "")
+                           for r in failed if r.check == "weights" and sink is not None)
         if sink is None:
             message += "\n" + results_text(results)
         raise PreflightFailed(message, results)

@@ -231,7 +231,9 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
         outcome.moved[s.name] = done["bytes"]
         sink.emit(WeightsHostDone(s.name, True, done["bytes"], round(seconds, 3)))
         return True
-    if code == -1:
+    if s.stop is not None and s.stop.is_set():
+        why = f"interrupted; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
+    elif code == -1:
         why = "went away during the copy" + (f" ({other[-1]})" if other else "") + \
             f"; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
     else:

@@ -42,11 +42,12 @@ def token_secret(recipe):
     return None, None
 
 
-def _explain(e: Exception, repo: str, rev: str, where: str, token_name: str | None, have_token: bool) -> HubError:
+def _explain(e: Exception, repo: str, rev: str, where: str, token_name: str | None, have_token: bool,
+             source: str = "") -> HubError:
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     status = getattr(getattr(e, "response", None), "status_code", None)
-    how = (f"set {token_name} (the recipe's secret) to a token that may read it" if token_name
+    how = (f"set {token_name} (the recipe's secret, read from {source}) to a token that may read it" if token_name
            else "add a token to the recipe (secrets: {HF_TOKEN: {env: HF_TOKEN}}) and export it")
     if isinstance(e, GatedRepoError) or status == 403:
         got = "the token was refused" if have_token else "no token was sent"
@@ -76,11 +77,12 @@ def pin(recipe) -> Manifest:
     where = endpoint(recipe)
     token_name, secret = token_secret(recipe)
     token = secret.reveal() if secret is not None else False  # False: never a token stored on this machine
+    source = recipe.secrets[token_name].describe() if token_name else ""
     api = HfApi(endpoint=where, token=token)
     try:
         info = api.model_info(repo, revision=rev, files_metadata=True)
     except Exception as e:  # noqa: BLE001 - every Hub failure becomes one message
-        raise _explain(e, repo, rev, where, token_name, secret is not None) from None
+        raise _explain(e, repo, rev, where, token_name, secret is not None, source) from None
     siblings = {s.rfilename: s for s in info.siblings or []}
     index = None
     if SAFETENSORS_INDEX in siblings:
@@ -93,7 +95,7 @@ def pin(recipe) -> Manifest:
             except ValueError as e:
                 raise HubError(f"{repo}@{info.sha}: {SAFETENSORS_INDEX} is not JSON: {e}") from None
             except Exception as e:  # noqa: BLE001
-                raise _explain(e, repo, rev, where, token_name, secret is not None) from None
+                raise _explain(e, repo, rev, where, token_name, secret is not None, source) from None
     w = recipe.model.weights
     names = needed_files(list(siblings), index, w.include, w.exclude)
     files = []
