@@ -3,10 +3,11 @@
 # Idempotent and quiet: apt-get update runs only when a package is missing.
 #   ip (iproute2), nsenter/unshare (util-linux), sshd + ssh-keygen (openssh), dockerd +
 #   containerd + runc (docker.io), podman, debootstrap (the fake engine's rootfs), iptables
-#   (the bridge's FORWARD accept rule), python3 (the nvidia-smi and GPU hook stand-ins).
+#   (the bridge's FORWARD accept rule), python3 (the nvidia-smi and GPU hook stand-ins), rsync
+#   (bench/weights.py's baseline).
 set -eu
 
-PACKAGES="iproute2 util-linux openssh-server openssh-client docker.io containerd runc podman debootstrap iptables python3 tar"
+PACKAGES="iproute2 util-linux openssh-server openssh-client docker.io containerd runc podman debootstrap iptables python3 tar rsync"
 
 if [ "$(id -u)" != 0 ]; then
     echo "install.sh: run as root" >&2
