@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import containers, finish, no_traceback, poll
+from tests.e2e.conftest import containers, finish, no_traceback
 
 pytestmark = pytest.mark.cluster
 
@@ -72,6 +72,18 @@ def _merge(a, b):
     for k, v in b.items():
         out[k] = _merge(a[k], v) if isinstance(v, dict) and isinstance(a.get(k), dict) else v
     return out
+
+
+def read_until(p: subprocess.Popen, done, timeout: float) -> dict:
+    """Read inkctl's JSON events as they come until ``done(event)``; fail if it ends or times out first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            raise AssertionError(f"inkctl ended (rc {p.wait()}) before the moment the test waits for: {p.stderr.read()}")
+        if line.startswith("{") and done(json.loads(line)):
+            return json.loads(line)
+    raise AssertionError(f"no such event within {timeout} s")
 
 
 def events(text: str) -> list[dict]:
@@ -179,16 +191,7 @@ def test_interrupted_download_resumes_where_it_stopped(cluster, hub, setup, inkc
     before = dict(hub.stats)
     try:
         p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", env={"HF_ENDPOINT": hub.url})
-        seen = []
-
-        def partway():
-            line = p.stdout.readline()
-            if line.startswith("{"):
-                seen.append(json.loads(line))
-                return seen[-1].get("event") == "weights_progress" and seen[-1]["bytes"] > (1 << 20)
-            return p.poll() is not None
-
-        poll(partway, timeout=60, every=0)
+        read_until(p, lambda e: e.get("event") == "weights_progress" and e["bytes"] > (1 << 20), timeout=90)
         p.send_signal(signal.SIGINT)
         out, err = finish(p, timeout=60)
         assert p.returncode == 130, out + err
@@ -213,17 +216,7 @@ def test_a_host_cut_mid_copy_the_others_finish(cluster, hub, setup, inkctl):
     rec, inv, run = setup(*HOSTS3)
     assert run("lock", rec, "--hosts", inv).rc == 0
     p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", "--bwlimit", "2", env={"HF_ENDPOINT": hub.url})
-    seen = []
-
-    def copying_to_h4():
-        line = p.stdout.readline()
-        if line.startswith("{"):
-            seen.append(json.loads(line))
-            e = seen[-1]
-            return e.get("event") == "weights_progress" and e["host"] == "h4" and e["bytes"] > 0
-        return p.poll() is not None
-
-    poll(copying_to_h4, timeout=90, every=0)
+    read_until(p, lambda e: e.get("event") == "weights_progress" and e["host"] == "h4" and e["bytes"] > 0, timeout=120)
     cluster.cut("h4")
     try:
         out, err = finish(p, timeout=120)
