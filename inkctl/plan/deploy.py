@@ -38,6 +38,7 @@ def build_plan(
     image: str | None = None,
     hotfix_pins: dict[str, str] | None = None,
     hotfix_files: dict[str, bytes] | None = None,
+    weights_pinned: bool = False,
 ) -> Plan:
     """The whole deployment as stages of steps.
 
@@ -45,7 +46,13 @@ def build_plan(
     without hardware. ``image`` is the image to run when it differs from engine.image.ref (a
     built, content-addressed tag). ``hotfix_pins``/``hotfix_files`` come from the recipe's
     patches directory and lock file; without them the plan shows the hotfix steps unpinned.
+    ``weights_pinned``: the lock pins the model's files, which up checks on every host before
+    anything starts; the containers then get HF_HUB_OFFLINE=1.
     """
+    if weights_pinned and "HF_HUB_OFFLINE" not in recipe.container.env:
+        # up checks every pinned file on every host first, so the engine never needs the Hub
+        recipe = recipe.model_copy(deep=True)
+        recipe.container.env["HF_HUB_OFFLINE"] = "1"
     placeholder = hosts is None
     hosts = list(hosts) if hosts is not None else placeholder_hosts(recipe)
     nodes = recipe.hardware.nodes

@@ -14,7 +14,7 @@ from pydantic import Field
 from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
-from inkctl.recipe.fields import EnvName, Name, Strict
+from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
 
@@ -26,6 +26,15 @@ ACCELERATORS: dict[str, tuple[str, bool]] = {
     "b200": ("10.0", False),
     "rtx-pro-6000-blackwell": ("12.0", False),
 }
+
+
+class ModelWeights(Strict):
+    """Which files of the model the engine reads, and where each host keeps them (``inkctl weights``)."""
+
+    manage: bool = Field(True, description="Pin the model's revision and files in the lock file (`inkctl lock`), put them on every host (`inkctl weights`) and check them before `up`. Applies when the Hub cache is on a host path (a mount, or 'cache').")
+    cache: Optional[HostPath] = Field(None, description="Host path of the Hugging Face Hub cache (the directory that holds models--org--name); may use ${VARS}. Default: the host side of the mount that holds the container's Hub cache (HF_HUB_CACHE, else HF_HOME/hub, else /root/.cache/huggingface/hub).")
+    include: list[str] = Field(default_factory=list, description="Glob patterns of further repository files to fetch, e.g. 'original/params.json'. By default: top-level config, tokenizer and generation files, and the safetensors shards the index names.")
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns of files to leave out, e.g. '*.md'.")
 
 
 class ModelSpec(Strict):
@@ -40,6 +49,7 @@ class ModelSpec(Strict):
     active_params_b: Optional[float] = Field(None, gt=0, description="Active parameters per token, billions (MoE).")
     context_length: Optional[int] = Field(None, ge=1, description="Longest context the model supports.")
     trust_remote_code: bool = Field(False, description="Pass --trust-remote-code to the engine.")
+    weights: ModelWeights = Field(default_factory=ModelWeights, description="The model's files on the hosts: which are needed, where they live.")
 
     @property
     def name(self) -> str:
