@@ -53,6 +53,7 @@ class Outcome:
     seconds: float
     url: str = ""
     healthy_after_s: float | None = None
+    first_answer: object = None  # inkctl.smoke.ready.FirstAnswer: the completion that made it ready
     smoke: tuple[SmokeResult, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)
     detached: bool = False  # interrupted with --detach once every rank was started: left booting
@@ -100,6 +101,10 @@ class Runner:
             outcome.healthy_after_s = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
                                                  timeout_s=self.health_timeout_s).run()
             outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
+            if step.answer_url:  # readiness means it answers
+                from inkctl.smoke.ready import first_answer
+
+                outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s)
         elif isinstance(step, Smoke):
             from inkctl.execute.smoke import run_smoke
 
