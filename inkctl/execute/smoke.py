@@ -17,7 +17,7 @@ class SmokeFailed(InkctlError):
 
 def failure_message(url: str, results) -> str:
     bad = [r for r in results if not r.ok]
-    lines = "\n".join(f"  {r.prompt!r} ({r.expect}): {r.error}" for r in bad)
+    lines = "\n".join(f"  {r.prompt!r}: {r.error}" for r in bad)
     return f"{len(bad)} of {len(results)} smoke check(s) failed at {url}:\n{lines}"
 
 
