@@ -51,6 +51,7 @@ class Server:
         class Handler(_Handler):
             srv = server
 
+        ThreadingHTTPServer.request_queue_size = 2048  # uvicorn's backlog; the stdlib's 5 resets bursts of clients
         self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True, name="http").start()
