@@ -20,6 +20,11 @@ from typing import Any
 
 from inkctl.bench.wire import Endpoint, Pool, WireError, body_pieces, read_head, request_bytes
 
+try:  # optional: 3-5x faster per stream event where it is installed; the standard library otherwise
+    from orjson import loads as _loads  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - depends on the environment
+    _loads = json.loads
+
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 
@@ -124,7 +129,7 @@ async def _exchange(pool, body: dict, headers: dict | None, keep_text: bool, out
                     done = True
                     continue
                 try:
-                    msg = json.loads(payload)
+                    msg = _loads(payload)
                 except ValueError:
                     out.error = f"a stream event is not JSON: {_excerpt(payload)}"
                     continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -140,19 +141,27 @@ def test_results_against_a_recipes_recorded_numbers(paced, tmp_path):
     assert next(x for x in rows if x["metric"] == "kv_cache_tokens")["how"] == "not measured by inkctl bench"
 
 
-def test_plot_needs_matplotlib_or_says_how_to_get_it(paced, tmp_path):
+def test_plot_without_matplotlib_says_how_to_get_it(paced, tmp_path):
+    blocker = tmp_path / "no-matplotlib" / "matplotlib"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
+    env = dict(os.environ, PYTHONPATH=str(blocker.parent))
+    runs = tmp_path / "runs"
+    r = subprocess.run([sys.executable, "-m", "inkctl", "bench", "--url", paced.url, "--model", "fake-model", "-c", "1",
+                        "-n", "2", "--results-dir", str(runs), "--plot"], cwd=ROOT, capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 1
+    assert "--plot needs matplotlib, which is not installed" in r.stderr and "pip install 'inkctl[plot]'" in r.stderr
+    assert not runs.exists()  # refused before measuring anything
+
+
+def test_plot_draws_throughput_and_latency_against_concurrency(paced, tmp_path):
+    pytest.importorskip("matplotlib")
     r = inkctl("bench", "--url", paced.url, "--model", "fake-model", "-c", "1,2", "-n", "2", "--output-len", "3",
                "--results-dir", str(tmp_path), "--plot")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        assert r.returncode == 1
-        assert "pip install 'inkctl[plot]'" in r.stderr
-        assert not list(tmp_path.iterdir())  # refused before measuring anything
-    else:
-        assert r.returncode == 0, r.stderr
-        (run,) = list(tmp_path.iterdir())
-        assert (run / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert r.returncode == 0, r.stderr
+    (run,) = list(tmp_path.iterdir())
+    assert (run / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_usage_errors():
