@@ -292,7 +292,7 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
                 parts.append("nothing had been started on any host")
             if left:
                 # a lost host also keeps this run's deploy lock (it could not be released there)
-                again = ("inkctl lock release RECIPE, then inkctl down RECIPE" if runner.lost else "inkctl down RECIPE")
+                again = ("inkctl lease release RECIPE, then inkctl down RECIPE" if runner.lost else "inkctl down RECIPE")
                 hint = (hint + "; " if hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
             err = LaunchFailed("\n".join(parts), hint=hint)
         if interrupted:

@@ -112,7 +112,7 @@ class Smoke(Strict):
 
     enabled: bool = Field(True, description="Run the smoke prompts after health.")
     prompts: list[PromptItem] = Field(
-        default_factory=lambda: [SmokePrompt(prompt="What is 17 x 23? Answer with the number.", contains="391")],
+        default=[SmokePrompt(prompt="What is 17 x 23? Answer with the number.", contains="391")],
         description="Chat prompts: a plain string must get a non-empty answer; an object says what the answer must be.")
     max_tokens: int = Field(32, ge=1, le=8192, description="max_tokens per smoke request.")
     timeout_s: float = Field(300, gt=0, description="Time allowed per prompt.")
@@ -136,7 +136,7 @@ class Provenance(Strict):
 
     source: str = Field(description="Who or what reported it (a post, a registry record).")
     status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
-    captured: Optional[date] = Field(None, description="When the source was captured.")
+    captured: Optional[date] = Field(None, strict=False, description="When the source was captured (YYYY-MM-DD).")
     urls: list[str] = Field(default_factory=list, description="Links to the source.")
     notes: list[str] = Field(default_factory=list, description="Facts from the source worth keeping next to the recipe.")
 
