@@ -49,6 +49,7 @@ COMMAND_MODULES = {
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
     "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
+    "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
 }
 
 
