@@ -48,7 +48,8 @@ COMMAND_MODULES = {
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
-    "export": "inkctl.cli.export", "init": "inkctl.cli.project",
+    "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
+    "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
 }
 
 

@@ -39,7 +39,7 @@ def k8s(
     is listed, never dropped silently.
     """
     from inkctl.export.k8s import DEFAULT_DEVICE_RESOURCES, Cache, K8sOptions, export_k8s
-    from inkctl.plan.inputs import hotfix_inputs, require_trusted
+    from inkctl.plan.inputs import hotfix_inputs, require_trusted, weights_pinned
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
@@ -52,7 +52,8 @@ def k8s(
         host_network=host_network, offline=not online, vars=tuple(_vars(var)))
     pins, files = hotfix_inputs(loaded)
     run_image = image or _image(loaded)
-    manifests = export_k8s(loaded.recipe, options, image=run_image, hotfix_pins=pins, hotfix_files=files)
+    manifests = export_k8s(loaded.recipe, options, image=run_image, hotfix_pins=pins, hotfix_files=files,
+                           weights_pinned=weights_pinned(loaded))
     docs = [d for _, d in manifests.documents]
     findings = []
     if check:

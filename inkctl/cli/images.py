@@ -163,9 +163,9 @@ def lock(
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals) in
-    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift.
-    (The deploy lease that up/down/build hold is `inkctl lease`.)"""
+    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals, the
+    model's revision and files) in RECIPE.lock.json, trust on first use; later build/up/validate
+    --strict refuse any drift. (The deploy lease that up/down/build hold is `inkctl lease`.)"""
     _pin(recipe, hosts=hosts, set_=set_, local=local, accept_new=accept_new_host_keys, fmt=output_format(output))
 
 
@@ -176,6 +176,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
     loaded = load_recipe(recipe, overrides(set_), hosts)
     old = read_pins(loaded)
+    from inkctl.weights.pin import pin_model
+
+    model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
     transports = {}
     if local:
         from inkctl.execute.local_daemon import LocalDaemon
@@ -198,7 +201,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
         close_all(transports)
     pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here
-    path = write_lock(loaded, pins, per_host)
+    if model is not None:
+        pins[f"model:{model.repo}"] = model.revision
+    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)
     diff = changes(old, pins) if old else []
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))

@@ -75,10 +75,10 @@ def doctor(
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
-    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name."),
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name, weights."),
     output: str = OutputOpt,
 ) -> None:
-    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names. Exit 0 if all pass."""
+    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass."""
     from inkctl.execute.preflight import PreflightFailed, check_names, run_preflight
 
     fmt = output_format(output)
@@ -87,7 +87,10 @@ def doctor(
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
         try:
-            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image), True
+            from inkctl.weights.preflight import weights_check
+
+            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image,
+                                        weights=weights_check(loaded)), True
         except PreflightFailed as e:
             results, ok = e.results, False
     finally:

@@ -174,9 +174,10 @@ def step_json(s) -> dict:
             d["bytes"] = len(s.content)
     if isinstance(s, WaitHealth):
         d.update(url=s.url, timeout_s=s.timeout_s, interval_s=s.interval_s,
-                 watch=[{"host": h, "container": c, "rank": r} for h, c, r in s.watch])
+                 watch=[{"host": h, "container": c, "rank": r} for h, c, r in s.watch],
+                 answer_url=s.answer_url, model=s.model)
     if isinstance(s, Smoke):
-        d.update(url=s.url, model=s.model, prompts=list(s.prompts), max_tokens=s.max_tokens)
+        d.update(url=s.url, model=s.model, checks=[c.as_dict() for c in s.checks])
     return d
 
 
@@ -323,9 +324,13 @@ def _step_text(s, files: bool = True) -> str:
         return meta + "):\n" + "\n".join(pad + "  | " + line for line in body.rstrip("\n").split("\n"))
     if isinstance(s, WaitHealth):
         watch = ", ".join(f"{h}/{c}" for h, c, _ in s.watch)
-        return f"{pad}GET {s.url} every {s.interval_s:g}s until 200, timeout {s.timeout_s:g}s; an exited container fails at once ({watch})"
+        line = f"{pad}GET {s.url} every {s.interval_s:g}s until 200, timeout {s.timeout_s:g}s; an exited container fails at once ({watch})"
+        if s.answer_url:
+            line += f"\n{pad}then POST {s.answer_url} model={s.model}: one streamed completion must come back"
+        return line
     if isinstance(s, Smoke):
-        return f"{pad}POST {s.url} model={s.model} max_tokens={s.max_tokens}: " + "; ".join(repr(p) for p in s.prompts)
+        return f"{pad}POST {s.url} model={s.model}, one streamed chat completion each:\n" + "\n".join(
+            f"{pad}  {c.prompt!r} (max_tokens {c.max_tokens}): {c.expectation}" for c in s.checks)
     return pad + repr(s)
 
 

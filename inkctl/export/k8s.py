@@ -111,14 +111,17 @@ def _strings(value):
 
 
 def k8s_plan(recipe: Recipe, options: K8sOptions, *, image: str | None = None,
-             hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None) -> Plan:
+             hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None,
+             weights_pinned: bool = False) -> Plan:
     return build_plan(recipe, stand_in_hosts(recipe, dict(options.vars)), image=image,
-                      hotfix_pins=hotfix_pins, hotfix_files=hotfix_files)
+                      hotfix_pins=hotfix_pins, hotfix_files=hotfix_files, weights_pinned=weights_pinned)
 
 
 def export_k8s(recipe: Recipe, options: K8sOptions, *, image: str | None = None,
-               hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None) -> Manifests:
-    plan = k8s_plan(recipe, options, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files)
+               hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None,
+               weights_pinned: bool = False) -> Manifests:
+    plan = k8s_plan(recipe, options, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
+                    weights_pinned=weights_pinned)
     return _Export(recipe, options, plan).manifests()
 
 
