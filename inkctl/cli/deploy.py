@@ -39,11 +39,14 @@ def up(
     changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
     t0 = time.monotonic()
+    from inkctl.execute.bringup import bring_up, warm_imports
+
+    warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
     from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
     from inkctl.execute.secrets import resolve_secrets, secret_values
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
-    from inkctl.plan.step import EnvFile, Put
+    from inkctl.plan.step import EnvFile
     from inkctl.recipe.source import load_recipe
 
     loaded = load_recipe(recipe, overrides(set_), hosts)
@@ -53,7 +56,7 @@ def up(
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
-    needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
+    needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
     scrub = Scrubber(secret_values(secrets))
     sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
@@ -68,7 +71,6 @@ def up(
             _summary(plan, outcome, time.monotonic() - t0)
             said.append(True)
 
-    from inkctl.execute.bringup import bring_up
     from inkctl.execute.runner import LaunchFailed
 
     try:

@@ -14,6 +14,12 @@ The streams (and with them the inspects) start FOLLOW_AFTER_S into the wait, not
 deployment that answers by then (a small model, a warm restart) never pays for a remote
 process per rank, and a rank that died before then is still noticed right away, since the
 stream of an exited container ends as soon as it has printed its log.
+
+The URL is polled every FAST_POLL_S at first, then less and less often up to
+``health.interval_s`` (PollSchedule): a server that answers within the first seconds is seen
+within tens of milliseconds, one that loads for minutes costs a request per interval. Any
+change of answer (refused -> 503) and the head's log announcing its HTTP server bring the fast
+polling back, since both mean the answer is near.
 """
 
 from __future__ import annotations
@@ -34,7 +40,35 @@ from inkctl.plan.step import WaitHealth
 LOG_LINES = 50
 FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
 FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
+FAST_POLL_S = 0.025  # the health URL is polled this often while an answer may come any moment
+FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer changes), then backing off
+BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
+
+
+_TLS: list = []  # the TLS context every health client shares, built once (see tls_context)
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context():
+    """httpx's default TLS context (certificate store loaded), built once per process. Loading
+    the CA bundle is the slow part of making an httpx client; ``up`` builds it in the background
+    while it connects, so the health wait's client costs nothing on the critical path."""
+    with _TLS_LOCK:
+        if not _TLS:
+            import httpx
+
+            _TLS.append(httpx.create_ssl_context())
+        return _TLS[0]
+
+
+def warm() -> None:
+    """Everything the health wait's first poll would otherwise pay for: the TLS context and
+    httpx's transport modules (httpcore and the async backends it finds installed, which it
+    imports when the first client is made). ``up`` calls it in a background thread."""
+    import httpx
+
+    httpx.Client(trust_env=False, verify=tls_context()).close()
 
 
 class RankFailed(InkctlError):
@@ -80,6 +114,42 @@ class Watched:
         return self.lines[-1] if self.lines else ""
 
 
+class PollSchedule:
+    """When to poll the health URL next: every FAST_POLL_S for FAST_FOR_S, then each delay
+    BACKOFF times the previous one, capped at ``interval_s``. ``hurry`` (a changed answer, the
+    server announcing itself in its log) starts the fast phase again. Pure: times are passed in."""
+
+    def __init__(self, interval_s: float, now: float):
+        self.interval = interval_s
+        self.fast = min(FAST_POLL_S, interval_s)
+        self.delay = self.fast
+        self.fast_until = now + FAST_FOR_S
+        self.last: str | None = None
+
+    def hurry(self, now: float) -> None:
+        self.delay = self.fast
+        self.fast_until = now + FAST_FOR_S
+
+    def after(self, status: str, now: float) -> float:
+        """The delay until the next poll, given the answer just seen at ``now``."""
+        if self.last is not None and status != self.last:
+            self.hurry(now)
+        self.last = status
+        if now >= self.fast_until:
+            self.delay = min(self.interval, self.delay * BACKOFF)
+        return self.delay
+
+
+SERVER_STARTING = ("application startup complete", "uvicorn running", "starting vllm api server", "started server process",
+                   "waiting for application startup", "the server is fired up", "starting api server")
+
+
+def announces_server(line: str) -> bool:
+    """A log line with which an engine says its HTTP server is (about to be) up."""
+    low = line.lower()
+    return any(s in low for s in SERVER_STARTING)
+
+
 def phase_of(w: Watched, healthy: bool) -> str:
     """What a rank is doing, in words an operator knows, from its container state and log."""
     if w.status in ("exited", "dead", "missing"):
@@ -113,6 +183,7 @@ class HealthWait:
         self.watched = [Watched(h, c, r) for h, c, r in step.watch]
         self.poke = threading.Event()
         self.stop = threading.Event()
+        self.announced = threading.Event()  # the head's log says its HTTP server is starting
         self._last_sent: tuple | None = None
         self._last_sent_at = 0.0
 
@@ -121,8 +192,15 @@ class HealthWait:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
         argv = runtime.logs(self.runtime, w.container, follow=True, tail=LOG_LINES)
+
+        def line(text: str) -> None:
+            w.lines.append(text)
+            if w.rank == 0 and announces_server(text):
+                self.announced.set()  # the answer is near: poll fast again
+                self.poke.set()
+
         try:
-            self.transports[w.host].stream(argv, w.lines.append, self.stop)
+            self.transports[w.host].stream(argv, line, self.stop)
         except Exception:
             pass  # the inspect loop reports the host
         w.streaming = False
@@ -180,6 +258,7 @@ class HealthWait:
         t0 = time.monotonic()
         deadline = t0 + self.timeout
         interval = self.step.interval_s
+        polls = PollSchedule(interval, t0)
         next_http = t0
         follow_at = t0 + FOLLOW_AFTER_S  # until then only the URL is polled
         following = False
@@ -188,7 +267,8 @@ class HealthWait:
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
-            with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
+            with httpx.Client(trust_env=False, verify=tls_context(),
+                              timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
                         raise Cancelled(started=True)
@@ -219,9 +299,14 @@ class HealthWait:
                                 dead = self._crashed() or dead
                             self._progress(t0, status, force=True)
                             raise self._crash_error(dead, t0)
+                    if self.announced.is_set():
+                        self.announced.clear()
+                        polls.hurry(now)
+                        next_http = min(next_http, now)
                     if now >= next_http:
                         status = _poll(http, self.step.url)
-                        next_http = time.monotonic() + interval
+                        seen = time.monotonic()
+                        next_http = seen + polls.after(status, seen)
                         if status == "200":
                             self._progress(t0, status, healthy=True, force=True)
                             return time.monotonic() - t0
@@ -277,7 +362,7 @@ def check_once(url: str, timeout: float = 5.0) -> tuple[bool, str]:
     import httpx
 
     try:
-        code = httpx.get(url, timeout=timeout, trust_env=False).status_code
+        code = httpx.get(url, timeout=timeout, trust_env=False, verify=tls_context()).status_code
     except httpx.HTTPError as e:
         return False, type(e).__name__
     return code == 200, f"HTTP {code}"

@@ -104,9 +104,16 @@ class Runner:
     def _step(self, step, outcome: Outcome) -> None:
         tr = self.transports[step.host]
         if isinstance(step, Run):
+            argv, stdin = step.argv, None
+            if step.files:  # written by the same remote command, before the argv runs
+                from inkctl.plan.files import archive, files_dir, remote_argv
+
+                base = files_dir(step)
+                stdin = archive(base, [(f.path, self._content(f), f.mode) for f in step.files])
+                argv = remote_argv(step, base)
             with self._lock:
                 self.touched.add(step.host)
-            res = tr.run(step.argv, timeout=RUN_TIMEOUT_S)
+            res = tr.run(argv, timeout=RUN_TIMEOUT_S, stdin=stdin)
             if res.exit_code not in step.ok_codes:
                 err = tail(res.err_text()) or tail(res.text()) or "    (no output)"
                 raise StepError(

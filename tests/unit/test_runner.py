@@ -7,6 +7,7 @@ each test states what hosts did and asserts on what inkctl did in return.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 
@@ -64,6 +65,8 @@ class ScriptedHost:
     def run(self, argv, *, timeout=None, stdin=None):
         with self.lock:
             self.calls.append(("run", tuple(argv), time.monotonic()))
+            if argv[:2] == ("sh", "-c") and argv[3] == "inkctl-launch":  # a run step's files, as a tar on stdin
+                self._unpack(argv[4], stdin)
         self.journal.append(("start", self.name, tuple(argv)))
         try:
             return self._answer(argv)
@@ -80,6 +83,16 @@ class ScriptedHost:
                 code, out, err = answer(tuple(argv)) if callable(answer) else answer
                 return Result(tuple(argv), code, out.encode(), err.encode(), 0.0)
         return Result(tuple(argv), 0, b"", b"", 0.0)
+
+    def _unpack(self, base, data):
+        import io
+        import tarfile
+
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for m in tar.getmembers():
+                if m.isfile():
+                    self.calls.append(("put", f"{base}/{m.name}", time.monotonic()))
+                    self.files[f"{base}/{m.name}"] = (tar.extractfile(m).read(), m.mode)
 
     def put(self, path, content, mode):
         with self.lock:
@@ -103,6 +116,9 @@ class ScriptedHost:
 
 
 def is_run(argv):
+    """A container start, also behind the launch's file writer (sh -c WRITE_THEN_RUN inkctl-launch DIR argv...)."""
+    if len(argv) > 5 and argv[:2] == ("sh", "-c") and argv[3] == "inkctl-launch":
+        argv = argv[5:]
     return len(argv) > 1 and argv[1] == "run"
 
 
@@ -114,18 +130,27 @@ def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
     return Plan(deployment="t", recipe_hash="h", hosts=hosts, stages=stages, containers=(), teardown=td)
 
 
-def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
+def test_native_ranks_start_together_in_one_stage_each_writing_its_files_in_the_same_command():
     plan = build_plan(recipe(health={"timeout_s": 0.5, "interval_s": 0.1}), HOSTS)
-    journal: list[tuple] = []  # list.append is atomic: one order, as the hosts saw it
-    a, b = ScriptedHost("a", journal=journal), ScriptedHost("b", journal=journal)
+    gate = threading.Barrier(2)  # both hosts must be inside their one launch command at once
+    a, b = ScriptedHost("a", barrier=gate), ScriptedHost("b", barrier=gate)
     sink = Collect()
     with pytest.raises(HealthTimeout) as e:
         Runner(plan, {"a": a, "b": b}, sink).run()  # nothing serves health: the wait fails after the launches
     assert f"http://127.0.0.2:{PORT}/health" in e.value.message
-    head_done = journal.index(next(x for x in journal if x[:2] == ("end", "a") and is_run(x[2])))
-    worker_start = journal.index(next(x for x in journal if x[:2] == ("start", "b") and is_run(x[2])))
-    assert head_done < worker_start  # workers only after the head's stage finished
-    assert [e.name for e in sink.of(StageStarted)][:3] == ["prepare", "launch-head", "launch-workers"]
+    assert [e.name for e in sink.of(StageStarted)][:2] == ["launch", "health"]
+    for h, t in (("a", a), ("b", b)):
+        assert [c for c in t.calls if c[0] == "run" and is_run(c[1])] == [c for c in t.calls if c[0] == "run"]  # one command
+        assert list(t.files) == [f"{plan.host(h).state_dir}/plan.json"]  # the record, written by that command
+        record = json.loads(t.files[f"{plan.host(h).state_dir}/plan.json"][0])
+        assert record["runs"][0]["argv"] == list(t.argvs()[0][5:])  # the record holds the argv that ran
+
+
+def test_ray_keeps_its_order():
+    plan = build_plan(recipe(engine={"kind": "vllm", "version": "v1", "image": {"ref": "img:1"}, "multinode": "ray",
+                                     "args": {"tensor_parallel": 2}}), HOSTS)
+    assert [st.name for st in plan.stages] == ["ray-head", "ray-head-ready", "ray-workers", "ray-cluster-ready", "serve", "health"]
+    assert [s.host for s in plan.stages[0].steps] == ["a"] and [s.host for s in plan.stages[2].steps] == ["b"]
 
 
 def test_parallel_within_a_stage():
