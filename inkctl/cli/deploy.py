@@ -39,7 +39,7 @@ def up(
     changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
     t0 = time.monotonic()
-    from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
+    from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
     from inkctl.execute.secrets import resolve_secrets, secret_values
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
@@ -55,7 +55,9 @@ def up(
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
     needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
-    scrub = Scrubber(secret_values(secrets))
+    from inkctl.scrub import arm
+
+    scrub = arm(secret_values(secrets))
     sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
@@ -84,6 +86,9 @@ def up(
         sink.close()
         raise err from None
     except InkctlError as e:
+        if e.hint:  # the one command that finishes a clean-up, ready to paste
+            e.hint = e.hint.replace("inkctl down RECIPE (with the same --hosts)",
+                                    f"inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else ""))
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
@@ -190,6 +195,8 @@ def down(
         from inkctl.cli.render import console
 
         out = console()
+        for text in report["notices"]:
+            out.print(f"warning: {text}", markup=False, style="yellow")
         for h in plan.hosts:
             if h.name in report["removed"]:
                 names = report["removed"][h.name]

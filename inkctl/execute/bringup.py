@@ -45,6 +45,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         lock = DeployLock(plan, transports, "up")
         answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
         lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        for text in lock.notices:
+            sink.emit(Info(text=text, level="warning"))
         found = found_failed = image_failed = preflight_failed = None
         try:
             found = _existing(plan, answers)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
 from inkctl.execute.events import HealthProgress, RankState
+from inkctl.execute.ssh import LOST_AFTER_S
+from inkctl.execute.supervise import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.transport import HostError
 from inkctl.plan.step import WaitHealth
 
@@ -92,10 +94,13 @@ class HealthWait:
     """One WaitHealth step: ``run()`` returns the seconds until the URL answered 200."""
 
     def __init__(self, step: WaitHealth, transports: dict, runtime: str, emit, cancel: threading.Event,
-                 timeout_s: float | None = None):
+                 timeout_s: float | None = None, plan=None, on_line=None):
         self.step, self.transports, self.runtime, self.emit, self.cancel = step, transports, runtime, emit, cancel
         self.timeout = timeout_s if timeout_s is not None else step.timeout_s
         self.watched = [Watched(h, c, r) for h, c, r in step.watch]
+        self.plan = plan  # for a lost host's report: every rank of the deployment
+        self.on_line = on_line  # (watched, line) for each followed log line (the NCCL transport check)
+        self.hosts = list(dict.fromkeys(w.host for w in self.watched))
         self.poke = threading.Event()
         self.stop = threading.Event()
         self._last_sent: tuple | None = None
@@ -106,8 +111,14 @@ class HealthWait:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
         argv = (self.runtime, "logs", "--follow", "--tail", str(LOG_LINES), w.container)
+
+        def line(text: str) -> None:
+            w.lines.append(text)
+            if self.on_line is not None:
+                self.on_line(w, text)
+
         try:
-            self.transports[w.host].stream(argv, w.lines.append, self.stop)
+            self.transports[w.host].stream(argv, line, self.stop)
         except Exception:
             pass  # the inspect loop reports the host
         w.streaming = False
@@ -140,7 +151,34 @@ class HealthWait:
             by_host.setdefault(w.host, []).append(w)
         futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
         for h, f in futures.items():
-            f.result()  # HostError propagates: the host is gone
+            try:
+                f.result()
+            except HostError as e:
+                if alive(self.transports[h]):
+                    raise
+                raise self._lost(h, e.message.split(": ", 1)[-1]) from None
+
+    def _check_hosts(self, t0: float) -> None:
+        """Every host's connection, each turn of the wait (no round trip: the keepalives say it)."""
+        for h in lost_hosts(self.transports, self.hosts):
+            raise self._lost(h, f"no answer for {LOST_AFTER_S:g} s (SSH keepalives unacknowledged)",
+                             when=f" {time.monotonic() - t0:.1f} s into the health wait")
+
+    def _lost(self, host: str, why: str, when: str = ""):
+        self.stop.set()
+        if self.plan is not None:
+            return lost_error(self.plan, self.transports, host, why, when=when)
+        ranks = [w.rank for w in self.watched if w.host == host]
+        others = "".join(f"\n  rank {w.rank} ({w.host}): {phase_of(w, False)}"
+                         + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched if w.host != host)
+        return HostLost(host, ranks, why, others, when)
+
+    def _verified(self, pool: ThreadPoolExecutor) -> bool:
+        """After the head's 200: every rank's container, inspected now, is running. A rank that
+        is not (or a host that does not answer) fails the wait: never report success with a rank
+        unverified."""
+        self._inspect_all(pool, self.watched)
+        return all(w.status == "running" for w in self.watched)
 
     def _crashed(self) -> Watched | None:
         """The rank that died first: when one rank crashes its peers follow within a second
@@ -189,6 +227,7 @@ class HealthWait:
                 while True:
                     if self.cancel.is_set():
                         raise KeyboardInterrupt
+                    self._check_hosts(t0)
                     now = time.monotonic()
                     if not following and now >= follow_at:
                         following = True
@@ -220,8 +259,15 @@ class HealthWait:
                         status = _poll(http, self.step.url)
                         next_http = time.monotonic() + interval
                         if status == "200":
-                            self._progress(t0, status, healthy=True, force=True)
-                            return time.monotonic() - t0
+                            self._check_hosts(t0)
+                            if self._verified(pool):
+                                self._progress(t0, status, healthy=True, force=True)
+                                return time.monotonic() - t0
+                            dead = self._crashed()
+                            if dead is not None:
+                                self._progress(t0, status, force=True)
+                                raise self._crash_error(dead, t0)
+                            status = "200 (not every rank running yet)"
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(

@@ -71,6 +71,7 @@ class Runner:
         self.lost: dict[str, HostError] = {}  # hosts whose connection died
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
         self.stage: str | None = None  # the stage in progress (or the last one started)
+        self.on_rank_line = None  # (watched rank, log line) during the health wait: the NCCL transport check
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
@@ -98,7 +99,8 @@ class Runner:
 
             runtime = self.plan.host(step.host).runtime
             outcome.healthy_after_s = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
-                                                 timeout_s=self.health_timeout_s).run()
+                                                 timeout_s=self.health_timeout_s, plan=self.plan,
+                                                 on_line=self.on_rank_line).run()
             outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
         elif isinstance(step, Smoke):
             from inkctl.execute.smoke import run_smoke
@@ -209,7 +211,8 @@ class Runner:
             containers = ", ".join(c.name for c in self.plan.containers if c.host == host) or "its files"
             if host in self.lost:
                 with lock:
-                    left.append(f"{host}: {containers} (host unreachable: {self.lost[host].message})")
+                    left.append(f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock "
+                                f"(host unreachable: {self.lost[host].message.splitlines()[0]})")
                 return
             for s in (s for s in self.plan.teardown if s.host == host):
                 try:
@@ -286,9 +289,9 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
             if not cleaned and not left:
                 parts.append("nothing had been started on any host")
             if left:
-                # a lost host also keeps this run's deploy lock (it could not be released there)
-                again = ("inkctl lock release RECIPE, then inkctl down RECIPE" if runner.lost else "inkctl down RECIPE")
-                hint = (hint + "; " if hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
+                # a lost host also keeps this run's deploy lock; its holder (this pid) is gone by
+                # then, so the next command from this machine takes it over: down finishes the job
+                hint = (hint + "; " if hint else "") + "once the host is back, run: inkctl down RECIPE (with the same --hosts)"
             err = LaunchFailed("\n".join(parts), hint=hint)
         if interrupted:
             err.exit_code = EXIT_INTERRUPTED

@@ -54,5 +54,6 @@ def take_down(plan, hosts, *, accept_new: bool = False) -> dict:
             lock.release()
         close_all(conn.transports)
     order = [h.name for h in plan.hosts]
-    return {"removed": {n: removed[n] for n in order if n in removed},
+    return {"notices": list(lock.notices) if lock is not None else [],
+            "removed": {n: removed[n] for n in order if n in removed},
             "failed": {n: failed[n] for n in order if n in failed}}
