@@ -212,7 +212,7 @@ class Runner:
             if host in self.lost:
                 with lock:
                     left.append(f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock "
-                                f"(host unreachable: {self.lost[host].message.splitlines()[0]})")
+                                "(host unreachable)")
                 return
             for s in (s for s in self.plan.teardown if s.host == host):
                 try:
