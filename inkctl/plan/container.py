@@ -46,6 +46,18 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
     return env
 
 
+def gpu_args(mode: str, indices: str | None) -> list[str]:
+    """The GPUs a rank gets, in the runtime's own terms: the host's ``gpus`` indices (inventory)
+    select devices, else every GPU. Docker's ``--gpus`` value is CSV, so a list of devices is
+    quoted inside the value (``"device=0,1"``); CDI names one device per ``--device``."""
+    ids = [i for i in (indices or "").split(",") if i]
+    if mode == "all":
+        return ["--gpus", f'"device={",".join(ids)}"' if ids else "all"]
+    if mode == "cdi":
+        return [x for i in (ids or ["all"]) for x in ("--device", f"nvidia.com/gpu={i}")]
+    return []
+
+
 @dataclass(frozen=True)
 class RunSpec:
     """What differs per rank in a container run."""
@@ -73,10 +85,7 @@ def run_argv(r: Recipe, ctx: HostContext, spec: RunSpec) -> list[str]:
         argv += ["--ipc", c.ipc]
     if c.shm_size:
         argv += ["--shm-size", c.shm_size]
-    if c.gpus == "all":
-        argv += ["--gpus", "all"]
-    elif c.gpus == "cdi":
-        argv += ["--device", "nvidia.com/gpu=all"]
+    argv += gpu_args(c.gpus, ctx.host.gpus)
     for opt in c.security_opt:
         argv += ["--security-opt", opt]
     caps, devices, ulimits = list(c.cap_add), list(c.devices), dict(c.ulimits)
