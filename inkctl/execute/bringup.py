@@ -15,7 +15,7 @@ from inkctl.errors import InkctlError
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-        interrupt: threading.Event, detach: bool = False, on_healthy=None):
+        interrupt: threading.Event, detach: bool = False, on_healthy=None, allow_socket_fallback: bool = False):
     from inkctl.execute.connect import close_all, connect_all
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.runner import Outcome, Runner, launch
@@ -85,6 +85,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             raise KeyboardInterrupt
         interrupt.launching = True  # type: ignore[attr-defined]
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
@@ -230,6 +231,18 @@ class _watchdog:
     def __exit__(self, *exc) -> None:
         if self.dog is not None:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _transport_check(loaded, sink, allow: bool):
+    """With network.rdma: read each rank's boot log for the network NCCL chose (execute.nccl)."""
+    recipe = loaded.recipe
+    if not recipe.network.rdma:
+        return None
+    from inkctl.execute.events import Info
+    from inkctl.execute.nccl import TransportCheck
+
+    hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
+    return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
 
 
 def _warm_imports() -> None:

@@ -101,6 +101,7 @@ class HealthWait:
         self.plan = plan  # for a lost host's report: every rank of the deployment
         self.on_line = on_line  # (watched, line) for each followed log line (the NCCL transport check)
         self.hosts = list(dict.fromkeys(w.host for w in self.watched))
+        self.faults: list[tuple[Watched, str]] = []  # what on_line found wrong (it fails the wait)
         self.poke = threading.Event()
         self.stop = threading.Event()
         self._last_sent: tuple | None = None
@@ -110,12 +111,16 @@ class HealthWait:
     def _follow(self, w: Watched) -> None:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
-        argv = (self.runtime, "logs", "--follow", "--tail", str(LOG_LINES), w.container)
+        # a line checker (NCCL's transport) reads the whole boot log; the display needs the last lines
+        argv = (self.runtime, "logs", "--follow", "--tail", "all" if self.on_line else str(LOG_LINES), w.container)
 
         def line(text: str) -> None:
             w.lines.append(text)
             if self.on_line is not None:
-                self.on_line(w, text)
+                fault = self.on_line(w, text)
+                if fault:
+                    self.faults.append((w, fault))
+                    self.poke.set()
 
         try:
             self.transports[w.host].stream(argv, line, self.stop)
@@ -173,6 +178,13 @@ class HealthWait:
                          + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched if w.host != host)
         return HostLost(host, ranks, why, others, when)
 
+    def _check_faults(self) -> None:
+        if self.faults:
+            w, text = self.faults[0]
+            from inkctl.execute.nccl import FALLBACK_HINT
+
+            raise RankFailed(text, host=w.host, rank=w.rank, hint=FALLBACK_HINT)
+
     def _verified(self, pool: ThreadPoolExecutor) -> bool:
         """After the head's 200: every rank's container, inspected now, is running. A rank that
         is not (or a host that does not answer) fails the wait: never report success with a rank
@@ -228,6 +240,7 @@ class HealthWait:
                     if self.cancel.is_set():
                         raise KeyboardInterrupt
                     self._check_hosts(t0)
+                    self._check_faults()
                     now = time.monotonic()
                     if not following and now >= follow_at:
                         following = True
@@ -260,6 +273,7 @@ class HealthWait:
                         next_http = time.monotonic() + interval
                         if status == "200":
                             self._check_hosts(t0)
+                            self._check_faults()
                             if self._verified(pool):
                                 self._progress(t0, status, healthy=True, force=True)
                                 return time.monotonic() - t0

@@ -43,7 +43,19 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
     if n.host_ip_env:
         env.append((n.host_ip_env, ctx.rank_address))
     env += [(k, ctx.expand(v, f"network.nccl_env.{k}")) for k, v in n.nccl_env.items()]
+    env += nccl_debug_env(r)  # with RDMA asked for, NCCL must say which transport it chose
     return env
+
+
+def nccl_debug_env(r: Recipe) -> list[tuple[str, str]]:
+    """With network.rdma, NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET, which keeps the log
+    short) unless the recipe sets them: the boot reads NCCL's transport choice from the log."""
+    if not r.network.rdma:
+        return []
+    have = set(r.container.env) | set(r.network.nccl_env)
+    if "NCCL_DEBUG" in have:
+        return []
+    return [("NCCL_DEBUG", "INFO")] + ([] if "NCCL_DEBUG_SUBSYS" in have else [("NCCL_DEBUG_SUBSYS", "INIT,NET")])
 
 
 def gpu_args(mode: str, indices: str | None) -> list[str]:

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import ray
+from . import nccl
 from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob,
                      listen, load_weights, serve_rendezvous, start_crash_timer)
 from .openai_server import Server
@@ -68,6 +69,7 @@ def main(argv):
             join_rendezvous(master, mport, rank, nnodes, log)
     log(f"world_size={tp * pp} rank={rank} local_rank=0 distributed_init_method=env:// backend=nccl",
         src="parallel_state.py:1165")
+    nccl.say(rank, max(nnodes, tp * pp), lambda msg, exc: fatal(log, msg, exc=exc))
     load_weights(log, model,
                  lambda k, n: f"Loading safetensors checkpoint shards: {100 * k // n:3d}% Completed | {k}/{n}",
                  lambda t: f"Loading weights took {t:.2f} seconds")
