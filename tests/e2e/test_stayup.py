@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import containers, no_traceback, poll
-from tests.e2e.test_guard import Follow, follow, lock_dir, state_dir  # noqa: F401  (fixtures)
+from tests.e2e.test_guard import Follow, follow, lock_dir, stand_in, state_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.cluster
 
@@ -71,3 +71,100 @@ def test_a_host_cut_during_the_health_wait_fails_up_even_when_the_engine_does_no
     assert "took over a stale deploy lock" in d.out and f"(pid {f.p.pid})" in d.out, d
     assert containers(cluster, "h2", "e2e-lost") == [] and not state_dir(cluster, "h2", "e2e-lost").exists()
     assert not lock_dir(cluster, "h2", "e2e-lost").exists()
+
+
+# ------------------------------------------------------------------------ NCCL transport truth
+
+NO_IB_DEVICE = """#!/usr/bin/python3
+# stand-in: this machine has no /dev/infiniband to hand to a container; everything else is real docker
+import os, sys
+a, out, i = sys.argv[1:], [], 0
+while i < len(a):
+    if a[i] == "--device" and i + 1 < len(a) and a[i + 1] == "/dev/infiniband":
+        i += 2
+        continue
+    out.append(a[i])
+    i += 1
+os.execv({real!r}, [{real!r}] + out)
+"""
+
+
+def test_nccl_falling_back_to_sockets_where_rdma_was_asked_fails_up_naming_host_rank_and_interface(
+        cluster, inkctl, inventory, recipe, stand_in):
+    for h in ("h1", "h2"):
+        stand_in(h, "docker", NO_IB_DEVICE.format(real=stand_in.real("docker")))
+    rec = recipe("vllm-native-2", name="e2e-nccl", smoke={"enabled": False}, network={"rdma": True},
+                 container={"env": {"FAKE_READY_AFTER": "3"}})
+    inv = inventory("h1", "h2")
+    r = inkctl("up", rec, "--hosts", inv, timeout=120)
+    assert r.rc == 1, r
+    assert re.search(r"rank [01] on h[12]: NCCL fell back to TCP sockets \(NET/Socket over eth0 \(10\.231\.\d+\.1[12]<0>\)\) "
+                     r"where network\.rdma asked for RDMA \(NET/IB\); NCCL said: NET/IB : No device found\.", r.stderr), r
+    assert "rolled back" in r.stderr and no_traceback(r.out), r
+    assert containers(cluster, "h1", "e2e-nccl") == [] and containers(cluster, "h2", "e2e-nccl") == []
+    # the engine really ran with NCCL_DEBUG=INFO (the plan sets it with rdma) and said it itself
+    ok = inkctl("up", rec, "--hosts", inv, "--allow-socket-fallback", timeout=120)
+    assert ok.rc == 0, ok
+    assert "NCCL fell back to TCP sockets" in ok.out and "allowed by --allow-socket-fallback" in ok.out, ok
+    env = cluster.docker("h2", "exec", "inkctl-e2e-nccl-r1", "cat", "/proc/1/environ").stdout.split("\0")
+    assert "NCCL_DEBUG=INFO" in env
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+# ------------------------------------------------------------------------ GPU selection
+
+def _engine_env(cluster, host: str, container: str) -> dict:
+    """The engine process's own environment (PID 1 in the container), not what inspect says."""
+    raw = cluster.docker(host, "exec", container, "cat", "/proc/1/environ").stdout  # docker or podman, the host's
+    return dict(kv.split("=", 1) for kv in raw.split("\0") if "=" in kv)
+
+
+def test_the_inventorys_gpu_indices_reach_the_engine_process(cluster, inkctl, inventory, recipe):
+    rec = recipe("single", name="e2e-gpusel", smoke={"enabled": False})
+    inv = inventory("h1", h1={"gpus": "0"})
+    r = inkctl("up", rec, "--hosts", inv, timeout=120)
+    assert r.rc == 0, r
+    assert _engine_env(cluster, "h1", "inkctl-e2e-gpusel-r0")["NVIDIA_VISIBLE_DEVICES"] == "0"
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    pod = recipe("podman", name="e2e-gpusel-pod", smoke={"enabled": False})
+    inv = inventory("h3", h3={"gpus": "5"})
+    r = inkctl("up", pod, "--hosts", inv, timeout=120)
+    assert r.rc == 0, r
+    assert _engine_env(cluster, "h3", "inkctl-e2e-gpusel-pod-r0")["NVIDIA_VISIBLE_DEVICES"] == "5"
+    assert inkctl("down", pod, "--hosts", inv).rc == 0
+
+
+def test_nvidia_visible_devices_beside_gpus_is_refused_before_any_host_is_touched(inkctl, inventory, recipe):
+    rec = recipe("single", name="e2e-gpuenv", container={"env": {"NVIDIA_VISIBLE_DEVICES": "0,1"}})
+    r = inkctl("up", rec, "--hosts", inventory("h1"))
+    assert r.rc == 2 and "container.env.NVIDIA_VISIBLE_DEVICES" in r.stderr and "--gpus" in r.stderr, r
+    assert "inventory" in r.stderr  # the hint says where GPU indices go
+
+
+# ------------------------------------------------------------------------ secrets the engine echoes
+
+SECRET = "hf_stayup_0123456789abcdef"
+
+
+def test_a_secret_echoed_by_the_engine_never_shows_in_logs(cluster, inkctl, inventory, recipe):
+    rec = recipe("single", name="e2e-echo", smoke={"enabled": False}, secrets={"HF_TOKEN": {"env": "HF_TOKEN"}},
+                 container={"env": {"FAKE_LOG_ENV": "1"}})
+    inv = inventory("h1")
+    env = {"HF_TOKEN": SECRET}
+    assert inkctl("up", rec, "--hosts", inv, env=env, timeout=120).rc == 0
+    raw = cluster.docker("h1", "logs", "inkctl-e2e-echo-r0").stdout
+    assert f"HF_TOKEN={SECRET}" in raw  # the engine really echoes it
+    j = inkctl("logs", rec, "--hosts", inv, "-o", "json", env=env)
+    assert j.rc == 0 and SECRET not in j.out, j
+    assert any(json.loads(x)["line"].endswith("environment: HF_TOKEN=***") for x in j.stdout.splitlines()), j
+    t = inkctl("logs", rec, "--hosts", inv, env=env)
+    assert t.rc == 0 and SECRET not in t.out and "HF_TOKEN=***" in t.stdout, t
+    p = inkctl.start("logs", "-f", rec, "--hosts", inv, env=env)
+    f = Follow(p)
+    poll(lambda: f.saw("HF_TOKEN=***"), timeout=30)
+    p.send_signal(signal.SIGINT)
+    f.end(timeout=30)
+    assert SECRET not in f.text
+    s = inkctl("status", rec, "--hosts", inv, "-o", "json", env=env)
+    assert SECRET not in s.out
+    assert inkctl("down", rec, "--hosts", inv).rc == 0

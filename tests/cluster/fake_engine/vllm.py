@@ -56,6 +56,9 @@ def main(argv):
     shown = {k: v for k, v in args.opts.items() if k not in ("api-key",)}
     log(f"non-default args: {{'model_tag': {model!r}, " + ", ".join(f"{k!r}: {v!r}" for k, v in shown.items()) + "}",
         src="utils.py:233")
+    if os.environ.get("FAKE_LOG_ENV") == "1":  # engines that dump their environment (tokens and all)
+        for k, v in sorted(os.environ.items()):
+            log(f"environment: {k}={v}", src="envs.py:1")
     if not headless:
         _check_port_free(host, port, log)
 
