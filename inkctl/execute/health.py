@@ -35,6 +35,7 @@ from inkctl.plan.step import WaitHealth
 LOG_LINES = 50
 FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
 FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
+SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
 INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
@@ -178,6 +179,14 @@ class HealthWait:
                          + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched if w.host != host)
         return HostLost(host, ranks, why, others, when)
 
+    def _unsettled(self, first_200: float) -> bool:
+        """A boot-log check that has not read every rank's verdict yet holds the success back
+        (its log may still be on the way), for at most SETTLE_CHECK_S after the first 200."""
+        settled = getattr(self.on_line, "settled", None)
+        if settled is None or time.monotonic() - first_200 > SETTLE_CHECK_S:
+            return False
+        return not all(settled(w) for w in self.watched)
+
     def _check_faults(self) -> None:
         if self.faults:
             w, text = self.faults[0]
@@ -228,7 +237,9 @@ class HealthWait:
         deadline = t0 + self.timeout
         interval = self.step.interval_s
         next_http = t0
-        follow_at = t0 + FOLLOW_AFTER_S  # until then only the URL is polled
+        # until then only the URL is polled; a boot-log check (NCCL's transport) reads from the start
+        follow_at = t0 + (0.0 if self.on_line is not None else FOLLOW_AFTER_S)
+        first_200 = None
         following = False
         next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
         next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
@@ -274,14 +285,18 @@ class HealthWait:
                         if status == "200":
                             self._check_hosts(t0)
                             self._check_faults()
-                            if self._verified(pool):
+                            first_200 = first_200 or time.monotonic()
+                            if self._unsettled(first_200):
+                                status = "200 (reading each rank's NCCL transport)"
+                            elif self._verified(pool):
                                 self._progress(t0, status, healthy=True, force=True)
                                 return time.monotonic() - t0
-                            dead = self._crashed()
-                            if dead is not None:
-                                self._progress(t0, status, force=True)
-                                raise self._crash_error(dead, t0)
-                            status = "200 (not every rank running yet)"
+                            else:
+                                dead = self._crashed()
+                                if dead is not None:
+                                    self._progress(t0, status, force=True)
+                                    raise self._crash_error(dead, t0)
+                                status = "200 (not every rank running yet)"
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(

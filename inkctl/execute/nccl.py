@@ -88,6 +88,11 @@ class TransportCheck:
     nets: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def settled(self, watched) -> bool:
+        """This rank's NCCL has said which network it uses."""
+        net = self.nets.get((watched.host, watched.rank))
+        return net is not None and net.network is not None
+
     def __call__(self, watched, line: str) -> str | None:
         key = (watched.host, watched.rank)
         with self._lock:

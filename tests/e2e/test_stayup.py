@@ -76,11 +76,12 @@ def test_a_host_cut_during_the_health_wait_fails_up_even_when_the_engine_does_no
 # ------------------------------------------------------------------------ NCCL transport truth
 
 NO_IB_DEVICE = """#!/usr/bin/python3
-# stand-in: this machine has no /dev/infiniband to hand to a container; everything else is real docker
+# stand-in: this machine has no /dev/infiniband to hand to a container and forbids raising
+# RLIMIT_MEMLOCK; everything else is real docker
 import os, sys
 a, out, i = sys.argv[1:], [], 0
 while i < len(a):
-    if a[i] == "--device" and i + 1 < len(a) and a[i + 1] == "/dev/infiniband":
+    if i + 1 < len(a) and (a[i], a[i + 1]) in (("--device", "/dev/infiniband"), ("--ulimit", "memlock=-1:-1")):
         i += 2
         continue
     out.append(a[i])
