@@ -14,6 +14,11 @@ EXIT_INVALID = 2  # bad input: recipe, inventory, flags
 EXIT_INTERRUPTED = 130
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 host``, ``2 hosts``, ``0 hosts``: a number with its noun in agreement."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 @dataclass(frozen=True)
 class Problem:
     """One thing wrong with an input document, located as precisely as we can."""
@@ -25,6 +30,7 @@ class Problem:
     col: int | None = None  # 1-based
     hint: str | None = None
     severity: str = "error"  # "error" | "warning"
+    code: str = ""  # stable INKnnn code (inkctl/codes.py); every problem inkctl reports carries one
 
     @property
     def location(self) -> str:
@@ -44,7 +50,12 @@ class Problem:
         return text
 
     def as_dict(self) -> dict:
+        from inkctl.codes import BY_CODE
+
+        kind = BY_CODE.get(self.code)
         return {
+            "code": self.code or None,
+            "name": kind.name if kind else None,
             "severity": self.severity,
             "file": self.file,
             "line": self.line,
@@ -52,6 +63,7 @@ class Problem:
             "path": self.path,
             "message": self.message,
             "hint": self.hint,
+            "fix": self.hint or (kind.fix if kind else None),
         }
 
 
@@ -85,5 +97,5 @@ class RecipeInvalid(InkctlError):
     def __init__(self, problems: list[Problem]):
         self.problems = list(problems)
         errors = [p for p in self.problems if p.severity == "error"]
-        head = f"{len(errors)} problem{'s' if len(errors) != 1 else ''} found"
+        head = f"{counted(len(errors), 'problem')} found"
         super().__init__(head + ":\n" + "\n".join("  " + p.render() for p in self.problems))

@@ -45,7 +45,8 @@ def _root(
 COMMAND_MODULES = {
     "validate": "inkctl.cli.commands", "plan": "inkctl.cli.commands", "schema": "inkctl.cli.commands",
     "recipes": "inkctl.cli.commands", "up": "inkctl.cli.deploy", "down": "inkctl.cli.deploy",
-    "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "doctor": "inkctl.cli.observe",
+    "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
+    "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
     "export": "inkctl.cli.export",
 }

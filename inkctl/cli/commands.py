@@ -45,12 +45,13 @@ def validate(
             if not problems:
                 from inkctl.errors import Problem
 
-                problems = [Problem(e.message, file=str(path), hint=e.hint)]
+                from inkctl.codes import code
+
+                problems = [Problem(e.message, file=str(path), hint=e.hint, code=code("cannot-load"))]
             ok = False
         results.append((path, ok, problems, warnings))
     if fmt == "json":
-        doc = [{"recipe": str(p), "ok": ok, "errors": [x.as_dict() for x in pr],
-                "warnings": [w.as_dict() for w in wa]} for p, ok, pr, wa in results]
+        doc = [_result_json(p, ok, pr, wa, strict) for p, ok, pr, wa in results]
         print(json.dumps({"ok": all(r[1] for r in results), "strict": strict, "recipes": doc}, indent=2))
     else:
         out = plain()
@@ -61,6 +62,19 @@ def validate(
             print_problems(problems + warnings, strict=strict)
     if not all(r[1] for r in results):
         raise typer.Exit(EXIT_INVALID)
+
+
+def _result_json(path, ok: bool, problems: list, warnings: list, strict: bool) -> dict:
+    """One recipe's result: ``errors`` is every problem that fails it (warnings that --strict turns into
+    failures among them, marked ``"strict": true``); ``warnings`` those that do not."""
+    def item(p, fails: bool) -> dict:
+        return {**p.as_dict(), "fails": fails, "strict": fails and p.severity != "error"}
+
+    warnings = warnings + [p for p in problems if p.severity != "error"]
+    errors = [item(p, True) for p in problems if p.severity == "error"]
+    errors += [item(w, True) for w in warnings] if strict else []
+    return {"recipe": str(path), "ok": ok, "errors": errors,
+            "warnings": [] if strict else [item(w, False) for w in warnings]}
 
 
 def _check_hosts(loaded) -> None:

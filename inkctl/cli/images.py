@@ -10,7 +10,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format, overrides
-from inkctl.errors import UsageError
+from inkctl.errors import UsageError, counted
 
 LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
 
@@ -45,7 +45,7 @@ def build(
         ctx = build_context(loaded)
         written = ctx.write(emit)
         _say(fmt, {"image": ctx.tag, "emitted": str(emit), "files": [str(p) for p in written], "context_bytes": ctx.size,
-                   "message": f"wrote the build context of {ctx.tag} to {emit} ({len(written)} files, {ctx.size} bytes); nothing built"})
+                   "message": f"wrote the build context of {ctx.tag} to {emit} ({counted(len(written), 'file')}, {counted(ctx.size, 'byte')}); nothing built"})
         return
     if loaded.hosts is None and not local:
         raise UsageError("build needs hosts: pass --hosts FILE (an inventory), list hosts: in the recipe, "
@@ -125,13 +125,10 @@ def _say(fmt: str, doc: dict) -> None:
 
 # ------------------------------------------------------------------------------------ lock
 
-DEPLOY_LOCK_VERBS = ("status", "release")
-
 
 @app.command()
 def lock(
-    args: List[str] = typer.Argument(..., metavar="RECIPE | status RECIPE | release RECIPE",
-                                     help="A recipe to pin; or 'status'/'release' and a recipe for the deploy lock."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="Recipe whose hashes to pin in RECIPE.lock.json."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     local: bool = LocalOpt,
@@ -139,14 +136,9 @@ def lock(
     output: str = OutputOpt,
 ) -> None:
     """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals) in
-    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift."""
-    fmt = output_format(output)
-    if args[0] in DEPLOY_LOCK_VERBS and not (len(args) == 1 and Path(args[0]).is_file()):
-        return _deploy_lock(args, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=fmt)
-    if len(args) != 1:
-        raise UsageError(f"lock takes one recipe, got {len(args)} arguments: {' '.join(args)}",
-                         hint="inkctl lock RECIPE | inkctl lock status RECIPE | inkctl lock release RECIPE")
-    _pin(Path(args[0]), hosts=hosts, set_=set_, local=local, accept_new=accept_new_host_keys, fmt=fmt)
+    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift.
+    (The deploy lease that up/down/build hold is `inkctl lease`.)"""
+    _pin(recipe, hosts=hosts, set_=set_, local=local, accept_new=accept_new_host_keys, fmt=output_format(output))
 
 
 def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) -> None:
@@ -185,41 +177,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     from inkctl.cli.render import console
 
     out = console()
-    out.print(f"wrote {path}: {len(pins)} pins" + (f", {len(diff)} changed" if old else " (first lock)"), markup=False)
+    out.print(f"wrote {path}: {counted(len(pins), 'pin')}" + (f", {len(diff)} changed" if old else " (first lock)"), markup=False)
     for line in diff if old else [f"{k}: {v}" for k, v in sorted(pins.items())]:
         out.print("  " + line, markup=False)
 
-
-def _deploy_lock(args: list[str], *, hosts, set_, accept_new: bool, fmt: str) -> None:
-    """``lock status|release RECIPE``: the deploy lock (inkctl.execute.deploylock) on every host."""
-    verb = args[0]
-    if len(args) != 2:
-        raise UsageError(f"usage: inkctl lock {verb} RECIPE [--hosts FILE]")
-    from inkctl.execute import deploylock
-    from inkctl.execute.connect import close_all, connect_all
-    from inkctl.plan.deploy import build_plan
-    from inkctl.recipe.source import load_recipe
-
-    loaded = load_recipe(Path(args[1]), overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError(f"lock {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
-    plan = build_plan(loaded.recipe, loaded.hosts)
-    transports = connect_all(list(loaded.hosts), accept_new=accept_new)
-    try:
-        result = getattr(deploylock, verb)(plan, transports)
-    finally:
-        close_all(transports)
-    if verb == "status":
-        doc = {h: (None if v is None else {"who": v.who, "pid": v.pid, "command": v.command, "since": v.since})
-               for h, v in result.items()}
-        lines = [f"{h}: {'free' if v is None else 'held by ' + v.describe()}" for h, v in result.items()]
-    else:
-        doc = {h: bool(v) for h, v in result.items()}
-        lines = [f"{h}: {'released' if v else 'was not held'}" for h, v in result.items()]
-    if fmt == "json":
-        print(json.dumps({"deployment": plan.deployment, verb: doc}, indent=2))
-        return
-    from inkctl.cli.render import console
-
-    for line in lines:
-        console().print(f"{plan.deployment} {line}", markup=False)

@@ -9,7 +9,10 @@ import typer
 from inkctl.errors import UsageError
 
 HostsOpt = typer.Option(None, "--hosts", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
-SetOpt = typer.Option(None, "--set", help="Override a recipe field: dotted.path=value (repeatable).")
+SetOpt = typer.Option(None, "--set", help=(
+    "Override a recipe field: dotted.path=value (repeatable). Where the field is a string the value is "
+    "taken as written (env values also take numbers and true/false, as text); elsewhere it is read as "
+    "YAML: 8001, true, null, [a, b], {k: v}."))
 OutputOpt = typer.Option("text", "--output", "-o", help="text or json.")
 
 

@@ -41,6 +41,8 @@ class Plain:
         import re
 
         def tag(m: "re.Match[str]") -> str:
+            if m.group(0).startswith("\\"):  # escaped: the text itself
+                return m.group(0)[1:]
             words = m.group(1).split()
             if m.group(1) == "/":
                 return "\x1b[0m" if self.color else ""
@@ -48,7 +50,7 @@ class Plain:
                 return m.group(0)
             return f"\x1b[{';'.join(self.CODES[w] for w in words)}m" if self.color else ""
 
-        return re.sub(r"\[(/|[a-z ]+)\]", tag, text)
+        return re.sub(r"\\?\[(/|[a-z ]+)\]", tag, text)
 
     def print(self, text: str = "", *, end: str = "\n", markup: bool = True, style: str | None = None, **_) -> None:
         if markup:
@@ -63,8 +65,11 @@ def plain(stderr: bool = False) -> Plain:
 
 
 def escape(text: str) -> str:
-    """Plain's markup only knows our style words, so text is safe as it is."""
-    return text
+    """Text that prints as itself inside Plain's markup: a backslash before anything that looks
+    like a style tag (``[red]``, ``[/]``), as rich does; any other text is returned unchanged."""
+    import re
+
+    return re.sub(r"\[(/|[a-z ]+)\]", lambda m: "\\" + m.group(0), text)
 
 
 def print_error(e: InkctlError) -> None:

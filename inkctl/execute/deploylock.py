@@ -2,7 +2,7 @@
 
 A lock is a directory ``<state_dir>/locks/<deployment>.lock`` made with ``mkdir`` (atomic on
 POSIX filesystems) holding ``holder.json``: who (user@machine, pid), which command, since
-when, and a random token. Only the token's owner releases it; ``inkctl lock release`` breaks
+when, and a random token. Only the token's owner releases it; ``inkctl lease release`` breaks
 a stale one knowingly. Acquiring is all-or-nothing across hosts: if one host is held, the
 locks taken on the others are released before the error is raised.
 """
@@ -175,7 +175,7 @@ class DeployLock:
             self.release()
             lines = "\n".join(f"  {h}: held by {why}" for h, why in refused.items())
             raise LockHeld(f"deployment {self.plan.deployment} is locked:\n{lines}",
-                           hint="wait for that command to finish; if it is gone, `inkctl lock release RECIPE --hosts FILE`")
+                           hint="wait for that command to finish; if it is gone, `inkctl lease release RECIPE --hosts FILE`")
 
     def release(self) -> None:
         """Give the lock back where this command holds it: through the file channel when the
@@ -194,7 +194,7 @@ class DeployLock:
                 pass  # the command below says the same
             try:
                 t.run(("sh", "-c", _RELEASE, "sh", d, self.token), timeout=30)
-            except Exception:  # a lost host keeps its lock; `inkctl lock status` shows it
+            except Exception:  # a lost host keeps its lock; `inkctl lease status` shows it
                 pass
 
         if hosts:

@@ -8,7 +8,7 @@ SGLang starts the head (it holds --dist-init-addr) before the workers.
 
 from __future__ import annotations
 
-from inkctl.errors import InkctlError
+from inkctl.errors import InkctlError, counted
 from inkctl.plan import container as ctr
 from inkctl.plan import engines
 from inkctl.plan.hostvars import HostContext
@@ -51,7 +51,7 @@ def build_plan(
     nodes = recipe.hardware.nodes
     if len(hosts) != nodes:
         raise InkctlError(
-            f"the recipe needs {nodes} host{'s' if nodes != 1 else ''} (hardware.nodes) but {len(hosts)} were given",
+            f"the recipe needs {counted(nodes, 'host')} (hardware.nodes) but {len(hosts)} {'was' if len(hosts) == 1 else 'were'} given",
             hint="list exactly that many hosts in the inventory, in rank order", exit_code=2)
     if nodes > 1 and not placeholder:
         for h in hosts:

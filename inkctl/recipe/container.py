@@ -6,7 +6,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from inkctl.recipe.fields import ContainerPath, EnvName, HostPath, Name, Strict
+from inkctl.recipe.fields import ContainerPath, EnvName, EnvValue, HostPath, Name, Strict
 
 ULIMIT_NAMES = {"memlock", "stack", "nofile", "nproc", "core", "rtprio", "msgqueue", "sigpending"}
 
@@ -52,7 +52,7 @@ class ContainerSpec(Strict):
     shm_size: Optional[str] = Field(None, pattern=r"^[0-9]+[bkmgBKMG]?$", description="Size of /dev/shm (--shm-size), e.g. '32g'.")
     network: Literal["host", "bridge"] = Field("host", description="Network mode. Multi-node needs host networking.")
     ports: list[Port] = Field(default_factory=list, description="Published ports (network: bridge).")
-    env: dict[EnvName, str] = Field(default_factory=dict, description="Environment variables (values may use ${VARS} from the host inventory). Secrets go in 'secrets', never here.")
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Environment variables (values may use ${VARS} from the host inventory). Secrets go in 'secrets', never here.")
     mounts: list[Mount] = Field(default_factory=list, description="Host paths mounted into the container.")
     volumes: list[Volume] = Field(default_factory=list, description="Named volumes.")
     security_opt: list[str] = Field(default_factory=list, description="--security-opt values, e.g. 'label=disable' on SELinux hosts with CDI.")
@@ -80,7 +80,7 @@ class NetworkSpec(Strict):
     ib_disable: Optional[bool] = Field(None, description="Set NCCL_IB_DISABLE (1 disables InfiniBand/RoCE).")
     p2p_disable: Optional[bool] = Field(None, description="Set NCCL_P2P_DISABLE (seed 002: required on an AM5 board, init hung 26 min without it).")
     host_ip_env: Optional[EnvName] = Field(None, description="Variable that receives each host's own address, e.g. VLLM_HOST_IP.")
-    nccl_env: dict[EnvName, str] = Field(default_factory=dict, description="Further NCCL_* or transport variables, e.g. NCCL_P2P_LEVEL: SYS.")
+    nccl_env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Further NCCL_* or transport variables, e.g. NCCL_P2P_LEVEL: SYS.")
 
 
 class SecretSource(Strict):

@@ -72,7 +72,7 @@ class SGLang(_EngineBase):
     kind: Literal["sglang"] = Field(description="Engine kind.")
     dist_init_port: int = Field(20000, ge=1, le=65535, description="Port on the head for --dist-init-addr in multi-node runs.")
     launcher: list[str] = Field(
-        default_factory=lambda: ["python3", "-m", "sglang.launch_server"],
+        default=["python3", "-m", "sglang.launch_server"],
         description="Command that starts the server, before its arguments.",
     )
 

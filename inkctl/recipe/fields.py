@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,62}$")
 HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -17,9 +17,20 @@ VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class Strict(BaseModel):
-    """Base for every recipe section: unknown keys are errors, values are not coerced silently."""
+    """Base for every recipe section: unknown keys are errors, values are not coerced silently
+    (``'8'`` is not a port, ``yes`` is not true, ``1.5`` is not an integer). The exceptions are
+    declared where they are made: dates read from text, environment values (``EnvValue``)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, strict=True)
+
+
+def _env_text(v: object) -> object:
+    """An environment value written as a number or true/false is its YAML text: ``1`` -> ``"1"``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return v
 
 
 def _name(v: str) -> str:
@@ -91,3 +102,4 @@ ImageDigest = Annotated[str, AfterValidator(_digest)]
 FileName = Annotated[str, AfterValidator(_file_name)]
 HostPath = Annotated[str, AfterValidator(_host_path)]
 ContainerPath = Annotated[str, AfterValidator(_container_path)]
+EnvValue = Annotated[str, BeforeValidator(_env_text)]  # numbers and true/false become their text

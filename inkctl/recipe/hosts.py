@@ -9,6 +9,7 @@ from typing import Optional
 
 from pydantic import Field, field_validator
 
+from inkctl.codes import code
 from inkctl.errors import Problem
 from inkctl.recipe.fields import EnvName, HostName, Strict
 
@@ -69,10 +70,10 @@ def host_findings(hosts: list[Host], where: str) -> list[Problem]:
     addrs: dict[tuple[str, int | None], int] = {}
     for i, h in enumerate(hosts):
         if h.name in names:
-            out.append(Problem(f"host name {h.name!r} is already used by {where}[{names[h.name]}]", path=f"{where}[{i}].name", hint="host names must be unique"))
+            out.append(Problem(f"host name {h.name!r} is already used by {where}[{names[h.name]}]", path=f"{where}[{i}].name", hint="host names must be unique", code=code("hosts")))
         names.setdefault(h.name, i)
         key = (h.ssh_address, h.port)
         if key in addrs and h.state_dir == hosts[addrs[key]].state_dir:
-            out.append(Problem(f"address {h.ssh_address!r} is already used by {where}[{addrs[key]}]", path=f"{where}[{i}].address", hint="two ranks on one machine would fight over its GPUs"))
+            out.append(Problem(f"address {h.ssh_address!r} is already used by {where}[{addrs[key]}]", path=f"{where}[{i}].address", hint="two ranks on one machine would fight over its GPUs", code=code("hosts")))
         addrs.setdefault(key, i)
     return out

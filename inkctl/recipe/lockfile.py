@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from inkctl.codes import code
 from inkctl.errors import InkctlError, Problem
 from inkctl.recipe.source import Loaded
 
@@ -177,10 +178,11 @@ def drift_findings(loaded: Loaded) -> list[Problem]:
     try:
         drifts = local_drift(loaded)
     except InkctlError as e:
-        return [Problem(e.message, file=str(lock_path(loaded)), severity="warning", hint=e.hint)]
+        return [Problem(e.message, file=str(lock_path(loaded)), severity="warning", hint=e.hint, code=code("lock-drift"))]
     return [Problem(f"pin {d.pin} changed since `inkctl lock` ({lock_path(loaded).name}): {d.old} -> {d.new}"
                     + (f" ({d.where})" if d.where else ""), path="patches", file=str(loaded.path),
-                    severity="warning", hint=f"restore it, or run `inkctl lock {loaded.path}` to re-pin")
+                    severity="warning", hint=f"restore it, or run `inkctl lock {loaded.path}` to re-pin",
+                    code=code("lock-drift"))
             for d in drifts]
 
 

@@ -80,7 +80,7 @@ class Smoke(Strict):
     """Prove the server answers, once it is healthy."""
 
     enabled: bool = Field(True, description="Run the smoke prompts after health.")
-    prompts: list[str] = Field(default_factory=lambda: ["What is 17 x 23? Answer with the number."], description="Chat prompts; each must get a non-empty answer.")
+    prompts: list[str] = Field(default=["What is 17 x 23? Answer with the number."], description="Chat prompts; each must get a non-empty answer.")
     max_tokens: int = Field(32, ge=1, le=8192, description="max_tokens per smoke request.")
     timeout_s: float = Field(300, gt=0, description="Time allowed per prompt.")
 
@@ -99,7 +99,7 @@ class Provenance(Strict):
 
     source: str = Field(description="Who or what reported it (a post, a registry record).")
     status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
-    captured: Optional[date] = Field(None, description="When the source was captured.")
+    captured: Optional[date] = Field(None, strict=False, description="When the source was captured (YYYY-MM-DD).")
     urls: list[str] = Field(default_factory=list, description="Links to the source.")
     notes: list[str] = Field(default_factory=list, description="Facts from the source worth keeping next to the recipe.")
 

@@ -67,7 +67,7 @@ class Hotfix(Strict):
     name: FileName = Field(description="File name the hotfix has on the host and in the container.")
     source: str = Field(description="File under the recipe's patches directory.")
     sha256: Optional[Sha256] = Field(None, description="sha256 of the hotfix file. Null: unpinned (warned; `inkctl lock` pins it).")
-    interpreter: list[str] = Field(default_factory=lambda: ["python3"], min_length=1, description="Command that runs the hotfix inside the container.")
+    interpreter: list[str] = Field(default=["python3"], min_length=1, description="Command that runs the hotfix inside the container.")
     gate_env: Optional[EnvName] = Field(None, description="Run only when this variable is set to a value other than '' or '0' in the container.")
     origin: Optional[str] = Field(None, description="Where the file comes from, when it is not in this repository.")
     note: Optional[str] = Field(None, description="What it fixes.")

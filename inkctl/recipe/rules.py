@@ -9,7 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from inkctl.errors import Problem
+from inkctl.codes import code
+from inkctl.errors import Problem, counted
 from inkctl.recipe.fields import VAR_RE
 
 if TYPE_CHECKING:
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
 
 SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
 KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
-BUILTIN_VARS = {"HOME", "GPUS", "HOST", "HOST_ADDRESS", "HEAD_ADDRESS", "RANK", "NCCL_SOCKET_IFNAME"}
 
 
 def _err(path: str, message: str, hint: str | None = None) -> Problem:
@@ -28,10 +28,19 @@ def _warn(path: str, message: str, hint: str | None = None) -> Problem:
     return Problem(message, path=path, hint=hint, severity="warning")
 
 
+RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
+    "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
+    "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
+    "_hosts": "hosts", "_smoke": "smoke",
+}
+
+
 def recipe_findings(r: "Recipe") -> list[Problem]:
+    from dataclasses import replace
+
     out: list[Problem] = []
-    for rule in (_parallelism, _hardware, _networking, _gpus, _env, _mounts, _patches, _pins, _engine, _hosts, _smoke):
-        out.extend(rule(r))
+    for name, kind in RULES.items():
+        out += [p if p.code else replace(p, code=code(kind)) for p in globals()[name](r)]
     return out
 
 
@@ -237,7 +246,7 @@ def _hosts(r: "Recipe") -> list[Problem]:
         return []
     out = host_findings(r.hosts, "hosts")
     if len(r.hosts) != r.hardware.nodes:
-        out.append(_err("hosts", f"{len(r.hosts)} hosts listed but hardware.nodes is {r.hardware.nodes}"))
+        out.append(_err("hosts", f"{counted(len(r.hosts), 'host')} listed but hardware.nodes is {r.hardware.nodes}"))
     return out
 
 

@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid, UsageError
 from inkctl.recipe.hosts import Host, Inventory
 from inkctl.recipe.model import Recipe
@@ -35,7 +36,10 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
     from inkctl.recipe.load import load_model
 
     path = Path(path)
-    recipe, warnings = load_model(Recipe, path, list(overrides))
+    try:
+        recipe, warnings = load_model(Recipe, path, list(overrides))
+    except RecipeInvalid as e:
+        raise _swapped(path, e, expected="recipe") from None
     hosts, source = None, None
     if hosts_file is not None:
         hosts, source = load_inventory(hosts_file), f"--hosts {hosts_file}"
@@ -56,8 +60,32 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
 def load_inventory(path: str | Path) -> list[Host]:
     from inkctl.recipe.load import load_model
 
-    inv, _ = load_model(Inventory, Path(path))
+    try:
+        inv, _ = load_model(Inventory, Path(path))
+    except RecipeInvalid as e:
+        raise _swapped(Path(path), e, expected="inventory") from None
     return list(inv.hosts)
+
+
+def _swapped(path: Path, e: RecipeInvalid, *, expected: str) -> RecipeInvalid:
+    """A recipe given where an inventory belongs, or the other way round: one problem that says so,
+    instead of one "unknown field" or "missing field" per key."""
+    from inkctl.recipe.load import parse_document
+
+    try:
+        data = parse_document(path).data
+    except RecipeInvalid:
+        return e
+    keys = list(data) if isinstance(data, dict) else []
+    if expected == "recipe" and keys == ["hosts"]:
+        message = "this looks like an inventory (its only field is 'hosts'), not a recipe"
+        hint = f"pass the recipe as the argument and this file with --hosts {path}"
+    elif expected == "inventory" and set(keys) - {"hosts"} and set(keys) <= set(Recipe.model_fields):
+        message = "this looks like a recipe, not an inventory (an inventory has only 'hosts:')"
+        hint = "pass the recipe as the argument and the inventory with --hosts FILE"
+    else:
+        return e
+    return RecipeInvalid([Problem(message, file=str(path), line=1, col=1, hint=hint, code=code("wrong-document"))])
 
 
 def _file_findings(loaded: Loaded) -> list[Problem]:
@@ -70,7 +98,7 @@ def _file_findings(loaded: Loaded) -> list[Problem]:
         if not (loaded.patch_dir / src).is_file():
             where = f"; it comes from {origin}" if origin else ""
             out.append(Problem(f"{src} is not in {loaded.patch_dir}{where}", path=path, file=str(loaded.path),
-                               severity="warning", hint="put the file there before build or up"))
+                               severity="warning", hint="put the file there before build or up", code=code("missing-file")))
     return _located(out, loaded.path) if out else out
 
 
@@ -115,7 +143,3 @@ def is_inventory(path: str | Path) -> bool:
         return False
     return isinstance(data, dict) and set(data) == {"hosts"}
 
-
-def raise_if_strict(warnings: list[Problem], strict: bool) -> None:
-    if strict and warnings:
-        raise RecipeInvalid([Problem(w.message, path=w.path, file=w.file, line=w.line, col=w.col, hint=w.hint) for w in warnings])

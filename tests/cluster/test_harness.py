@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import socket
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -17,7 +16,7 @@ import pytest
 
 from .cluster import Cluster, default_state
 from .image import IMAGE
-from .proc import run
+from .proc import run, wait_for
 
 pytestmark = pytest.mark.cluster
 NET_ID = int(os.environ.get("INKCTL_TEST_NET_ID") or os.environ.get("INKCTL_E2E_NET_ID") or "0")  # 1: run beside a default cluster others use
@@ -53,13 +52,13 @@ def http(url, data=None, timeout=2):
 
 
 def wait_http(url, want=200, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status, body = http(url)
-        if status == want:
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer {want} within {timeout} s (last: {status})")
+    seen = []
+
+    def answered():
+        seen.append(http(url))
+        return seen[-1] if seen[-1][0] == want else None  # (status, body): truthy even with an empty body
+
+    return wait_for(f"{url} to answer {want}", answered, timeout=timeout, on_timeout=lambda: f"last status {seen[-1][0]}")[1]
 
 
 def ssh(c, h, command, known_hosts=None, check=True):
@@ -172,10 +171,7 @@ def test_cut_and_heal(cluster):
         assert f"h2: link {cluster.host('h2').veth} is down (cut)" in cluster.problems()
     finally:
         cluster.heal("h2")
-    deadline = time.monotonic() + 10
-    while not reachable():
-        assert time.monotonic() < deadline, "h2 did not come back after heal"
-        time.sleep(0.05)
+    wait_for("h2 to come back after heal", reachable, timeout=10)
 
 
 def test_stop_and_start_runtime(cluster):

@@ -101,18 +101,6 @@ def inkctl(home):
     return run
 
 
-def poll(what, timeout: float = 30.0, every: float = 0.1):
-    """Call ``what`` until it returns something truthy; return that (or fail after timeout)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"still false after {timeout} s: {what}")
-        time.sleep(every)
-
-
 @pytest.fixture
 def inventory(tmp_path, cluster):
     """inventory("h1", "h2", vars={"h2": {"X": "1"}}) -> path of an inventory of those hosts in that order."""

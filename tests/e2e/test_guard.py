@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import containers, finish, no_traceback, poll
+from tests.cluster.proc import wait_for
+from tests.e2e.conftest import containers, finish, no_traceback
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -99,8 +100,15 @@ class Follow:
         import threading
 
         self.p, self.out, self.err = p, [], []
-        for stream, into in ((p.stdout, self.out), (p.stderr, self.err)):
-            threading.Thread(target=lambda s=stream, i=into: i.extend(iter(s.readline, "")), daemon=True).start()
+        self.readers = [threading.Thread(target=lambda s=stream, i=into: i.extend(iter(s.readline, "")), daemon=True)
+                        for stream, into in ((p.stdout, self.out), (p.stderr, self.err))]
+        for t in self.readers:
+            t.start()
+
+    def drained(self) -> None:
+        """The process has ended: wait until its readers have read all it wrote (EOF on both pipes)."""
+        for t in self.readers:
+            t.join(timeout=10)
 
     @property
     def text(self) -> str:
@@ -110,7 +118,7 @@ class Follow:
         if needle in self.text:
             return True
         if self.p.poll() is not None:
-            time.sleep(0.2)  # the reader threads drain what is left
+            self.drained()
             if needle in self.text:
                 return True
             raise AssertionError(f"inkctl ended (rc={self.p.returncode}) without printing {needle!r}:\n{self.text}")
@@ -126,7 +134,7 @@ class Follow:
         finally:
             if self.p.poll() is None:
                 self.p.kill()
-        time.sleep(0.2)
+        self.drained()
         return self.p.returncode
 
 
@@ -221,7 +229,7 @@ def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, ink
                            "interval_s": 0.5})
     inv = inventory("h1")
     f = follow("up", rec, "--hosts", inv)
-    poll(lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
+    wait_for("a watchdog reading", lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
     assert "e2e-after is up: http://" in "".join(f.out) and "Ctrl-C detaches" in f.text, f.text
     assert not lock_dir(cluster, "h1", "e2e-after").exists()  # released while it watches
     f.p.send_signal(signal.SIGINT)
@@ -231,7 +239,7 @@ def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, ink
     assert inkctl("down", rec, "--hosts", inv).rc == 0
 
     f = follow("up", rec, "--hosts", inv)
-    poll(lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
+    wait_for("a watchdog reading", lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
     meminfo.fake(4)  # the load transient of seed 000, after boot
     assert f.end(timeout=30) == 1, f.text
     assert "after boot: watchdog: MemAvailable 4.0 GiB < 8 GiB for 2 reads on h1 (rank 0); killed inkctl-e2e-after-r0" in f.text
@@ -248,15 +256,15 @@ def test_a_second_up_is_refused_naming_the_holder(cluster, inkctl, inventory, re
     inv = inventory("h1", "h2")
     p = inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"})
     try:
-        poll(lambda: running(cluster, p, "h2", "e2e-locked", 1), timeout=60)
+        wait_for("rank 1 of e2e-locked to run", lambda: running(cluster, p, "h2", "e2e-locked", 1), timeout=60)
         for h in ("h1", "h2"):
             assert json.loads((lock_dir(cluster, h, "e2e-locked") / "holder.json").read_text())["pid"] == p.pid
         second = inkctl("up", rec, "--hosts", inv)
         assert second.rc == 1, second
         assert "deployment e2e-locked is locked" in second.stderr, second
         assert re.search(rf"h1: held by \S+@\S+ \(pid {p.pid}\) running `up` since \d{{4}}-\d\d-\d\dT", second.stderr), second
-        assert "h2: held by" in second.stderr and "inkctl lock release" in second.out
-        st = inkctl("lock", "status", rec, "--hosts", inv)
+        assert "h2: held by" in second.stderr and "inkctl lease release" in second.out
+        st = inkctl("lease", "status", rec, "--hosts", inv)
         assert st.rc == 0 and st.stdout.count(f"(pid {p.pid}) running `up`") == 2, st
         # the first up was not disturbed
         assert containers(cluster, "h1", "e2e-locked") == ["inkctl-e2e-locked-r0 running"]
@@ -274,21 +282,21 @@ def test_a_stale_lock_is_shown_and_released(cluster, inkctl, inventory, recipe):
     rec = recipe("vllm-native-2", name="e2e-stale", container={"env": {"FAKE_READY_AFTER": "60"}})
     inv = inventory("h1", "h2")
     p = inkctl.start("up", rec, "--hosts", inv)
-    poll(lambda: running(cluster, p, "h2", "e2e-stale", 1), timeout=60)
+    wait_for("rank 1 of e2e-stale to run", lambda: running(cluster, p, "h2", "e2e-stale", 1), timeout=60)
     p.kill()  # SIGKILL: no rollback, no release: the lock is stale
     p.communicate(timeout=10)
-    st = inkctl("lock", "status", rec, "--hosts", inv)
+    st = inkctl("lease", "status", rec, "--hosts", inv)
     assert st.rc == 0, st
     for h in ("h1", "h2"):
         assert f"e2e-stale {h}: held by" in st.stdout and f"(pid {p.pid}) running `up` since" in st.stdout, st
     refused = inkctl("up", rec, "--hosts", inv)
     assert refused.rc == 1 and "is locked" in refused.stderr, refused
-    rel = inkctl("lock", "release", rec, "--hosts", inv)
+    rel = inkctl("lease", "release", rec, "--hosts", inv)
     assert rel.rc == 0 and "e2e-stale h1: released" in rel.stdout and "e2e-stale h2: released" in rel.stdout, rel
     no_lock_anywhere(cluster, "e2e-stale")
-    again = inkctl("lock", "release", rec, "--hosts", inv)
+    again = inkctl("lease", "release", rec, "--hosts", inv)
     assert again.rc == 0 and "h1: was not held" in again.stdout, again
-    assert "h1: free" in inkctl("lock", "status", rec, "--hosts", inv).stdout
+    assert "h1: free" in inkctl("lease", "status", rec, "--hosts", inv).stdout
     d = inkctl("down", rec, "--hosts", inv)  # the killed up's containers
     assert d.rc == 0, d
     assert containers(cluster, "h1", "e2e-stale") == [] and containers(cluster, "h2", "e2e-stale") == []
@@ -365,7 +373,7 @@ def test_detach_leaves_the_boot_running_and_says_how_to_follow_it(cluster, inkct
     rec = recipe("single", name="e2e-detach", container={"env": {"FAKE_READY_AFTER": "60", "FAKE_LOG_EVERY": "1"}})
     inv = inventory("h1")
     f = follow("up", rec, "--hosts", inv, "--detach")
-    poll(lambda: f.saw("health: wait for") and containers(cluster, "h1", "e2e-detach") == ["inkctl-e2e-detach-r0 running"],
+    wait_for("the health wait", lambda: f.saw("health: wait for") and containers(cluster, "h1", "e2e-detach") == ["inkctl-e2e-detach-r0 running"],
          timeout=60)
     f.p.send_signal(signal.SIGINT)
     assert f.end() == 0, f.text
@@ -388,11 +396,11 @@ exec {real("docker")} "$@"
     rec = recipe("vllm-native-2", name="e2e-twice-int", container={"env": {"FAKE_READY_AFTER": "60"}})
     inv = inventory("h1", "h2")
     f = follow("up", rec, "--hosts", inv)
-    poll(lambda: f.saw("health: wait for") and containers(cluster, "h2", "e2e-twice-int") == ["inkctl-e2e-twice-int-r1 running"],
+    wait_for("the health wait", lambda: f.saw("health: wait for") and containers(cluster, "h2", "e2e-twice-int") == ["inkctl-e2e-twice-int-r1 running"],
          timeout=60)
     hang.touch()  # h2's docker rm now hangs: the rollback cannot finish there
     f.p.send_signal(signal.SIGINT)
-    poll(lambda: f.saw("rolling back on h1, h2"), timeout=30)
+    wait_for("the rollback", lambda: f.saw("rolling back on h1, h2"), timeout=30)
     t0 = time.monotonic()
     f.p.send_signal(signal.SIGINT)
     assert f.end(timeout=30) == 130, f.text
@@ -452,7 +460,7 @@ exec {real("docker")} "$@"
     inv = inventory("h1", "h2")
     p = inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"})
     try:
-        poll(started.exists, timeout=60)  # the head runs, the worker's docker run is on its way
+        wait_for("the head to start", started.exists, timeout=60)  # the head runs, the worker's docker run is on its way
         assert containers(cluster, "h1", "e2e-cut") == ["inkctl-e2e-cut-r0 running"]
         cluster.cut("h2")
         out, err = finish(p, timeout=120)
@@ -464,12 +472,11 @@ exec {real("docker")} "$@"
     assert "could NOT remove:\n  h2:" in err and "Traceback" not in err, err
     assert containers(cluster, "h1", "e2e-cut") == [] and not state_dir(cluster, "h1", "e2e-cut").exists()
     no_lock_anywhere(cluster, "e2e-cut", ("h1",))
-    assert "inkctl lock release RECIPE, then inkctl down RECIPE" in err  # h2 kept the lock: it was cut off
-    refused = inkctl("down", rec, "--hosts", inv)
-    assert refused.rc == 1 and "h2: held by" in refused.stderr and f"(pid {p.pid}) running `up`" in refused.stderr, refused
-    assert inkctl("lock", "release", rec, "--hosts", inv).rc == 0
-    d = inkctl("down", rec, "--hosts", inv)  # once h2 is back, down finishes the job
+    assert f"once the host is back, run: inkctl down {rec} --hosts {inv}" in err, err  # h2 kept the lock: it was cut off
+    assert lock_dir(cluster, "h2", "e2e-cut").exists()
+    d = inkctl("down", rec, "--hosts", inv)  # once h2 is back, down finishes the job (the lock's holder is gone)
     assert d.rc == 0, d
+    assert "h2: took over a stale deploy lock" in d.out and f"(pid {p.pid}) running `up`" in d.out, d
     assert containers(cluster, "h2", "e2e-cut") == []
     no_lock_anywhere(cluster, "e2e-cut")
 

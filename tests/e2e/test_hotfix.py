@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 
 import pytest
 
 from inkctl.plan.hotfix import EXIT_ALTERED, EXIT_FAILED, EXIT_MISSING
+from tests.cluster.proc import wait_for
 from tests.e2e._images import Workspace, ok_json
 from tests.e2e.conftest import containers
 
@@ -86,12 +86,12 @@ def _launch_planned(cluster, inkctl, ws, inv, tamper):
         cluster.exec("h1", ["sh", "-c", 'mkdir -p "${1%/*}" && cat > "$1"', "sh", path], input=content.decode(), check=True)
     [launch] = [s for s in steps if s["kind"] == "run" and s["argv"][1] == "run"]
     cluster.exec("h1", launch["argv"], check=True)
-    deadline = time.monotonic() + 60
-    while True:  # poll: the wrapper decides within a second
+
+    def exited():  # the wrapper decides within a second
         state = cluster.docker("h1", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", CONTAINER).stdout.split()
-        if state and state[0] == "exited" or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+        return state if state and state[0] == "exited" else None
+
+    state = wait_for(f"{CONTAINER} to exit", exited, timeout=60)
     logs = cluster.docker("h1", "logs", CONTAINER)
     return state, logs.stdout + logs.stderr, plan
 

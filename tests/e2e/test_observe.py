@@ -11,10 +11,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
+from tests.cluster.proc import wait_for
 from tests.e2e.conftest import ROOT, containers
 
 pytestmark = pytest.mark.cluster
@@ -30,16 +30,6 @@ def up(inkctl, rec, inv):
     r = inkctl("up", rec, "--hosts", inv)
     assert r.rc == 0, r
     return r
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 # ------------------------------------------------------------------------------------ doctor
@@ -120,7 +110,7 @@ def test_doctor_foreign_container_holding_the_name_and_port(cluster, inkctl, inv
     cluster.docker("h1", "run", "--detach", "--name", name, "--network", "host", "--entrypoint", "python3",
                    "inkctl-fake-engine:latest", "-m", "http.server", "18000", check=True)
     try:
-        wait_for(lambda: _listening(cluster, "h1", 18000), 30, "the foreign server to listen on 18000")
+        wait_for("the foreign server to listen on 18000", lambda: _listening(cluster, "h1", 18000), timeout=30)
         r = inkctl("doctor", rec, "--hosts", inventory("h1"), "--output", "json")
     finally:
         cluster.docker("h1", "rm", "--force", name)
@@ -240,10 +230,10 @@ def test_logs_follow_both_hosts_until_sigint(cluster, inkctl, home, inventory, r
     reader.start()
     try:
         # both streams attached: each host's last line arrived
-        wait_for(lambda: {ln[:4] for ln in out} >= {"h1/0", "h2/1"}, 60, f"a line from each host, got {out}")
+        wait_for("a line from each host", lambda: {ln[:4] for ln in out} >= {"h1/0", "h2/1"}, timeout=60, on_timeout=lambda: f"got {out}")
         for host, rank in (("h2", 1), ("h1", 0)):
             cluster.docker(host, "exec", f"inkctl-e2e-follow-r{rank}", "sh", "-c", f"echo live-{host} > /proc/1/fd/1", check=True)
-        wait_for(lambda: {"h1/0 | live-h1\n", "h2/1 | live-h2\n"} <= set(out), 30, f"the new lines, got {out}")
+        wait_for("the new lines", lambda: {"h1/0 | live-h1\n", "h2/1 | live-h2\n"} <= set(out), timeout=30, on_timeout=lambda: f"got {out}")
         assert p.poll() is None  # still following
     finally:
         p.send_signal(signal.SIGINT)

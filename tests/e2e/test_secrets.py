@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import poll
+from tests.cluster.proc import wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -41,7 +41,7 @@ def test_secret_reaches_the_container_and_nothing_else(cluster, inkctl, inventor
         def booting():
             out = cluster.exec("h1", ["docker", "ps", "--filter", "label=inkctl.deployment=e2e-secret", "-q"]).stdout
             return out.strip()
-        poll(booting, timeout=60)
+        wait_for("the boot to begin", booting, timeout=60)
         ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
         assert SECRET not in ps
         out, err = proc.communicate(timeout=120)

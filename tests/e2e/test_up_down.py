@@ -14,7 +14,8 @@ import pytest
 
 import signal
 
-from tests.e2e.conftest import containers, finish, poll
+from tests.cluster.proc import wait_for
+from tests.e2e.conftest import containers, finish
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -198,7 +199,7 @@ def test_interrupt_during_boot_rolls_back_everywhere_and_releases_the_lock(clust
                 raise AssertionError(f"up ended before the signal: rc={p.returncode}\n{p.stderr.read()}")
             return containers(cluster, "h2", "e2e-interrupt") == ["inkctl-e2e-interrupt-r1 running"]
 
-        poll(booting)
+        wait_for("the boot to begin", booting, timeout=30)
         p.send_signal(sig)
         out, err = finish(p)
     finally:

@@ -120,7 +120,7 @@ def test_secret_values_never_reach_the_plan(tmp_path):
 def test_wrong_host_count_is_explained():
     r = inkctl("plan", SPARK, "--hosts", "examples/hosts-one.yaml")
     assert r.returncode == 2
-    assert "the recipe needs 2 hosts (hardware.nodes) but 1 were given" in r.stderr
+    assert "the recipe needs 2 hosts (hardware.nodes) but 1 was given" in r.stderr
 
 
 def test_schema_recipes_version_help():

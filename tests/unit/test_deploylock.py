@@ -28,7 +28,7 @@ def test_second_holder_is_refused_and_named(tmp_path):
         assert "deployment dep is locked" in e.value.message
         assert "running `inkctl up a.yaml`" in e.value.message
         assert "h0: held by" in e.value.message and "h1: held by" in e.value.message
-        assert "inkctl lock release" in e.value.hint
+        assert "inkctl lease release" in e.value.hint
     # released on exit: a new holder gets it
     with DeployLock(plan, tr, "inkctl down"):
         pass

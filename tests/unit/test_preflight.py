@@ -522,7 +522,7 @@ def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
     from inkctl.execute.preflight import probe_hosts
 
     r = recipe(container__mounts=[])
-    plan = build_plan(r, [Host(name="h1", address="10.0.0.1")])
+    plan = build_plan(r, [Host(name="h1", address="127.0.0.1")])
     plan = type(plan)(**{**plan.__dict__, "hosts": (type(plan.hosts[0])(**{**plan.hosts[0].__dict__,
                                                                            "state_dir": str(tmp_path / "s" / "x")}),)})
     tr = {"h1": LocalTransport("h1")}

@@ -15,6 +15,7 @@ import pytest
 from inkctl.errors import EXIT_INTERRUPTED
 from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
                                    StageStarted, StepFailed)
+from inkctl.execute.health import HealthTimeout
 from inkctl.execute.runner import LaunchFailed, Runner, StepError, launch
 from inkctl.execute.secrets import render_env_file, resolve_secrets
 from inkctl.execute.transport import HostError, Result
@@ -25,23 +26,37 @@ from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
 
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released): health waits there fail fast and
+    never leave this machine."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.2", 0))
+        return s.getsockname()[1]
+
+
+PORT = closed_port()
+
+
 def recipe(**over) -> Recipe:
     doc = {
         "name": "t", "model": {"repo": "org/m"},
         "hardware": {"accelerator": "h200", "compute_capability": "9.0", "nodes": 2, "gpus_per_host": 1},
-        "engine": {"kind": "vllm", "version": "v1", "image": {"ref": "img:1"}, "args": {"tensor_parallel": 2}},
+        "engine": {"kind": "vllm", "version": "v1", "image": {"ref": "img:1"}, "args": {"tensor_parallel": 2, "port": PORT}},
         "smoke": {"enabled": False},
     }
     doc.update(over)
     return Recipe.model_validate(doc)
 
 
-HOSTS = [Host(name="a", address="10.0.0.1"), Host(name="b", address="10.0.0.2")]
+HOSTS = [Host(name="a", address="127.0.0.2"), Host(name="b", address="127.0.0.3")]
 
 
 class ScriptedHost:
-    def __init__(self, name, rules=None, delay=0.0, barrier=None):
-        self.name, self.rules, self.delay, self.barrier = name, rules or [], delay, barrier
+    def __init__(self, name, rules=None, barrier=None, journal=None):
+        self.name, self.rules, self.barrier = name, rules or [], barrier
+        self.journal = journal if journal is not None else []  # ("start" | "end", host, argv), shared to see order
         self.calls: list[tuple] = []
         self.files: dict[str, tuple[bytes, int]] = {}
         self.lock = threading.Lock()
@@ -49,8 +64,13 @@ class ScriptedHost:
     def run(self, argv, *, timeout=None, stdin=None):
         with self.lock:
             self.calls.append(("run", tuple(argv), time.monotonic()))
-        if self.delay:
-            time.sleep(self.delay)
+        self.journal.append(("start", self.name, tuple(argv)))
+        try:
+            return self._answer(argv)
+        finally:
+            self.journal.append(("end", self.name, tuple(argv)))
+
+    def _answer(self, argv):
         if self.barrier is not None:
             self.barrier.wait(timeout=10)  # all hosts must be inside run() at once
         for match, answer in self.rules:
@@ -87,7 +107,7 @@ def is_run(argv):
 
 
 def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
-    hosts = (PlannedHost("a", "10.0.0.1", 0, "docker", "/s/a"), PlannedHost("b", "10.0.0.2", 1, "docker", "/s/b"))
+    hosts = (PlannedHost("a", "127.0.0.1", 0, "docker", "/s/a"), PlannedHost("b", "127.0.0.2", 1, "docker", "/s/b"))
     stages = (Stage("one", "first", tuple(steps_a) + tuple(steps_b)),)
     td = (Run(host="a", rank=0, purpose="remove", argv=("docker", "rm", "--force", "c0"), ok_codes=(0, 1)),
           Run(host="b", rank=1, purpose="remove", argv=("docker", "rm", "--force", "c1"), ok_codes=(0, 1))) if teardown else ()
@@ -96,13 +116,15 @@ def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
 
 def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
     plan = build_plan(recipe(health={"timeout_s": 0.5, "interval_s": 0.1}), HOSTS)
-    a, b = ScriptedHost("a", delay=0.2), ScriptedHost("b", delay=0.2)
+    journal: list[tuple] = []  # list.append is atomic: one order, as the hosts saw it
+    a, b = ScriptedHost("a", journal=journal), ScriptedHost("b", journal=journal)
     sink = Collect()
-    with pytest.raises(Exception):
-        Runner(plan, {"a": a, "b": b}, sink).run()  # health needs a real server; the launch stages ran
-    head_run = next(c for c in a.calls if c[0] == "run" and is_run(c[1]))
-    worker_run = next(c for c in b.calls if c[0] == "run" and is_run(c[1]))
-    assert worker_run[2] >= head_run[2] + 0.2  # workers only after the head's stage finished
+    with pytest.raises(HealthTimeout) as e:
+        Runner(plan, {"a": a, "b": b}, sink).run()  # nothing serves health: the wait fails after the launches
+    assert f"http://127.0.0.2:{PORT}/health" in e.value.message
+    head_done = journal.index(next(x for x in journal if x[:2] == ("end", "a") and is_run(x[2])))
+    worker_start = journal.index(next(x for x in journal if x[:2] == ("start", "b") and is_run(x[2])))
+    assert head_done < worker_start  # workers only after the head's stage finished
     assert [e.name for e in sink.of(StageStarted)][:3] == ["prepare", "launch-head", "launch-workers"]
 
 
@@ -276,7 +298,7 @@ def test_health_timeout_message(monkeypatch):
     ok = [(lambda v: v[1] == "inspect", lambda v: (0, "".join(f"/{c}|running|0|0001-01-01T00:00:00Z\n" for c in v[4:]), ""))]
     with pytest.raises(LaunchFailed) as e:
         launch(Runner(plan, {"a": ScriptedHost("a", ok), "b": ScriptedHost("b", ok)}, Collect()))
-    assert "timed out after 0.6 s waiting for http://10.0.0.1:8000/health" in e.value.message
+    assert f"timed out after 0.6 s waiting for http://127.0.0.2:{PORT}/health" in e.value.message
 
 
 def test_scrubber_masks_nested_values():

@@ -21,6 +21,7 @@ from inkctl.execute.connect import connect_all, connect_each, connect_host
 from inkctl.execute.hostkeys import fingerprint
 from inkctl.execute.transport import HostError
 from inkctl.recipe.hosts import Host
+from tests.cluster.proc import wait_for
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SSHD) or not shutil.which("ssh-keygen"),
@@ -56,15 +57,14 @@ class Sshd:
             "StrictModes no", "AllowTcpForwarding yes", "MaxSessions 50", "Subsystem sftp internal-sftp", ""]))
         os.makedirs("/run/sshd", exist_ok=True)
         self.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(cfg)], stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
-                    if s.recv(4).startswith(b"SSH-"):
-                        return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("sshd did not start")
+        wait_for(f"sshd on 127.0.0.1:{self.port}", self.answers, timeout=10)
+
+    def answers(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                return s.recv(4).startswith(b"SSH-")
+        except OSError:
+            return False
 
     def key_line(self, name: str | None = None) -> str:
         typ, blob = (self.root / "host_ed25519.pub").read_text().split()[:2]
@@ -171,8 +171,17 @@ def test_changed_host_key_is_refused_even_with_the_flag(sshd, home):
 def test_user_known_hosts_file_from_ssh_config(sshd, home):
     other = home / "kh-elsewhere"
     other.write_text(sshd.key_line())
+    with pytest.raises(HostError) as e:  # the key is only in that file: unknown until ssh_config names it
+        connect_host(host(sshd), accept_new=False)
+    assert e.value.cause == "unknown-host-key"
     (home / ".ssh" / "config").write_text(f"Host *\n  UserKnownHostsFile {other}\n")
-    connect_host(host(sshd), accept_new=False).close()
+    t = connect_host(host(sshd), accept_new=False)
+    try:
+        assert t.run(["echo", "trusted"]).text() == "trusted\n"
+    finally:
+        t.close()
+    assert other.read_text() == sshd.key_line()  # read, not rewritten
+    assert not (home / ".ssh" / "known_hosts").exists()  # and nothing recorded elsewhere
 
 
 # --- ssh_config ---------------------------------------------------------------------------
@@ -342,7 +351,5 @@ def test_stopping_a_stream_ends_the_remote_command(conn):
         stop.set()
 
     assert conn.stream(["sh", "-c", f"echo go; exec sleep {marker}"], line, stop) == -1
-    deadline = time.monotonic() + 20
-    while subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode == 0:
-        assert time.monotonic() < deadline, "the remote command outlived the stream"
-        time.sleep(0.05)
+    wait_for("the remote command to end with the stream",
+             lambda: subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).returncode != 0, timeout=20)
