@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import containers, no_traceback, poll
+from tests.cluster.proc import wait_for
+from tests.e2e.conftest import containers, no_traceback
 from tests.e2e.test_guard import Follow, follow, lock_dir, stand_in, state_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.cluster
@@ -43,7 +44,7 @@ def test_a_host_cut_during_the_health_wait_fails_up_even_when_the_engine_does_no
                  container={"env": {**DEAF, "FAKE_READY_AFTER": "8"}})
     inv = inventory("h1", "h2")
     f = follow("up", rec, "--hosts", inv, "-o", "json")
-    poll(lambda: f.saw('"kind": "health"'), timeout=90)
+    wait_for("the health wait", lambda: f.saw('"kind": "health"'), timeout=90)
     time.sleep(1)  # the fault: 1 s into the health wait (the head answers 200 some seconds later)
     cluster.cut("h2")
     cut_at = time.monotonic()
@@ -162,7 +163,7 @@ def test_a_secret_echoed_by_the_engine_never_shows_in_logs(cluster, inkctl, inve
     assert t.rc == 0 and SECRET not in t.out and "HF_TOKEN=***" in t.stdout, t
     p = inkctl.start("logs", "-f", rec, "--hosts", inv, env=env)
     f = Follow(p)
-    poll(lambda: f.saw("HF_TOKEN=***"), timeout=30)
+    wait_for("the echoed token", lambda: f.saw("HF_TOKEN=***"), timeout=30)
     p.send_signal(signal.SIGINT)
     f.end(timeout=30)
     assert SECRET not in f.text
