@@ -48,7 +48,7 @@ COMMAND_MODULES = {
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
-    "export": "inkctl.cli.export",
+    "export": "inkctl.cli.export", "watch": "inkctl.cli.watch",
 }
 
 

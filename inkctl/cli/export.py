@@ -15,3 +15,5 @@ export_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
+
+from inkctl.cli import export_systemd  # noqa: E402,F401  (adds 'export systemd')

@@ -170,3 +170,67 @@ def test_a_secret_echoed_by_the_engine_never_shows_in_logs(cluster, inkctl, inve
     s = inkctl("status", rec, "--hosts", inv, "-o", "json", env=env)
     assert SECRET not in s.out
     assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+# ------------------------------------------------------------------------ after boot: watch
+
+def _watch_events(f) -> list[dict]:
+    return [json.loads(x) for x in "".join(f.out).splitlines() if x.startswith("{")]
+
+
+def test_a_rank_that_dies_after_boot_is_reported_by_watch_with_the_hook_run(cluster, inkctl, follow, inventory, recipe,
+                                                                          tmp_path):
+    rec = recipe("vllm-native-2", name="e2e-wdie", smoke={"enabled": False})
+    inv = inventory("h1", "h2")
+    assert inkctl("up", rec, "--hosts", inv, timeout=120).rc == 0
+    got = tmp_path / "event.json"
+    f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5",
+               "--hook", f"sh -c 'printf %s \"$INKCTL_EVENT\" > {got}'")
+    wait_for("watch to see every rank", lambda: f.saw('"event": "ok"'), timeout=60)
+    killed = time.monotonic()
+    cluster.docker("h2", "kill", "inkctl-e2e-wdie-r1", check=True)
+    assert f.end(timeout=60) == 1, f.text
+    took = time.monotonic() - killed
+    fail = [e for e in _watch_events(f) if e["event"] == "failure"]
+    assert fail and fail[0]["cause"] == "rank-exited" and fail[0]["host"] == "h2" and fail[0]["rank"] == 1, f.text
+    assert "rank 1 on h2 (inkctl-e2e-wdie-r1) exited with code 137" in fail[0]["message"], fail
+    assert "rank 0 (h1, inkctl-e2e-wdie-r0): running" in fail[0]["message"], fail  # what the other rank did
+    assert json.loads(got.read_text())["cause"] == "rank-exited"  # the hook ran with the event
+    assert took < 20, f"{took:.1f} s"  # generous: bench/supervise.py measures it
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+def test_a_host_cut_after_boot_is_declared_lost_by_watch(cluster, inkctl, follow, inventory, recipe):
+    rec = recipe("vllm-native-2", name="e2e-wcut", smoke={"enabled": False}, container={"env": DEAF})
+    inv = inventory("h1", "h2")
+    assert inkctl("up", rec, "--hosts", inv, timeout=120).rc == 0
+    f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5")
+    wait_for("watch to see every rank", lambda: f.saw('"event": "ok"'), timeout=60)
+    cluster.cut("h2")
+    try:
+        rc = f.end(timeout=60)
+    finally:
+        cluster.heal("h2")
+    fail = [e for e in _watch_events(f) if e["event"] == "failure"]
+    assert rc == 1 and fail and fail[0]["cause"] == "host-lost" and fail[0]["host"] == "h2", f.text
+    assert "h2 lost (rank 1)" in fail[0]["message"] and "rank 0 (h1, inkctl-e2e-wcut-r0): running" in fail[0]["message"]
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+def test_watch_restart_brings_the_deployment_back(cluster, inkctl, follow, inventory, recipe):
+    rec = recipe("single", name="e2e-wrestart", smoke={"enabled": False})
+    inv = inventory("h1")
+    assert inkctl("up", rec, "--hosts", inv, timeout=120).rc == 0
+    before = cluster.docker("h1", "inspect", "--format", "{{.Id}}", "inkctl-e2e-wrestart-r0").stdout.strip()
+    f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5", "--restart", "--backoff", "0")
+    wait_for("watch to see every rank", lambda: f.saw('"event": "ok"'), timeout=60)
+    cluster.docker("h1", "kill", "inkctl-e2e-wrestart-r0", check=True)
+    wait_for("the restart", lambda: f.saw('"event": "restarted"'), timeout=120)
+    wait_for("watching again", lambda: [e["event"] for e in _watch_events(f)].count("ok") >= 2, timeout=60)
+    assert containers(cluster, "h1", "e2e-wrestart") == ["inkctl-e2e-wrestart-r0 running"]
+    after = cluster.docker("h1", "inspect", "--format", "{{.Id}}", "inkctl-e2e-wrestart-r0").stdout.strip()
+    assert after != before  # a new container: down, then up
+    f.p.send_signal(signal.SIGINT)
+    assert f.end(timeout=30) == 130, f.text
+    assert containers(cluster, "h1", "e2e-wrestart") == ["inkctl-e2e-wrestart-r0 running"]  # left as it is
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
