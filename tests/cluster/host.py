@@ -76,7 +76,9 @@ class Host:
     @property
     def session_env(self):
         """What an SSH session on this host gets (sshd SetEnv) and what exec() runs with."""
-        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "INKCTL_TEST_HOST": self.name}
+        # SHLVL=1: bash skips root's ~/.bashrc (the development machine's pyenv init, which can stall
+        # every command behind a stale rehash lock): a simulated host is not this machine's login shell
+        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "INKCTL_TEST_HOST": self.name, "SHLVL": "1"}
         if self.runtime == "docker":
             env["DOCKER_HOST"] = f"unix://{self.socket}"
         else:
