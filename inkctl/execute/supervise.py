@@ -39,6 +39,7 @@ class RankSeen:
     state: str = "unknown"  # running | exited | missing | unreachable | ...
     exit_code: int | None = None
     lines: tuple[str, ...] = ()
+    finished: str = ""  # the runtime's FinishedAt: the first rank to die is the cause
 
     def describe(self) -> str:
         if self.state == "unreachable":
@@ -88,7 +89,7 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             return out
         seen = parse_inspect(res.text())
         for r in out:
-            status, code, _ = seen.get(r.container, ("missing", None, ""))
+            status, code, r.finished = seen.get(r.container, ("missing", None, ""))
             r.state = {"dead": "exited", "stopped": "exited"}.get(status, status)
             r.exit_code = code if r.state == "exited" else None
             if lines and r.state != "running":
@@ -151,3 +152,11 @@ def fatal_line(line: str) -> str | None:
         if rx.search(line):
             return kind
     return None
+
+
+def first_down(ranks: list[RankSeen]) -> RankSeen | None:
+    """Of the ranks not running, the one that stopped first (its peers die of its death)."""
+    from inkctl.execute.health import _timestamp
+
+    down = [r for r in ranks if r.state != "running"]
+    return min(down, key=lambda r: (r.state == "missing", _timestamp(r.finished) or float("inf"), r.rank)) if down else None

@@ -16,8 +16,15 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from inkctl.execute.supervise import alive, fatal_line, others_text, read_ranks
+from inkctl.execute.supervise import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.transport import HostError
+
+
+FATAL_SETTLE_S = 0.5
+
+
+def _fatal_text(fatal: list) -> str:
+    return "".join(f"\n  rank {rank} on {host} then logged a fatal {kind}: {text}" for host, rank, kind, text in fatal[:3])
 
 
 @dataclass
@@ -73,20 +80,20 @@ class Supervisor:
         with self._lock:
             fatal = list(self.fatal)
         if fatal:
-            host, rank, kind, text = fatal[0]
-            seen = read_ranks(self.plan, self.transports, lines=10)
-            return Failure("fatal-log", f"rank {rank} on {host} logged a fatal {kind}:\n    | {text}"
-                           + others_text(seen, host), host, rank, now)
+            self.stop.wait(FATAL_SETTLE_S)  # a peer's death makes the others log NCCL errors: see who died
         seen = read_ranks(self.plan, self.transports, lines=20)
         for r in seen:
             if r.state == "unreachable":
                 return self._lost(r.host, now)
-        down = [r for r in seen if r.state != "running"]
-        if down:
-            r = down[0]
+        r = first_down(seen)
+        if r is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
             body = "".join(f"\n    | {x}" for x in r.lines) or "\n    (no log output)"
             return Failure("rank-exited", f"rank {r.rank} on {r.host} ({r.container}) {r.describe()}; its last lines:{body}"
-                           + others_text(seen, r.host), r.host, r.rank, now)
+                           + others_text(seen, r.host) + _fatal_text(fatal), r.host, r.rank, now)
+        if fatal:
+            host, rank, kind, text = fatal[0]
+            return Failure("fatal-log", f"rank {rank} on {host} logged a fatal {kind}:\n    | {text}"
+                           + others_text(seen, host), host, rank, now)
         return self._memory(below, now) or self._health(now)
 
     def _lost(self, host: str, now: float) -> Failure:

@@ -194,7 +194,7 @@ def test_a_rank_that_dies_after_boot_is_reported_by_watch_with_the_hook_run(clus
     fail = [e for e in _watch_events(f) if e["event"] == "failure"]
     assert fail and fail[0]["cause"] == "rank-exited" and fail[0]["host"] == "h2" and fail[0]["rank"] == 1, f.text
     assert "rank 1 on h2 (inkctl-e2e-wdie-r1) exited with code 137" in fail[0]["message"], fail
-    assert "rank 0 (h1, inkctl-e2e-wdie-r0): running" in fail[0]["message"], fail  # what the other rank did
+    assert re.search(r"rank 0 \(h1, inkctl-e2e-wdie-r0\): (running|exited with code 1)", fail[0]["message"]), fail
     assert json.loads(got.read_text())["cause"] == "rank-exited"  # the hook ran with the event
     assert took < 20, f"{took:.1f} s"  # generous: bench/supervise.py measures it
     assert inkctl("down", rec, "--hosts", inv).rc == 0
