@@ -83,6 +83,16 @@ class InkctlError(Exception):
         return self.message + (f"\nhint: {self.hint}" if self.hint else "")
 
 
+class Cancelled(Exception):
+    """The run was asked to stop (Ctrl-C, SIGTERM, a failure on another host), raised where the
+    work notices it. Not an InkctlError: nothing that handles a failure may swallow it.
+    ``started``: whether anything had been launched on a host when it was raised."""
+
+    def __init__(self, *, started: bool = False):
+        super().__init__("cancelled")
+        self.started = started
+
+
 class UsageError(InkctlError):
     """Bad flags or arguments."""
 

@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from inkctl import __version__
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
 app = typer.Typer(
     name="inkctl",
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
 
         print_error(e)
         sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Cancelled):
         print("inkctl: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
     except SystemExit:

@@ -40,11 +40,11 @@ def validate(
             problems, warnings = [], loaded.warnings
             ok = not (strict and warnings)
         except InkctlError as e:
-            problems = getattr(e, "problems", None) or []
+            from inkctl.errors import Problem, RecipeInvalid
+
+            problems = e.problems if isinstance(e, RecipeInvalid) else []
             warnings = []
             if not problems:
-                from inkctl.errors import Problem
-
                 from inkctl.codes import code
 
                 problems = [Problem(e.message, file=str(path), hint=e.hint, code=code("cannot-load"))]

@@ -18,7 +18,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format, overrides
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
 @app.command()
@@ -72,13 +72,14 @@ def up(
             said.append(True)
 
     from inkctl.execute.bringup import bring_up
+    from inkctl.execute.runner import LaunchFailed
 
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
                            timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
                            allow_socket_fallback=allow_socket_fallback)
-    except KeyboardInterrupt:
-        started = interrupt.is_set() and getattr(interrupt, "launching", False)
+    except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
+        started = isinstance(e, Cancelled) and e.started
         left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
         text = ("interrupted again during the rollback: containers of this run may be left:\n" + left +
                 f"\nremove them with: inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else "")
@@ -88,9 +89,11 @@ def up(
         sink.close()
         raise err from None
     except InkctlError as e:
-        if e.hint:  # the one command that finishes a clean-up, ready to paste
-            e.hint = e.hint.replace("inkctl down RECIPE (with the same --hosts)",
-                                    f"inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else ""))
+        if isinstance(e, LaunchFailed) and e.left:
+            # a lost host keeps this run's deploy lock; its holder (this pid) is gone by then, so the
+            # next command from this machine takes it over: down alone finishes the clean-up
+            e.hint = ((e.hint + "; ") if e.hint else "") + ("once the host is back, run: inkctl down " + str(recipe)
+                                                            + (f" --hosts {hosts}" if hosts else ""))
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
@@ -101,12 +104,9 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     total = time.monotonic() - t0
-    message = ("already running" if getattr(outcome, "already", False) else
-               "detached: still booting" if outcome.detached else
-               "detached from the watchdog" if getattr(outcome, "watched", False) else "up")
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
-                       message=message, hint=_follow(recipe, hosts) if outcome.detached else ""))
+                       message=outcome.status.value, hint=_follow(recipe, hosts) if outcome.detached else ""))
     sink.close()
     if fmt == "text" and not said:
         _summary(plan, outcome, total, follow=_follow(recipe, hosts))
@@ -148,9 +148,10 @@ def _on_signals(interrupt: threading.Event) -> dict:
 
 def _summary(plan, outcome, total: float, follow: str = "") -> None:
     from inkctl.cli.render import console
+    from inkctl.execute.runner import UpStatus
 
     out = console()
-    if getattr(outcome, "already", False):
+    if outcome.status is UpStatus.ALREADY:
         out.print(f"{plan.deployment} is already up at {outcome.url} (same recipe); nothing changed", markup=False)
         return
     if outcome.detached:
@@ -192,21 +193,22 @@ def down(
 
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
     if fmt == "json":
-        print(json.dumps({"deployment": plan.deployment, "ok": not report["failed"], **report}, indent=2))
+        print(json.dumps({"deployment": plan.deployment, "ok": report.ok, "removed": report.removed,
+                          "failed": report.failed}, indent=2))
     else:
         from inkctl.cli.render import console
 
         out = console()
-        for text in report["notices"]:
+        for text in report.notices:
             out.print(f"warning: {text}", markup=False, style="yellow")
         for h in plan.hosts:
-            if h.name in report["removed"]:
-                names = report["removed"][h.name]
+            if h.name in report.removed:
+                names = report.removed[h.name]
                 out.print(f"{h.name}: removed {', '.join(names)} and {h.state_dir}" if names
                           else f"{h.name}: nothing to remove (no container of {plan.deployment}; {h.state_dir} absent)", markup=False)
-    if report["failed"]:
-        lines = "\n".join(f"  {h}: {why}" for h, why in report["failed"].items())
-        raise InkctlError(f"{plan.deployment}: could not clean {len(report['failed'])} host(s); what is there is unknown or left:\n{lines}",
+    if report.failed:
+        lines = "\n".join(f"  {h}: {why}" for h, why in report.failed.items())
+        raise InkctlError(f"{plan.deployment}: could not clean {len(report.failed)} host(s); what is there is unknown or left:\n{lines}",
                           hint="fix the host (or its network) and run inkctl down again; it only removes what is left")
     if fmt == "text":
         from inkctl.cli.render import console

@@ -86,7 +86,9 @@ class LiveDisplay:
             return text
         if isinstance(e, Finished):
             return None
-        if type(e).__name__ == "PreflightReport":  # from inkctl.execute.preflight
+        from inkctl.execute.preflight import PreflightReport
+
+        if isinstance(e, PreflightReport):
             return self._preflight(e)
         return None
 

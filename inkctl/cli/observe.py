@@ -83,7 +83,7 @@ def doctor(
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
         try:
-            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image, sink=lambda r: None), True
+            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image), True
         except PreflightFailed as e:
             results, ok = e.results, False
     finally:
@@ -160,27 +160,16 @@ def status(
     output: str = OutputOpt,
 ) -> None:
     """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from inkctl.execute.probe import deployment_containers
-    from inkctl.execute.transport import HostError
+    from inkctl.execute.probe import deployment_states
 
     fmt = output_format(output)
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")
     transports = _connect(loaded.hosts, accept_new_host_keys)
-    found, errors = {}, {}
-
-    def one(h):
-        try:
-            found[h.name] = deployment_containers(transports[h.name], h.runtime, plan.deployment)
-        except HostError as e:
-            errors[h.name] = e.message.removeprefix(f"{h.name}: ")
-
     try:
-        with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
-            list(pool.map(one, plan.hosts))
+        states = deployment_states(plan, transports)
     finally:
         _close(transports)
+    found, errors = states.ok, {h: e.reason for h, e in states.failed.items()}
     head = plan.containers[0]
     head_running = any(x.running and (x.name == head.name or x.rank == 0) for x in
                        (found[head.host].containers if head.host in found else []))
@@ -274,7 +263,7 @@ def logs(
     try:
         for name, t in transports.items():
             if hasattr(t, "error"):
-                printer.note(f"{name}: {t.error.message.removeprefix(name + ': ')}")
+                printer.note(f"{name}: {t.error.reason}")
                 failed = True
         if not follow:
             lines, errors = snapshot(transports, srcs, tail=tail, since=since)

@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
+from typing import Union
 
-from inkctl.errors import InkctlError
+from inkctl.errors import Cancelled, InkctlError
+from inkctl.execute.replace import Replacement, replace_old
+from inkctl.execute.runner import Outcome, Runner, UpStatus, launch
+from inkctl.plan import runtime
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-        interrupt: threading.Event, detach: bool = False, on_healthy=None, allow_socket_fallback: bool = False):
+             interrupt: threading.Event, detach: bool = False, on_healthy=None,
+             allow_socket_fallback: bool = False) -> Outcome:
+    """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched)."""
     from inkctl.execute.connect import close_all, connect_all
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
-    from inkctl.execute.runner import Outcome, Runner, launch
 
     def accepted(host, name, key_type, fp):
         from inkctl.execute.hostkeys import default_known_hosts
@@ -31,67 +37,52 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                              on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
     if interrupt.is_set():
         close_all(transports)
-        raise KeyboardInterrupt
+        raise Cancelled()
     n = len(transports)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
     lock = None
+    launched = False
     try:
         # one round trip per host before anything starts: the deploy lock, the containers (the
         # deployment probe and the name check), the image (ensure_image and preflight) and
         # everything else preflight reads; the answers are judged here, in that order
         from inkctl.execute.deploylock import DeployLock
-        from inkctl.execute.preflight import host_image, probe_hosts
+        from inkctl.execute.preflight import PreflightFailed, probe_hosts
 
         lock = DeployLock(plan, transports, "up")
         answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
         lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
         for text in lock.notices:
             sink.emit(Info(text=text, level="warning"))
-        found = found_failed = image_failed = preflight_failed = None
-        try:
-            found = _existing(plan, answers)
-        except InkctlError as e:
-            found_failed = e  # an existing deployment explains a failed preflight best
-        image = host_image(loaded.recipe, plan)
-        try:
-            report = _ensure_image(loaded, plan, transports, sink, answers, image)
-            _refresh_image(report, answers, transports, plan, image)
-        except InkctlError as e:
-            image_failed = e
-        if image_failed is None:
-            try:
-                _preflight(loaded.recipe, plan, transports, skip, sink, answers)
-            except InkctlError as e:
-                preflight_failed = e
-        if found_failed is not None:
-            raise found_failed
-        if isinstance(found, Outcome):
-            return found
-        if image_failed is not None:
-            raise image_failed
-        replacing = found is not None
-        if replacing:
+        existing = _existing(plan, answers)
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip)
+        # an existing deployment explains a failed image or preflight check best
+        if isinstance(existing, Conflict):
+            raise existing.error
+        if isinstance(existing, SameHealthy):
+            return Outcome(seconds=0.0, url=existing.url, status=UpStatus.ALREADY)
+        if isinstance(existing, OtherVersion):
+            if problem is not None and not isinstance(problem, PreflightFailed):
+                raise problem
             if interrupt.is_set():
-                raise KeyboardInterrupt
-            from inkctl.execute.replace import replace_old
-
-            replace_old(found, transports, sink)  # the GPUs cannot hold both versions
-            if preflight_failed is not None:  # most likely the old containers' ports and names
-                preflight_failed = None
+                raise Cancelled()
+            replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
+            if problem is not None:  # most likely the old containers' ports and names: check again
                 _preflight(loaded.recipe, plan, transports, skip, sink)
-        if preflight_failed is not None:
-            raise preflight_failed
+        elif problem is not None:
+            raise problem
         if interrupt.is_set():
-            raise KeyboardInterrupt
-        interrupt.launching = True  # type: ignore[attr-defined]
+            raise Cancelled()
+        launched = True
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
         runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
         except InkctlError as e:
-            if replacing:
-                e.message += f"\nthe previous version ({', '.join(found.old_hashes)}) had been removed before the launch"
+            if isinstance(existing, OtherVersion):
+                e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
+                              "had been removed before the launch")
                 e.args = (e.message,)
             raise
         if outcome.detached or not (loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
@@ -100,12 +91,29 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         if on_healthy is not None:
             on_healthy(outcome)
         _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
-        outcome.watched = True  # type: ignore[attr-defined]
+        outcome.status = UpStatus.WATCHED
         return outcome
+    except KeyboardInterrupt:  # a second Ctrl-C, raised by the CLI's handler
+        raise Cancelled(started=launched) from None
     finally:
         if lock is not None:
             lock.release()  # also after Ctrl-C: a lock must never outlive its command
         close_all(transports)
+
+
+def _get_ready(loaded, plan, transports, sink, answers, skip: list[str]) -> InkctlError | None:
+    """The image (built or delivered where missing, held against its pins), then preflight:
+    the first failure, returned so that what is already there can explain it first."""
+    from inkctl.execute.preflight import host_image
+
+    image = host_image(loaded.recipe, plan)
+    try:
+        report = _ensure_image(loaded, plan, transports, sink, answers, image)
+        _refresh_image(report, answers, transports, plan, image)
+        _preflight(loaded.recipe, plan, transports, skip, sink, answers)
+    except InkctlError as e:
+        return e
+    return None
 
 
 def _ensure_image(loaded, plan, transports, sink, answers, image: str):
@@ -119,14 +127,13 @@ def _ensure_image(loaded, plan, transports, sink, answers, image: str):
     for h, a in answers.items():
         if a.sections is not None:
             out, err, rc = a.sections.get("image")
-            inspected[h] = (image, Result(("image", "inspect", image), rc, out.encode(), err.encode(), 0.0))
+            inspected[h] = (image, Result(runtime.image_inspect(plan.host(h).runtime, image), rc, out.encode(), err.encode(), 0.0))
     return ensure_image(loaded, plan, transports, sink, inspected=inspected)
 
 
 def _refresh_image(report, answers, transports, plan, image: str) -> None:
     """Where the image was just built or delivered, the probe's image section predates it: read it again."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    from inkctl.execute.fanout import each
     from inkctl.execute.probe import image_section
 
     stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
@@ -134,12 +141,11 @@ def _refresh_image(report, answers, transports, plan, image: str) -> None:
         return
 
     def one(host: str) -> None:
-        res = transports[host].run((plan.host(host).runtime, "image", "inspect", image), timeout=60)
+        res = transports[host].run(runtime.image_inspect(plan.host(host).runtime, image), timeout=60)
         s = answers[host].sections
         s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
 
-    with ThreadPoolExecutor(max_workers=len(stale), thread_name_prefix="image") as pool:
-        list(pool.map(one, stale))
+    each(one, stale, name="image")
 
 
 def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
@@ -195,7 +201,7 @@ def _kill_all(plan, transports, *, skip: str) -> list[str]:
         if h.name == skip or not names:
             continue
         try:
-            if transports[h.name].run((h.runtime, "kill", *names), timeout=30).ok:
+            if transports[h.name].run(runtime.kill(h.runtime, *names), timeout=30).ok:
                 killed += names
         except Exception:
             pass
@@ -209,7 +215,7 @@ class _watchdog:
     series becomes the first line of the failure, since it is the cause."""
 
     def __init__(self, recipe, plan, transports, runner, sink):
-        self.on = bool(getattr(recipe, "watchdog_on", False))
+        self.on = recipe.watchdog_on
         self.args = (recipe, plan, transports, runner, sink)
         self.dog = None
 
@@ -265,30 +271,53 @@ def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) ->
     run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers)
 
 
-def _existing(plan, answers):
-    """A second ``up`` must neither duplicate nor roll back the first one's containers.
+@dataclass(frozen=True)
+class Nothing:
+    """No container of the deployment on any host."""
 
-    Returns an Outcome when the same deployment (same recipe hash) is already fully running and
-    healthy; a Replacement when containers of another version (another recipe hash) are there;
-    raises when the same version is there in another state; None when nothing is there.
-    """
+
+@dataclass(frozen=True)
+class SameHealthy:
+    """This version is up on every host and its health URL answers: ``up`` changes nothing."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class OtherVersion:
+    """Containers of another version (another recipe hash): ``up`` replaces them."""
+
+    replacement: Replacement
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """What is there (or what could not be asked) stops ``up``; ``error`` says what and why."""
+
+    error: InkctlError
+
+
+Existing = Union[Nothing, SameHealthy, OtherVersion, Conflict]
+
+
+def _existing(plan, answers) -> Existing:
+    """A second ``up`` must neither duplicate nor roll back the first one's containers."""
     from inkctl.execute.deployed import of_deployment, parse_ps, ps_failed
-    from inkctl.execute.replace import Replacement
-    from inkctl.execute.runner import Outcome
+    from inkctl.execute.replace import Replacement, replace_old
 
     items = []
     for h in plan.hosts:  # what the probe's ``ps --all`` listed, by the deployment's label
         a = answers[h.name]
         if a.error is not None:
-            raise a.error
+            return Conflict(a.error)
         out, err, rc = a.sections.get("containers")
         if rc != 0:
-            raise ps_failed(h.name, h.runtime, rc, err)
+            return Conflict(ps_failed(h.name, h.runtime, rc, err))
         items += of_deployment(parse_ps(h.name, out), plan.deployment)
     if not items:
-        return None
+        return Nothing()
     if any(f.recipe_hash != plan.recipe_hash for f in items):
-        return Replacement(plan, items)
+        return OtherVersion(Replacement(plan, items))
     planned = {(c.host, c.name) for c in plan.containers}
     running_same = all(f.state == "running" and f.recipe_hash == plan.recipe_hash for f in items)
     have = {(f.host, f.name) for f in items}
@@ -299,13 +328,10 @@ def _existing(plan, answers):
 
         url = plan.health_url
         if url and check_once(url)[0]:
-            o = Outcome(seconds=0.0, url=url.rsplit("/", 1)[0])
-            o.already = True  # type: ignore[attr-defined]
-            return o
-        raise InkctlError(f"deployment {plan.deployment} is already running but {url} does not answer 200:\n{listing}\n"
-                          "nothing was changed",
-                          hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE")
-    raise InkctlError(f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
-                      hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again")
-
-
+            return SameHealthy(url.rsplit("/", 1)[0])
+        return Conflict(InkctlError(
+            f"deployment {plan.deployment} is already running but {url} does not answer 200:\n{listing}\nnothing was changed",
+            hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE"))
+    return Conflict(InkctlError(
+        f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
+        hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again"))

@@ -15,11 +15,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 from inkctl.errors import InkctlError
 from inkctl.execute.images import BuildOutcome, HostImages, ImageInfo, build_failure_lines
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.build import BuildContext, build_context, split_digest
 from inkctl.plan.step import Plan
@@ -117,13 +117,10 @@ def _parallel(stores: dict[str, HostImages], fn) -> list[HostImage]:
         try:
             return fn(s)
         except (HostError, InkctlError) as e:
-            msg = e.message.split(": ", 1)[-1] if isinstance(e, HostError) else e.message
+            msg = e.reason if isinstance(e, HostError) else e.message
             return HostImage(s.host, "failed", "", seconds=round(time.monotonic() - t, 3), error=msg + (f" (hint: {e.hint})" if e.hint else ""))
 
-    if len(stores) == 1:
-        return [guarded(s) for s in stores.values()]
-    with ThreadPoolExecutor(max_workers=min(32, len(stores)), thread_name_prefix="image") as pool:
-        return list(pool.map(guarded, stores.values()))
+    return each(guarded, stores.values(), name="image")
 
 
 def _raise_failures(report: ImageReport) -> None:

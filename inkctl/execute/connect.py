@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import getpass
 import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from inkctl.errors import InkctlError
 from inkctl.execute.hostkeys import KnownHosts, default_known_hosts
-from inkctl.execute.transport import HostError, Transport
+from inkctl.execute.fanout import on_hosts
+from inkctl.execute.transport import HostError, HostsFailed, Transport
 from inkctl.recipe.hosts import Host
 
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
@@ -154,37 +153,26 @@ def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float 
     """Connect to every host in parallel; return what connected and what did not."""
     t0 = time.monotonic()
     config = load_ssh_config() if any(not (h.ssh_address in LOCAL_ADDRESSES and h.port is None) for h in hosts) else None
-    transports: dict[str, Transport] = {}
-    errors: dict[str, HostError] = {}
-    lock = threading.Lock()
+    by_name = {h.name: h for h in hosts}
 
-    def one(h: Host) -> None:
+    def one(name: str) -> Transport:
         t = time.monotonic()
         try:
-            tr = connect_host(h, accept_new=accept_new, config=config, timeout=timeout, on_accept=on_accept)
+            tr = connect_host(by_name[name], accept_new=accept_new, config=config, timeout=timeout, on_accept=on_accept)
         except HostError as e:
-            with lock:
-                errors[h.name] = e
-            if on_host:
-                on_host(h.name, time.monotonic() - t, e)
-            return
+            err = e
         except Exception as e:  # anything unexpected still names the host
-            err = HostError(h.name, "unreachable", f"cannot connect: {type(e).__name__}: {e}")
-            with lock:
-                errors[h.name] = err
+            err = HostError(name, "unreachable", f"cannot connect: {type(e).__name__}: {e}")
+        else:
             if on_host:
-                on_host(h.name, time.monotonic() - t, err)
-            return
-        with lock:
-            transports[h.name] = tr
+                on_host(name, time.monotonic() - t, None)
+            return tr
         if on_host:
-            on_host(h.name, time.monotonic() - t, None)
+            on_host(name, time.monotonic() - t, err)
+        raise err
 
-    if len(hosts) == 1:
-        one(hosts[0])
-    else:
-        with ThreadPoolExecutor(max_workers=min(64, len(hosts)), thread_name_prefix="connect") as pool:
-            list(pool.map(one, hosts))
+    res = on_hosts(one, by_name, name="connect")
+    transports, errors = res.ok, res.failed
     return Connected(transports, errors, time.monotonic() - t0)
 
 
@@ -196,18 +184,14 @@ def connect_all(hosts: list[Host], **kw) -> dict[str, Transport]:
         order = [h.name for h in hosts if h.name in res.errors]
         if len(order) == 1:
             e = res.errors[order[0]]
-            raise HostError(e.host, e.cause, e.message.split(": ", 1)[1] + "; nothing was started on any host",
-                            hint=e.hint)
+            raise HostError(e.host, e.cause, e.reason + "; nothing was started on any host", hint=e.hint)
         lines = "\n".join("  " + res.errors[n].message for n in order)
         causes = {res.errors[n].cause for n in order}
         hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
                  for n in order} - {None}
-        err = HostError(order[0], res.errors[order[0]].cause,
-                        f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
-                        hint="; ".join(sorted(hints)) or None)
-        err.message = err.message.split(": ", 1)[1]
-        err.args = (err.message,)
-        raise err
+        raise HostsFailed([res.errors[n] for n in order],
+                          f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
+                          hint="; ".join(sorted(hints)) or None)
     return res.transports
 
 

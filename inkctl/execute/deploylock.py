@@ -16,9 +16,9 @@ import posixpath
 import secrets as _random
 import socket
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from inkctl.execute.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.plan.step import Plan
 
@@ -94,8 +94,7 @@ def _holder_from(text: str) -> Holder | None:
 
 
 def _parallel(fn, hosts):
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts))) as pool:
-        return dict(zip(hosts, pool.map(fn, hosts)))
+    return dict(zip(hosts, each(fn, hosts, name="lock")))
 
 
 class DeployLock:

@@ -217,16 +217,3 @@ class Collect:
 
     def of(self, kind: type) -> list:
         return [e for e in self.events if isinstance(e, kind)]
-
-
-class Tee:
-    def __init__(self, *sinks: Sink):
-        self.sinks = sinks
-
-    def emit(self, event: Event) -> None:
-        for s in self.sinks:
-            s.emit(event)
-
-    def close(self) -> None:
-        for s in self.sinks:
-            s.close()

@@ -19,17 +19,18 @@ stream of an exited container ends as soon as it has printed its log.
 from __future__ import annotations
 
 import collections
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from inkctl.errors import InkctlError
+from inkctl.errors import Cancelled, InkctlError
+from inkctl.execute.deployed import ContainerState, parse_inspect_lines
 from inkctl.execute.events import HealthProgress, RankState
 from inkctl.execute.ssh import LOST_AFTER_S
 from inkctl.execute.supervise import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.transport import HostError
+from inkctl.plan import runtime
 from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
@@ -37,7 +38,6 @@ FULL_INSPECT_S = 10.0  # every container is inspected this often even while its 
 FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
 SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
-INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
 class RankFailed(InkctlError):
@@ -54,14 +54,29 @@ class HealthTimeout(InkctlError):
 
 @dataclass
 class Watched:
+    """A rank the wait keeps an eye on: its log's last lines and its container's latest state."""
+
     host: str
     container: str
     rank: int
     lines: collections.deque = field(default_factory=lambda: collections.deque(maxlen=LOG_LINES))
-    status: str = "starting"
-    exit_code: int | None = None
-    finished_at: float = 0.0  # seconds since the epoch, 0 while running
+    seen: ContainerState | None = None  # the latest inspect (None before the first)
+    missing: bool = False  # the latest inspect did not find the container
     streaming: bool = False  # its log stream is open: the container has not exited
+
+    @property
+    def status(self) -> str:
+        return "missing" if self.missing else self.seen.state if self.seen is not None else "starting"
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.seen.exit_code if self.seen is not None else None
+
+    @property
+    def finished_at(self) -> float:
+        """Seconds since the epoch when it exited; 0 while it runs."""
+        t = self.seen.finished_at if self.seen is not None else None
+        return t.timestamp() if t is not None else 0.0
 
     @property
     def last_line(self) -> str:
@@ -113,7 +128,7 @@ class HealthWait:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
         # a line checker (NCCL's transport) reads the whole boot log; the display needs the last lines
-        argv = (self.runtime, "logs", "--follow", "--tail", "all" if self.on_line else str(LOG_LINES), w.container)
+        argv = runtime.logs(self.runtime, w.container, follow=True, tail="all" if self.on_line else LOG_LINES)
 
         def line(text: str) -> None:
             w.lines.append(text)
@@ -132,24 +147,12 @@ class HealthWait:
 
     # -- container states --------------------------------------------------------------------
     def _inspect_host(self, host: str, items: list[Watched]) -> None:
-        argv = (self.runtime, "inspect", "--format", INSPECT_FORMAT, *[w.container for w in items])
+        argv = runtime.inspect(self.runtime, *[w.container for w in items])
         res = self.transports[host].run(argv, timeout=20)
-        seen = {}
-        for line in res.text().splitlines():
-            parts = line.strip().lstrip("/").split("|")
-            if len(parts) == 4:
-                seen[parts[0]] = parts[1:]
+        seen = parse_inspect_lines(host, res.text())
         for w in items:
-            if w.container in seen:
-                status, code, finished = seen[w.container]
-                w.status = status
-                w.finished_at = _timestamp(finished)
-                try:
-                    w.exit_code = int(code)
-                except ValueError:
-                    w.exit_code = None
-            else:
-                w.status = "missing"
+            w.seen = seen.get(w.container, w.seen)
+            w.missing = w.container not in seen
 
     def _inspect_all(self, pool: ThreadPoolExecutor, targets: list[Watched]) -> None:
         by_host: dict[str, list[Watched]] = {}
@@ -211,7 +214,7 @@ class HealthWait:
 
     def _logs(self, w: Watched) -> list[str]:
         try:
-            res = self.transports[w.host].run((self.runtime, "logs", "--tail", str(LOG_LINES), w.container), timeout=20)
+            res = self.transports[w.host].run(runtime.logs(self.runtime, w.container, tail=LOG_LINES), timeout=20)
             lines = (res.text() + res.err_text()).splitlines() if res.ok else []
         except HostError:
             lines = []
@@ -249,7 +252,7 @@ class HealthWait:
             with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
-                        raise KeyboardInterrupt
+                        raise Cancelled(started=True)
                     self._check_hosts(t0)
                     self._check_faults()
                     now = time.monotonic()
@@ -328,20 +331,6 @@ class HealthWait:
             f"before {self.step.url} answered; its last {len(lines)} log lines:\n{body}{extra}",
             host=w.host, rank=w.rank,
             hint="the log above is the engine's own; fix the cause (or use --keep-on-failure to inspect the containers)")
-
-
-_TS = re.compile(r"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d+))?")
-
-
-def _timestamp(text: str) -> float:
-    """FinishedAt from docker (RFC 3339, nanoseconds) or podman ('... +0000 UTC') -> epoch s."""
-    m = _TS.search(text)
-    if not m or text.startswith("0001-01-01"):
-        return 0.0
-    from datetime import datetime, timezone
-
-    base = datetime.strptime(f"{m.group(1)} {m.group(2)}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc)
-    return base.timestamp() + (float("0." + m.group(3)) if m.group(3) else 0.0)
 
 
 def _poll(http, url: str) -> str:

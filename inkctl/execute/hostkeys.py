@@ -9,8 +9,6 @@ A changed key is refused always: it is what a man-in-the-middle looks like.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
@@ -20,12 +18,6 @@ from inkctl.execute.transport import HostError
 
 ACCEPT_FLAG = "--accept-new-host-keys"
 _APPEND_LOCK = threading.Lock()
-
-
-def fingerprint(key) -> str:
-    """``SHA256:<base64, no padding>`` of the key blob, as ``ssh-keygen -lf`` prints it."""
-    digest = hashlib.sha256(key.asbytes()).digest()
-    return "SHA256:" + base64.b64encode(digest).decode().rstrip("=")
 
 
 def key_type(key) -> str:
@@ -62,14 +54,17 @@ class KnownHosts:
         return self.files[0] if self.files else default_known_hosts()
 
     def load_into(self, client) -> None:
-        """Load every readable file as *system* host keys: checked, never rewritten by paramiko.
+        """Load every readable file into the client's host keys: checked, never written back
+        (the client has no file to save them to; new keys are appended by ``append`` only).
 
         Parsed line by line, so that one bad line is skipped (as OpenSSH does) instead of
-        making the whole file unreadable.
+        making the whole file unreadable (``HostKeys.load`` stops at a malformed key). The
+        first line for a name and key type wins, as in the file's order.
         """
         from paramiko.hostkeys import HostKeyEntry
 
-        entries = client._system_host_keys._entries  # paramiko keeps them in this list
+        keys = client.get_host_keys()
+        seen: set[tuple[str, str]] = set()
         for f in self.files:
             try:
                 text = f.read_text(errors="replace")
@@ -83,8 +78,12 @@ class KnownHosts:
                     e = HostKeyEntry.from_line(line)
                 except Exception:
                     continue
-                if e is not None:
-                    entries.append(e)
+                if e is None:
+                    continue
+                for name in e.hostnames:
+                    if (name, e.key.get_name()) not in seen:
+                        seen.add((name, e.key.get_name()))
+                        keys.add(name, e.key.get_name(), e.key)
 
     def append(self, name: str, key) -> str:
         """Append one entry as OpenSSH would; returns the line written."""
@@ -133,7 +132,7 @@ def make_policy(host: str, known: KnownHosts, accept_new: bool, on_accept=None):
         """Called by paramiko only when the host has no entry at all in known_hosts."""
 
         def missing_host_key(self, client, hostname, key):
-            fp = fingerprint(key)
+            fp = key.fingerprint
             if not accept_new:
                 raise HostError(
                     host, "unknown-host-key",
@@ -152,7 +151,7 @@ def make_policy(host: str, known: KnownHosts, accept_new: bool, on_accept=None):
 def changed_key_error(host: str, name: str, presented, expected, known: KnownHosts) -> HostError:
     return HostError(
         host, "changed-host-key",
-        f"HOST KEY CHANGED for {name}: known_hosts expects {key_type(expected)} {fingerprint(expected)} "
-        f"but the host presented {key_type(presented)} {fingerprint(presented)}; refusing to connect "
+        f"HOST KEY CHANGED for {name}: known_hosts expects {key_type(expected)} {expected.fingerprint} "
+        f"but the host presented {key_type(presented)} {presented.fingerprint}; refusing to connect "
         f"(this is what a man-in-the-middle attack looks like; {ACCEPT_FLAG} does not override it)",
         hint=f"if the host was really reinstalled, remove the old entry (ssh-keygen -R '{name}' -f {known.write_to}) and run again")

@@ -9,12 +9,13 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from inkctl.execute.probe import parse_time
+from inkctl.execute.deployed import parse_time
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan import runtime
 from inkctl.plan.step import Plan
 
 SNAPSHOT_TIMEOUT_S = 120
@@ -55,24 +56,15 @@ class SourceEnded:
 
 
 def sources(plan: Plan, *, rank: int | None = None, host: str | None = None) -> list[Source]:
-    runtime = {h.name: h.runtime for h in plan.hosts}
-    out = [Source(c.host, c.rank, c.name, runtime[c.host]) for c in plan.containers
+    runtimes = {h.name: h.runtime for h in plan.hosts}
+    out = [Source(c.host, c.rank, c.name, runtimes[c.host]) for c in plan.containers
            if (rank is None or c.rank == rank) and (host is None or c.host == host)]
     return out
 
 
 def logs_argv(s: Source, *, tail: str | None = None, since: str | None = None, follow: bool = False,
               timestamps: bool = False) -> list[str]:
-    argv = [s.runtime, "logs"]
-    if follow:
-        argv.append("--follow")
-    if timestamps:
-        argv.append("--timestamps")
-    if tail is not None:
-        argv += ["--tail", str(tail)]
-    if since is not None:
-        argv += ["--since", since]
-    return argv + [s.container]
+    return list(runtime.logs(s.runtime, s.container, follow=follow, timestamps=timestamps, tail=tail, since=since))
 
 
 def split_timestamp(line: str) -> tuple[datetime | None, str]:
@@ -106,7 +98,7 @@ def snapshot(transports: dict[str, Transport], srcs: list[Source], *, tail: str 
         try:
             res = t.run(logs_argv(s, tail=tail, since=since, timestamps=True), timeout=SNAPSHOT_TIMEOUT_S)
         except HostError as e:
-            return [], f"{s.prefix}: {e.message.removeprefix(s.host + ': ')}"
+            return [], f"{s.prefix}: {e.reason}"
         if not res.ok:
             why = (res.err_text().strip().splitlines() or [f"exit {res.exit_code}"])[-1]
             if "no such container" in why.lower():
@@ -115,11 +107,10 @@ def snapshot(transports: dict[str, Transport], srcs: list[Source], *, tail: str 
         # stdout and stderr of the container come back apart; the timestamps put them together again
         return _lines(s, res.stdout) + _lines(s, res.stderr), None
 
-    with ThreadPoolExecutor(max_workers=max(1, len(srcs))) as pool:
-        for lines, err in pool.map(one, srcs):
-            per_source.append(lines)
-            if err:
-                errors.append(err)
+    for lines, err in each(one, srcs, name="logs"):
+        per_source.append(lines)
+        if err:
+            errors.append(err)
     return merge(per_source), errors
 
 
@@ -168,7 +159,7 @@ class Follow:
         try:
             code = t.stream(argv, lambda line: self.items.put(LogLine(s.host, s.rank, line)), self.stop_event)
         except HostError as e:
-            self.items.put(SourceEnded(s, -1, e.message.removeprefix(s.host + ": ")))
+            self.items.put(SourceEnded(s, -1, e.reason))
             return
         except Exception as e:  # a transport bug must not hang the others
             self.items.put(SourceEnded(s, -1, f"{type(e).__name__}: {e}"))

@@ -10,11 +10,11 @@ nothing is written.
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
 
+from inkctl.execute.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.execute.images import ImageInfo
-from inkctl.plan.build import image_tag, split_digest
+from inkctl.plan.build import ABSENT, image_tag, split_digest
 from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, parse_diff
 from inkctl.recipe.lockfile import base_key, declared, local_observations
 from inkctl.recipe.source import Loaded
@@ -29,10 +29,7 @@ class Refused(InkctlError):
 
 
 def _each(stores: dict, fn) -> dict:
-    if len(stores) == 1:
-        return {k: fn(s) for k, s in stores.items()}
-    with ThreadPoolExecutor(max_workers=min(32, len(stores)), thread_name_prefix="lock") as pool:
-        return dict(zip(stores, pool.map(fn, stores.values())))
+    return dict(zip(stores, each(fn, stores.values(), name="lock")))
 
 
 def _common(ref: str, infos: dict[str, ImageInfo], digest: str | None) -> str:
@@ -97,7 +94,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
             files: dict[str, bytes] = {}
             for j, t in enumerate(f.files):
                 data = originals.get(t.path)
-                before = "absent" if data is None else _sha(data)
+                before = ABSENT if data is None else _sha(data)
                 _check(f"{key}:{j}:before", before, t.sha256_before, None, f"{t.path} in the base image")
                 pins[f"{key}:{j}:before"] = before
                 if data is not None:
@@ -107,7 +104,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
             except (PatchError, KeyError) as e:
                 raise Refused(f"patches.files[{i}]: {f.source} does not apply to the base image: {e}") from None
             for j, t in enumerate(f.files):
-                after = _sha(files[t.path]) if t.path in files else "absent"
+                after = _sha(files[t.path]) if t.path in files else ABSENT
                 _check(f"{key}:{j}:after", after, t.sha256_after, None, f"{t.path} after the diff")
                 pins[f"{key}:{j}:after"] = after
             continue

@@ -11,15 +11,17 @@ recipe allows one and the image is missing.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.events import Event
-from inkctl.execute.deployed import Found, parse_ps
-from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, probe_host, repository
+from inkctl.execute.fanout import each
+from inkctl.execute.deployed import ContainerState, parse_ps
+from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, run_launch_probe
+from inkctl.plan.runtime import repository
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
@@ -104,13 +106,12 @@ def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *,
         t = transports.get(name)
         if t is None:
             return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
-        return probe_host(t, plan.host(name).runtime, host_image(recipe, plan, image),
+        return run_launch_probe(t, plan.host(name).runtime, host_image(recipe, plan, image),
                           [src for _, src in mount_sources(recipe, plan, name)],
                           lock.probe_args(name) if lock is not None else None)
 
     names = [h.name for h in plan.hosts]
-    with ThreadPoolExecutor(max_workers=max(1, len(names)), thread_name_prefix="probe") as pool:
-        return dict(zip(names, pool.map(one, names)))
+    return dict(zip(names, each(one, names, name="probe")))
 
 
 def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
@@ -123,30 +124,23 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
-    ``sink`` receives the results (pass or fail) before anything is raised: an event sink gets
-    one PreflightReport, a plain callable the list. Without a sink the error's message carries
-    the table as text. A host missing from ``transports`` (or an Unreachable) fails its ssh check.
+    ``sink`` (an event sink) receives one PreflightReport (pass or fail) before anything is
+    raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
     (``probe_hosts``); without them each host is probed here.
     """
     skip = check_names(skip)
-    with ThreadPoolExecutor(max_workers=max(1, len(plan.hosts))) as pool:
-        futures = [pool.submit(_host_checks, recipe, plan, h.name, transports.get(h.name), skip, image,
-                               None if answers is None else answers.get(h.name))
-                   for h in plan.hosts]
-        results = [r for f in futures for r in f.result()]
+    per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
+                                              None if answers is None else answers.get(name)),
+                     [h.name for h in plan.hosts], name="preflight")
+    results = [r for checks in per_host for r in checks]
     failed_any = any(r.failed for r in results)
-    if hasattr(sink, "emit"):
+    if sink is not None:
         sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
-    elif sink is not None:
-        sink(results)
     failed = [r for r in results if r.failed]
     if failed:
         where = ", ".join(f"{r.host} ({r.check})" for r in failed)
-        message = f"preflight failed on {where}: nothing was launched"
-        if sink is None:
-            message += "\n" + results_text(results)
-        raise PreflightFailed(message, results)
+        raise PreflightFailed(f"preflight failed on {where}: nothing was launched", results)
     return results
 
 
@@ -180,10 +174,10 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         if t is None:
             answer = HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
         else:
-            answer = probe_host(t, ph.runtime, image, [src for _, src in mounts])
+            answer = run_launch_probe(t, ph.runtime, image, [src for _, src in mounts])
     if answer.error is not None:
         e = answer.error
-        h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.message.removeprefix(f"{name}: "), e.hint)
+        h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.reason, e.hint)
         for c in CHECKS[1:]:
             h.put(c, NOT_RUN, "host unreachable")
         return _ordered(h)
@@ -335,7 +329,7 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
     try:
         res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
     except HostError as e:
-        h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.message}")
+        h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.reason}")
         return
     pulled = image_ids(res.text()) if res.ok else None
     if pulled is None or (pin and not _matches(pulled, pin)):
@@ -354,7 +348,7 @@ def _name(h: _Host, s: Sections) -> list[str]:
     """Fails on a planned name held by a container of another deployment; returns our own running ones."""
     out, _, _ = s.get("containers")
     planned = {c.name for c in h.plan.containers if c.host == h.name}
-    found: list[Found] = [c for c in parse_ps(h.name, out) if c.name in planned]
+    found: list[ContainerState] = [c for c in parse_ps(h.name, out) if c.name in planned]
     foreign = [c for c in found if c.deployment != h.plan.deployment]
     ours = [c for c in found if c.deployment == h.plan.deployment]
     if foreign:
@@ -371,31 +365,25 @@ def _name(h: _Host, s: Sections) -> list[str]:
     return [c.name for c in ours if c.running]
 
 
-def planned_image(plan: Plan) -> str | None:
-    """The image the plan's container runs (the argument after --entrypoint's value)."""
+def _containers(plan: Plan, host: str | None = None):
+    """The container specs of the plan's run steps (of one host, or all)."""
     for step in plan.steps():
-        if isinstance(step, Run) and step.argv[1:2] == ("run",) and "--entrypoint" in step.argv:
-            i = step.argv.index("--entrypoint")
-            if i + 2 < len(step.argv):
-                return step.argv[i + 2]
-    return None
+        if isinstance(step, Run) and step.container is not None and host in (None, step.host):
+            yield step.container
+
+
+def planned_image(plan: Plan) -> str | None:
+    """The image the plan's containers run."""
+    return next((c.image for c in _containers(plan)), None)
 
 
 def mount_sources(recipe: Recipe, plan: Plan, host: str) -> list[tuple[int, str]]:
-    """(index in container.mounts, expanded source) of the required mounts, from the host's run argv."""
-    volumes: dict[str, str] = {}
-    for step in plan.steps():
-        if isinstance(step, Run) and step.host == host and step.argv[1:2] == ("run",):
-            argv = step.argv
-            for i, a in enumerate(argv[:-1]):
-                if a == "--volume":
-                    src, _, rest = argv[i + 1].partition(":")
-                    volumes.setdefault(rest.split(":", 1)[0], src)
-    out = []
-    for i, m in enumerate(recipe.container.mounts):
-        if m.required and m.target in volumes:
-            out.append((i, volumes[m.target]))
-    return out
+    """(index in container.mounts, expanded source) of the required mounts of the host's containers
+    (their specs list container.mounts first, in order)."""
+    spec = next(_containers(plan, host), None)
+    if spec is None:
+        return []
+    return [(i, spec.mounts[i].source) for i, m in enumerate(recipe.container.mounts) if m.required]
 
 
 def _paths(h: _Host, s: Sections, mounts: list[tuple[int, str]]) -> None:
@@ -420,10 +408,7 @@ def planned_ports(recipe: Recipe, rank: int) -> list[tuple[int, str]]:
     """Ports a rank binds on its host before anything else runs: the head's API and rendezvous."""
     if rank != 0:
         return []
-    port = recipe.engine.args.port
-    if recipe.container.network == "bridge":
-        port = next((p.host for p in recipe.container.ports if p.container == port), port)
-    out = [(port, "engine")]
+    out = [(api_port(recipe), "engine")]
     e = recipe.engine
     if recipe.multinode:
         if e.kind == "sglang":
@@ -452,18 +437,3 @@ def _ports(h: _Host, s: Sections, own_running: list[str]) -> None:
               f"stop what listens on {p} on {h.name} (ss -ltnp 'sport = :{p}'), or change the port in the recipe")
     else:
         h.put("ports", OK, "free: " + free)
-
-
-# --- text -----------------------------------------------------------------------------------
-
-STATUS_TEXT = {OK: "ok", WARN: "warn", FAIL: "FAIL", SKIPPED: "skipped", NOT_RUN: "-"}
-
-
-def results_text(results: list[CheckResult]) -> str:
-    """The table as plain text (for error messages and logs without a terminal)."""
-    hw = max([len("host")] + [len(r.host) for r in results])
-    lines = [f"{'host':<{hw}}  {'check':<7}  {'result':<7}  detail"]
-    for r in results:
-        lines.append(f"{r.host:<{hw}}  {r.check:<7}  {STATUS_TEXT[r.status]:<7}  {r.detail}")
-    return "\n".join(lines)
-

@@ -13,17 +13,19 @@ from datetime import datetime, timezone
 
 from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.deploylock import PROBE_SECTION
+from inkctl.execute.deployed import ContainerState, parse_inspect
 from inkctl.execute.transport import HostError, Result, Transport
-from inkctl.plan.container import LABEL_PREFIX
+from inkctl.plan import runtime
 from inkctl.plan.quote import command_line
 
 # One round trip: the host's clock (for uptimes), then every container of the deployment.
+# Arguments: the inspect command (3 words), then the ps command listing the ids (plan.runtime).
 BY_LABEL = (
-    'rt="$1"; label="$2"\n'
+    'i1="$1"; i2="$2"; i3="$3"; shift 3\n'
     "date -u +%s\n"
-    'ids=$("$rt" ps --all --quiet --filter "label=$label") || exit 3\n'
+    'ids=$("$@") || exit 3\n'
     '[ -z "$ids" ] && { echo "[]"; exit 0; }\n'
-    '"$rt" container inspect $ids\n'
+    '"$i1" "$i2" "$i3" $ids\n'
 )
 
 
@@ -68,117 +70,35 @@ PULL = "\n".join([
 
 
 @dataclass(frozen=True)
-class ContainerState:
-    """One container as the runtime reports it."""
-
-    name: str
-    state: str  # running | exited | created | paused | restarting | dead | ...
-    exit_code: int | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    image: str  # the reference it was started from
-    image_id: str  # sha256:<hex>
-    labels: dict[str, str]
-
-    @property
-    def deployment(self) -> str | None:
-        return self.labels.get(LABEL_PREFIX + "deployment")
-
-    @property
-    def recipe_hash(self) -> str | None:
-        return self.labels.get(LABEL_PREFIX + "recipe-hash")
-
-    @property
-    def rank(self) -> int | None:
-        r = self.labels.get(LABEL_PREFIX + "rank", "")
-        return int(r) if r.isdigit() else None
-
-    @property
-    def role(self) -> str | None:
-        return self.labels.get(LABEL_PREFIX + "role")
-
-    @property
-    def running(self) -> bool:
-        return self.state == "running"
-
-    @property
-    def image_id_short(self) -> str:
-        return self.image_id.removeprefix("sha256:")[:12]
-
-
-def parse_time(text: str | None) -> datetime | None:
-    """RFC 3339 with nanoseconds ('2026-11-29T16:21:24.123456789Z' or '+00:00'); the zero time is None."""
-    if not text or text.startswith("0001-01-01"):
-        return None
-    t = text.strip().replace("Z", "+00:00")
-    if " " in t and "T" not in t:  # podman may print '2026-11-29 16:21:24.1 +0000 UTC'
-        parts = t.split()
-        t = parts[0] + "T" + parts[1] + (parts[2][:3] + ":" + parts[2][3:] if len(parts) > 2 else "+00:00")
-    head, dot, rest = t.partition(".")
-    if dot:
-        digits = "".join(c for c in rest if c.isdigit())
-        zone = rest[len(digits):]
-        t = f"{head}.{digits[:6]}{zone}"
-    try:
-        dt = datetime.fromisoformat(t)
-    except ValueError:
-        return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
-
-
-def parse_inspect(text: str) -> list[ContainerState]:
-    """Containers from ``<runtime> container inspect`` JSON (an array; empty text is none)."""
-    text = text.strip()
-    if not text:
-        return []
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"container inspect did not answer JSON ({e.msg} at {e.pos})") from None
-    out = []
-    for it in items or []:
-        st = it.get("State") or {}
-        cfg = it.get("Config") or {}
-        state = st.get("Status") or ("running" if st.get("Running") else "unknown")
-        state = {"configured": "created", "stopped": "exited"}.get(state, state)
-        image_id = it.get("Image") or ""
-        if image_id and not image_id.startswith("sha256:"):
-            image_id = "sha256:" + image_id  # podman prints the bare hex
-        out.append(ContainerState(
-            name=(it.get("Name") or "").lstrip("/"),
-            state=state,
-            exit_code=None if state in ("running", "created") else st.get("ExitCode"),
-            started_at=parse_time(st.get("StartedAt")),
-            finished_at=parse_time(st.get("FinishedAt")),
-            image=it.get("ImageName") or cfg.get("Image") or "",
-            image_id=image_id,
-            labels=dict(cfg.get("Labels") or {}),
-        ))
-    return out
-
-
-@dataclass(frozen=True)
 class HostContainers:
     host: str
     containers: list[ContainerState]
     clock: datetime | None  # the host's own time when it answered
 
 
-def deployment_containers(t: Transport, runtime: str, deployment: str, timeout: float = 30) -> HostContainers:
+def deployment_containers(t: Transport, rt: str, deployment: str, timeout: float = 30) -> HostContainers:
     """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
-    label = f"{LABEL_PREFIX}deployment={deployment}"
-    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", runtime, label], timeout=timeout)
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(rt, format=None),
+                 *runtime.ps(rt, deployment=deployment, quiet=True)], timeout=timeout)
     if not res.ok:
         err = (res.err_text() or res.text()).strip().splitlines()
-        raise HostError(t.name, "runtime", f"{runtime} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
-                        hint=f"check the runtime on {t.name}: {command_line([runtime, 'ps', '--all'])}")
+        raise HostError(t.name, "runtime", f"{rt} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
+                        hint=f"check the runtime on {t.name}: {rt} ps --all")
     first, _, rest = res.text().partition("\n")
     clock = datetime.fromtimestamp(int(first), timezone.utc) if first.strip().isdigit() else None
     try:
-        containers = parse_inspect(rest)
+        containers = parse_inspect(rest, t.name)
     except ValueError as e:
         raise HostError(t.name, "runtime", str(e)) from None
     return HostContainers(host=t.name, containers=containers, clock=clock)
+
+
+def deployment_states(plan, transports: dict[str, Transport]):
+    """Every host's containers of the deployment, in parallel: a Fanout of HostContainers."""
+    from inkctl.execute.fanout import on_hosts
+
+    return on_hosts(lambda name: deployment_containers(transports[name], plan.host(name).runtime, plan.deployment),
+                    [h.name for h in plan.hosts], name="status")
 
 
 def uptime(c: ContainerState, now: datetime | None) -> float | None:
@@ -249,14 +169,6 @@ def split_sections(stdout: str, stderr: str) -> Sections:
     return Sections(out=split(stdout, rcs), err=split(stderr, None), rc=rcs)
 
 
-def repository(ref: str) -> str:
-    """'repo/name:tag' -> 'repo/name' (a ':' before the last '/' is a registry port)."""
-    ref = ref.split("@", 1)[0]
-    slash = ref.rfind("/")
-    colon = ref.rfind(":")
-    return ref[:colon] if colon > slash else ref
-
-
 def image_ids(text: str) -> tuple[str, list[str]] | None:
     """(Id, RepoDigests) of the first image in ``<runtime> image inspect`` JSON; None when there is none."""
     try:
@@ -291,17 +203,16 @@ class HostAnswer:
         return self.error if self.error is not None else self.sections.get("lock")
 
 
-def probe_host_argv(runtime: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
-                    ) -> list[str]:
-    from inkctl.execute.deployed import ps_format
-
-    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", runtime, ps_format(runtime), image,
+def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
+                      ) -> list[str]:
+    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtime.ps_format(rt), image,
             *(lock or ("", "", "", "")), *mounts]
 
 
-def probe_host(t: Transport, runtime: str, image: str, mounts: list[str], lock=None) -> HostAnswer:
+def run_launch_probe(t: Transport, rt: str, image: str, mounts: list[str], lock=None) -> HostAnswer:
+    """HOST_PROBE on one host: its answer, or the error that cut it off (never raises HostError)."""
     try:
-        res = t.run(probe_host_argv(runtime, image, mounts, lock), timeout=PROBE_TIMEOUT_S)
+        res = t.run(launch_probe_argv(rt, image, mounts, lock), timeout=PROBE_TIMEOUT_S)
     except HostError as e:
         return HostAnswer(t.name, None, None, e)
     return HostAnswer(t.name, res, split_sections(res.text(), res.err_text()))

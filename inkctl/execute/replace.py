@@ -9,16 +9,15 @@ hold both versions), and the new version is launched with the usual all-or-nothi
 from __future__ import annotations
 
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
-from inkctl.execute.deployed import Found
+from inkctl.execute.deployed import ContainerState
+from inkctl.execute.fanout import on_hosts
+from inkctl.execute.takedown import remove_from_host
 from inkctl.execute.transport import HostError
 from inkctl.plan.record import Record, argv_by_rank, diff_plans, parse_record, record_path
 from inkctl.plan.step import Plan
-
-REMOVE_TIMEOUT_S = 120.0
 
 
 @dataclass
@@ -26,7 +25,7 @@ class Replacement:
     """What ``up`` found of another version of the deployment, and what it will do about it."""
 
     plan: Plan
-    found: list[Found]
+    found: list[ContainerState]
     records: dict[str, Record] = field(default_factory=dict)  # host -> its plan record
     missing: dict[str, str] = field(default_factory=dict)  # host -> why there is no record
 
@@ -41,24 +40,19 @@ class Replacement:
     def read_records(self, transports: dict) -> "Replacement":
         hosts = sorted({f.host for f in self.found}, key=self._order)
 
-        def one(host: str):
+        def one(host: str) -> Record:
             path = record_path(self.plan.host(host).state_dir)
-            try:
-                res = transports[host].run(("cat", "--", path), timeout=30)
-            except HostError as e:
-                return host, None, e.message
+            res = transports[host].run(("cat", "--", path), timeout=30)
             if not res.ok:
-                return host, None, f"no plan record ({path})"
+                raise HostError(host, "command", f"no plan record ({path})")
             try:
-                return host, parse_record(res.text()), None
+                return parse_record(res.text())
             except (ValueError, KeyError, TypeError):
-                return host, None, f"an unreadable plan record ({path})"
+                raise HostError(host, "command", f"an unreadable plan record ({path})") from None
 
-        for host, rec, why in _parallel(one, hosts):
-            if rec is not None:
-                self.records[host] = rec
-            else:
-                self.missing[host] = why
+        res = on_hosts(one, hosts, name="replace")
+        self.records.update(res.ok)
+        self.missing.update({h: e.reason for h, e in res.failed.items()})
         return self
 
     def describe(self) -> list[str]:
@@ -91,29 +85,12 @@ class Replacement:
             by_host.setdefault(f.host, []).append(f.name)
         hosts = sorted(set(by_host) | {h.name for h in self.plan.hosts}, key=self._order)
 
-        def one(host: str):
-            runtime = self.plan.host(host).runtime
-            tr = transports[host]
-            try:
-                names = by_host.get(host, [])
-                if names:
-                    res = tr.run((runtime, "rm", "--force", *names), timeout=REMOVE_TIMEOUT_S)
-                    if not res.ok:
-                        return host, f"{runtime} rm failed with exit code {res.exit_code}: {res.err_text().strip()[-300:]}"
-                res = tr.run(("rm", "-rf", "--", self.plan.host(host).state_dir), timeout=60)
-                if not res.ok:
-                    return host, f"cannot remove {self.plan.host(host).state_dir}: {res.err_text().strip()[-300:]}"
-            except HostError as e:
-                return host, e.message
-            return host, None
+        def one(host: str) -> None:
+            h = self.plan.host(host)
+            remove_from_host(transports[host], h.runtime, by_host.get(host, []), h.state_dir)
 
-        cleaned, failed = [], {}
-        for host, why in _parallel(one, hosts):
-            if why is None:
-                cleaned.append(host)
-            else:
-                failed[host] = why
-        return cleaned, failed
+        res = on_hosts(one, hosts, name="replace")
+        return list(res.ok), {h: e.reason for h, e in res.failed.items()}
 
     def _order(self, host: str) -> int:
         return next((h.rank for h in self.plan.hosts if h.name == host), 1 << 30)
@@ -141,10 +118,3 @@ def replace_old(replacement: Replacement, transports: dict, sink) -> None:
         lines = "\n".join(f"  {h}: {why}" for h, why in failed.items())
         raise InkctlError(f"could not remove the old version of {replacement.plan.deployment}; nothing new was started:\n{lines}",
                           hint="fix the host and run up again, or remove it: inkctl down RECIPE (with the same --hosts)")
-
-
-def _parallel(fn, items: list) -> list:
-    if len(items) <= 1:
-        return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=min(64, len(items)), thread_name_prefix="replace") as pool:
-        return list(pool.map(fn, items))

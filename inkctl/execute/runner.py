@@ -8,13 +8,14 @@ there and nowhere else: no half-up clusters.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import threading
 import time
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 from inkctl.execute.events import (RollbackFinished, RollbackStarted, SmokeFinished, SmokeResult, StageFinished,
                                    StageStarted, StepFailed, StepFinished, StepStarted)
 from inkctl.execute.secrets import render_env_file
@@ -36,7 +37,13 @@ class StepError(InkctlError):
 
 
 class LaunchFailed(InkctlError):
-    """``up`` failed; the message says why and what the rollback did (or what was kept)."""
+    """``up`` failed; the message says why and what the rollback did (or what was kept).
+    ``left``: what the rollback could not remove ("host: what and why"); ``lock_kept``: a lost
+    host also kept this run's deploy lock (it could not be released there)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, left: tuple[str, ...] = (), lock_kept: bool = False):
+        super().__init__(message, hint=hint)
+        self.left, self.lock_kept = left, lock_kept
 
 
 def who(host: str, rank: int | None) -> str:
@@ -48,6 +55,15 @@ def tail(text: str, n: int = STDERR_LINES) -> str:
     return "\n".join("    | " + line for line in lines[-n:])
 
 
+class UpStatus(enum.Enum):
+    """How ``up`` ended well; the value is the word its JSON ``finished`` event says."""
+
+    UP = "up"
+    ALREADY = "already running"  # the same version was up and healthy: nothing changed
+    DETACHED = "detached: still booting"  # interrupted with --detach once every rank was started
+    WATCHED = "detached from the watchdog"  # up, watched after boot, then Ctrl-C: left running
+
+
 @dataclass
 class Outcome:
     seconds: float
@@ -55,7 +71,11 @@ class Outcome:
     healthy_after_s: float | None = None
     smoke: tuple[SmokeResult, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)
-    detached: bool = False  # interrupted with --detach once every rank was started: left booting
+    status: UpStatus = UpStatus.UP
+
+    @property
+    def detached(self) -> bool:
+        return self.status is UpStatus.DETACHED
 
 
 class Runner:
@@ -139,7 +159,7 @@ class Runner:
                     f"  $ {_short(command_line(step.argv))}\n  last output:\n{tail(last) or '    (none)'}",
                     host=step.host, rank=step.rank, purpose=step.purpose)
             if self.cancel.wait(step.interval_s):
-                raise KeyboardInterrupt
+                raise Cancelled(started=True)
 
     # -- a stage -----------------------------------------------------------------------------
     def _host_steps(self, steps: list, outcome: Outcome) -> None:
@@ -188,11 +208,11 @@ class Runner:
         with ThreadPoolExecutor(max_workers=min(64, width), thread_name_prefix="stage") as pool:
             for i, stage in enumerate(self.plan.stages, 1):
                 if self.cancel.is_set():
-                    raise KeyboardInterrupt
+                    raise Cancelled(started=bool(self.touched))
                 self.stage = stage.name
                 outcome.stage_seconds[stage.name] = self._stage(i, stage, pool, outcome)
                 if self.cancel.is_set():
-                    raise KeyboardInterrupt
+                    raise Cancelled(started=True)
         outcome.seconds = time.monotonic() - t0
         return outcome
 
@@ -219,7 +239,7 @@ class Runner:
                     res = self.transports[host].run(s.argv, timeout=TEARDOWN_TIMEOUT_S)
                 except HostError as e:
                     with lock:
-                        left.append(f"{host}: {containers} ({e.message})")
+                        left.append(f"{host}: {containers} ({e.reason})")
                         self.lost.setdefault(host, e)
                     return
                 if res.exit_code not in s.ok_codes:
@@ -260,11 +280,11 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
     leaves the deployment as it is and returns an Outcome with ``detached`` set."""
     try:
         return runner.run()
-    except (InkctlError, KeyboardInterrupt, Exception) as e:
+    except (InkctlError, KeyboardInterrupt, Cancelled, Exception) as e:
         runner.cancel.set()
-        interrupted = isinstance(e, KeyboardInterrupt)
+        interrupted = isinstance(e, (KeyboardInterrupt, Cancelled))
         if interrupted and detach and runner.stage in DETACHABLE and not runner.causes:
-            return Outcome(seconds=0.0, url=_base_url(runner.plan), detached=True)
+            return Outcome(seconds=0.0, url=_base_url(runner.plan), status=UpStatus.DETACHED)
         if interrupted:
             cause, hint = "interrupted", None
         elif isinstance(e, InkctlError):
@@ -288,14 +308,10 @@ def launch(runner: Runner, *, keep_on_failure: bool = False, detach: bool = Fals
                 parts.append("could NOT remove:\n" + "\n".join("  " + x for x in left))
             if not cleaned and not left:
                 parts.append("nothing had been started on any host")
-            if left:
-                # a lost host also keeps this run's deploy lock; its holder (this pid) is gone by
-                # then, so the next command from this machine takes it over: down finishes the job
-                hint = (hint + "; " if hint else "") + "once the host is back, run: inkctl down RECIPE (with the same --hosts)"
-            err = LaunchFailed("\n".join(parts), hint=hint)
+            err = LaunchFailed("\n".join(parts), hint=hint, left=tuple(left), lock_kept=bool(left) and bool(runner.lost))
         if interrupted:
             err.exit_code = EXIT_INTERRUPTED
-        if not isinstance(e, (InkctlError, KeyboardInterrupt)):
+        if not isinstance(e, (InkctlError, KeyboardInterrupt, Cancelled)):
             raise err from e
         raise err from None
 
@@ -327,11 +343,11 @@ def _barrier(futures: list[Future], cancel: threading.Event) -> None:
         raise
     wait(futures, timeout=RUN_TIMEOUT_S)
     errors = [f.exception() for f in futures if f.done() and f.exception() is not None]
-    real = [e for e in errors if not isinstance(e, KeyboardInterrupt)]
+    real = [e for e in errors if not isinstance(e, (KeyboardInterrupt, Cancelled))]
     if real:
         raise real[0]
     if errors or cancel.is_set():
-        raise KeyboardInterrupt
+        raise Cancelled(started=True)
 
 
 def _short(text: str, n: int = 400) -> str:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from inkctl.execute.hostkeys import KnownHosts, changed_key_error, make_policy
+from inkctl.execute.hostkeys import KnownHosts, changed_key_error, known_hosts_name, make_policy
 from inkctl.execute.transport import HostError, Result
 from inkctl.plan.quote import command_line
 
@@ -95,8 +95,8 @@ def open_client(target: "Target", known: KnownHosts, *, accept_new: bool, timeou
         raise
     except paramiko.BadHostKeyException as e:
         client.close()
-        name = f"[{target.hostname}]:{target.port}" if target.port != 22 else target.hostname
-        raise changed_key_error(target.host, name, e.key, e.expected_key, known) from e
+        raise changed_key_error(target.host, known_hosts_name(target.hostname, target.port), e.key, e.expected_key,
+                                known) from e
     except paramiko.AuthenticationException as e:
         client.close()
         keys = ", ".join(target.identity_files) or "the agent and ~/.ssh/id_*"

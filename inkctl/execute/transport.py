@@ -35,13 +35,37 @@ class Result:
 
 
 class HostError(InkctlError):
-    """A host could not be reached or used. ``cause`` is one of: unreachable, timeout,
-    auth, unknown-host-key, changed-host-key, runtime, command."""
+    """A host could not be reached or used: which ``host``, why (``reason``, without the host's
+    name), and the ``cause``: unreachable, timeout, auth, unknown-host-key, changed-host-key,
+    runtime, command. ``message`` puts the two together."""
 
-    def __init__(self, host: str, cause: str, message: str, *, hint: str | None = None):
-        super().__init__(f"{host}: {message}", hint=hint)
-        self.host = host
-        self.cause = cause
+    def __init__(self, host: str, cause: str, reason: str, *, hint: str | None = None):
+        self.host, self.cause, self.reason = host, cause, reason
+        super().__init__(self.message, hint=hint)
+
+    @property
+    def message(self) -> str:
+        return f"{self.host}: {self.reason}"
+
+    @message.setter
+    def message(self, text: str) -> None:
+        self.reason = text.removeprefix(f"{self.host}: ")
+
+
+class HostsFailed(HostError):
+    """Several hosts failed at once; ``errors`` holds each, the message lists them."""
+
+    def __init__(self, errors: list[HostError], reason: str, *, hint: str | None = None):
+        self.errors = errors
+        super().__init__(errors[0].host, errors[0].cause, reason, hint=hint)
+
+    @property
+    def message(self) -> str:
+        return self.reason
+
+    @message.setter
+    def message(self, text: str) -> None:
+        self.reason = text
 
 
 class Transport(Protocol):

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from inkctl.plan import runtime as container_runtime
 from inkctl.plan.step import Plan
 
 GIB_KIB = 1024 * 1024
@@ -135,7 +136,7 @@ class Watchdog:
         runtime = self.plan.host(host).runtime
         killed = []
         if mine:
-            res = self.transports[host].run((runtime, "kill", *[c.name for c in mine]), timeout=30)
+            res = self.transports[host].run(container_runtime.kill(runtime, *[c.name for c in mine]), timeout=30)
             killed = [c.name for c in mine] if res.ok else []
         trip = Trip(host=host, ranks=tuple(c.rank for c in mine), threshold_gib=self.threshold_gib,
                     consecutive=self.consecutive, series=tuple(watch.series), killed=tuple(killed))

@@ -21,12 +21,13 @@ from pathlib import Path
 
 from inkctl.errors import InkctlError
 from inkctl.plan.build_files import VERIFY_SH, WORKDIR, applier_source
+from inkctl.plan.runtime import repository
 from inkctl.recipe.lockfile import read_pins
 from inkctl.recipe.source import Loaded
 
 FORMAT = 1  # bump when the context's meaning changes: every tag changes with it
 TAG_PREFIX = "inkctl-"
-ABSENT = "absent"
+ABSENT = "absent"  # a patched file that does not exist (before or after the patch)
 
 
 @dataclass(frozen=True)
@@ -91,13 +92,6 @@ class BuildContext:
             p.chmod(mode)
             out.append(p)
         return out
-
-
-def repository(ref: str) -> str:
-    """'reg:5000/ns/img:tag@sha256:..' -> 'reg:5000/ns/img'."""
-    ref = ref.split("@", 1)[0]
-    slash, colon = ref.rfind("/"), ref.rfind(":")
-    return ref[:colon] if colon > slash else ref
 
 
 def split_digest(ref: str) -> tuple[str, str | None]:

@@ -1,13 +1,10 @@
-"""``docker run`` / ``podman run`` argv for one rank, like Kamal's command builders: argv lists only."""
+"""One rank's container from the recipe: its name, labels, environment and run spec (``plan.runtime`` makes the argv)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from inkctl.plan.hostvars import HostContext
+from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec, Mount
 from inkctl.recipe.model import Recipe
-
-LABEL_PREFIX = "inkctl."
 
 
 def container_name(deployment: str, rank: int) -> str:
@@ -70,36 +67,19 @@ def gpu_args(mode: str, indices: str | None) -> list[str]:
     return []
 
 
-@dataclass(frozen=True)
-class RunSpec:
-    """What differs per rank in a container run."""
-
-    name: str
-    image: str
-    labels: list[tuple[str, str]]
-    command: list[str]
-    entrypoint: str
-    env_file: str | None = None
-    extra_mounts: tuple[tuple[str, str, bool], ...] = ()  # (host path, container path, read-only)
-
-
-def run_argv(r: Recipe, ctx: HostContext, spec: RunSpec) -> list[str]:
+def container_spec(r: Recipe, ctx: HostContext, *, name: str, image: str, labels: list[tuple[str, str]],
+                   entrypoint: str, command: list[str], env_file: str | None = None,
+                   extra_mounts: tuple[Mount, ...] = ()) -> ContainerSpec:
+    """One rank's container, as data: the recipe's container section with this host's values."""
     c = r.container
-    argv = [c.runtime, "run", "--detach", "--name", spec.name, "--pull", "never", "--restart", "no"]
-    for k, v in spec.labels:
-        argv += ["--label", f"{k}={v}"]
-    if c.network == "host":
-        argv += ["--network", "host"]
-    else:
-        for p in c.ports:
-            argv += ["--publish", f"{p.host}:{p.container}"]
+    opts: list[str] = []
     if c.ipc:
-        argv += ["--ipc", c.ipc]
+        opts += ["--ipc", c.ipc]
     if c.shm_size:
-        argv += ["--shm-size", c.shm_size]
-    argv += gpu_args(c.gpus, ctx.host.gpus)
+        opts += ["--shm-size", c.shm_size]
+    opts += gpu_args(c.gpus, ctx.host.gpus)
     for opt in c.security_opt:
-        argv += ["--security-opt", opt]
+        opts += ["--security-opt", opt]
     caps, devices, ulimits = list(c.cap_add), list(c.devices), dict(c.ulimits)
     if r.network.rdma:
         devices += [] if "/dev/infiniband" in devices else ["/dev/infiniband"]
@@ -109,24 +89,18 @@ def run_argv(r: Recipe, ctx: HostContext, spec: RunSpec) -> list[str]:
 
             ulimits["memlock"] = Ulimit(soft=-1, hard=-1)
     for cap in caps:
-        argv += ["--cap-add", cap]
+        opts += ["--cap-add", cap]
     for dev in devices:
-        argv += ["--device", dev]
-    for name, u in ulimits.items():
-        argv += ["--ulimit", f"{name}={u.soft}:{u.hard}"]
+        opts += ["--device", dev]
+    for u_name, u in ulimits.items():
+        opts += ["--ulimit", f"{u_name}={u.soft}:{u.hard}"]
     if c.privileged:
-        argv.append("--privileged")
-    for i, m in enumerate(c.mounts):
-        src = ctx.expand(m.source, f"container.mounts[{i}].source")
-        argv += ["--volume", f"{src}:{m.target}" + (":ro" if m.read_only else "")]
-    for v in c.volumes:
-        argv += ["--volume", f"{v.name}:{v.target}" + (":ro" if v.read_only else "")]
-    for src, dst, ro in spec.extra_mounts:
-        argv += ["--volume", f"{src}:{dst}" + (":ro" if ro else "")]
-    for k, v in rank_env(r, ctx):
-        argv += ["--env", f"{k}={v}"]
-    if spec.env_file:
-        argv += ["--env-file", spec.env_file]
-    argv += [ctx.expand(x, "container.extra_args") for x in c.extra_args]
-    argv += ["--entrypoint", spec.entrypoint, spec.image, *spec.command]
-    return argv
+        opts.append("--privileged")
+    mounts = [Mount(ctx.expand(m.source, f"container.mounts[{i}].source"), m.target, m.read_only)
+              for i, m in enumerate(c.mounts)]
+    mounts += [Mount(v.name, v.target, v.read_only) for v in c.volumes]
+    return ContainerSpec(
+        name=name, image=image, entrypoint=entrypoint, command=tuple(command), labels=tuple(labels),
+        network=c.network, ports=tuple((p.host, p.container) for p in c.ports),
+        options=tuple(opts), mounts=(*mounts, *extra_mounts), env=tuple(rank_env(r, ctx)), env_file=env_file,
+        extra=tuple(ctx.expand(x, "container.extra_args") for x in c.extra_args))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import container as ctr
-from inkctl.plan import engines
+from inkctl.plan import engines, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
@@ -73,23 +73,23 @@ def build_plan(
 
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
         d = planned[c.rank].state_dir
-        mounts = ((f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
+        mounts = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
         entry, cmd = command[0], command[1:]
         if hotfix_on:
             entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
-        spec = ctr.RunSpec(
-            name=containers[c.rank].name, image=image,
+        spec = ctr.container_spec(
+            recipe, c, name=containers[c.rank].name, image=image,
             labels=ctr.labels(name, rhash, c.rank, c.name, containers[c.rank].role),
             command=cmd, entrypoint=entry,
             env_file=f"{d}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
-        return Run(host=c.name, rank=c.rank, purpose=purpose, argv=tuple(ctr.run_argv(recipe, c, spec)))
+        return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(rt, spec), container=spec)
 
     stages: list[Stage] = []
     head, workers = ctxs[0], ctxs[1:]
     kind = recipe.engine.kind
     if kind == "vllm" and recipe.engine.multinode == "ray" and nodes > 1:
         eng = recipe.engine
-        status = (rt, "exec", containers[0].name, "ray", "status")
+        status = runtime.exec_(rt, containers[0].name, "ray", "status")
         stages.append(Stage("ray-head", "start the Ray head on rank 0", (run_step(head, engines.ray_start(recipe, head), "start Ray head"),)))
         stages.append(Stage("ray-head-ready", "wait until the Ray head answers", (
             WaitFor(host=head.name, rank=0, purpose="wait for the Ray head", argv=status, timeout_s=180),)))
@@ -101,7 +101,7 @@ def build_plan(
         serve = engines.vllm_serve(recipe, head, nodes, ray=True)
         stages.append(Stage("serve", "start vllm serve on the Ray head", (Run(
             host=head.name, rank=0, purpose="start vllm serve (Ray executor)",
-            argv=(rt, "exec", "--detach", containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve)),)))
+            argv=runtime.exec_(rt, containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve, detach=True)),)))
     else:
         def command(c: HostContext) -> list[str]:
             if kind == "vllm":
@@ -115,9 +115,7 @@ def build_plan(
             stages.append(Stage("launch-workers", f"start the {what} (they join the head)", tuple(
                 run_step(c, command(c), f"start rank {c.rank}") for c in workers)))
 
-    port = recipe.engine.args.port
-    if recipe.container.network == "bridge":
-        port = next(p.host for p in recipe.container.ports if p.container == port)
+    port = api_port(recipe)
     base = f"http://{_url_host(head.ssh_address if placeholder else head.host.ssh_address)}:{port}"
     watch = tuple((c.host, c.name, c.rank) for c in containers)
     stages.append(Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
@@ -136,12 +134,20 @@ def build_plan(
 
     teardown: list = []
     for c, p in zip(containers, planned):
-        rm = (rt, "rm", "--force", c.name) + (("--ignore",) if rt == "podman" else ())
-        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=rm, ok_codes=(0, 1)))
+        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=runtime.remove(rt, c.name),
+                            ok_codes=(0, 1)))
         teardown.append(Run(host=c.host, rank=c.rank, purpose="remove inkctl's files for this deployment",
                             argv=("rm", "-rf", "--", p.state_dir)))
     return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
                 containers=containers, teardown=tuple(teardown))
+
+
+def api_port(recipe: Recipe) -> int:
+    """The port the head's API answers on, on its host (the published one on a bridge network)."""
+    port = recipe.engine.args.port
+    if recipe.container.network == "bridge":
+        port = next((p.host for p in recipe.container.ports if p.container == port), port)
+    return port
 
 
 def _url_host(address: str) -> str:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from inkctl.plan.runtime import ContainerSpec
+
 
 @dataclass(frozen=True)
 class SecretRef:
@@ -36,7 +38,10 @@ class EnvFile:
 
 @dataclass(frozen=True)
 class Run:
-    """Run one argv on one host. ``ok_codes`` lists exit codes that count as success."""
+    """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
+
+    A container's start also carries ``container``, the spec its argv was made from
+    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv."""
 
     host: str
     purpose: str
@@ -44,6 +49,7 @@ class Run:
     rank: int | None = None
     ok_codes: tuple[int, ...] = (0,)
     kind: str = "run"
+    container: ContainerSpec | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from inkctl.execute.deployed import Found
+from inkctl.execute.deployed import ContainerState
 from inkctl.execute.replace import Replacement
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.record import argv_by_rank, diff_argv, flag_units, parse_record
@@ -64,7 +64,7 @@ def test_no_secret_reaches_the_record():
 def test_replacement_describes_the_change_per_rank_and_a_missing_record():
     old, new = plan(**{"engine.args.max_model_len": 4096}), plan(**{"engine.args.max_model_len": 8192})
     recs = records(old)
-    found = [Found(c.host, c.name, "running", old.recipe_hash) for c in old.containers]
+    found = [ContainerState(c.host, c.name, "running", labels={"inkctl.recipe-hash": old.recipe_hash}) for c in old.containers]
     r = Replacement(new, found)
     first = old.hosts[0].name
     r.records = {h: parse_record(t) for h, t in recs.items() if h != first}
