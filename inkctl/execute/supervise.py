@@ -156,7 +156,11 @@ def fatal_line(line: str) -> str | None:
 
 def first_down(ranks: list[RankSeen]) -> RankSeen | None:
     """Of the ranks not running, the one that stopped first (its peers die of its death)."""
-    from inkctl.execute.health import _timestamp
+    from inkctl.execute.deployed import parse_time
+
+    def when(r: RankSeen) -> float:
+        t = parse_time(r.finished) if r.finished and not r.finished.startswith("0001-01-01") else None
+        return t.timestamp() if t is not None else float("inf")
 
     down = [r for r in ranks if r.state != "running"]
-    return min(down, key=lambda r: (r.state == "missing", _timestamp(r.finished) or float("inf"), r.rank)) if down else None
+    return min(down, key=lambda r: (r.state == "missing", when(r), r.rank)) if down else None
