@@ -86,7 +86,7 @@ def workspace(tmp: Path, cluster, n: int) -> tuple[Path, Path]:
     (tmp / "recipes").mkdir(parents=True, exist_ok=True)
     (tmp / "patches").mkdir(exist_ok=True)
     original = sh("docker", "-H", CONTROL, "run", "--rm", "--network", "none", "--entrypoint", "cat", BASE, TARGET).stdout
-    (tmp / "patches" / "openai_server.py").write_text(original + "\n# patched by bench/build.py (one file, as in seed 002)\n")
+    (tmp / "patches" / "openai_server.py").write_text(original + "\n# patched by bench/build.py (one file, as in the RTX PRO 6000 registry record)\n")
     recipe = tmp / "recipes" / f"bench-{n}.yaml"
     recipe.write_text(RECIPE.format(n=n, base=BASE, target=TARGET))
     import yaml

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine (root): installs what the tests need
-# (the package, pytest/hypothesis, sshd, dockerd, podman, debootstrap), runs unit tests and
+# (inkctl and pytest/hypothesis into .venv via bootstrap.sh; sshd, dockerd, podman,
+# debootstrap, tmux with apt), runs unit tests and
 # the end-to-end tests on a simulated cluster (network namespaces, each with sshd and its
 # own container engine), and tears the cluster down again, also after a failure.
 #
@@ -9,14 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-python3 -m pip install -q -e '.[test]' 2>&1 | grep -v -e '^WARNING: Running pip as' -e 'is ignored' || true
+# every test runs in .venv's Python (the e2e tests start `sys.executable -m inkctl`); an install
+# failure stops here with pip's own message
+sh bootstrap.sh --test
+py=.venv/bin/python
 
 cluster=1
 for a in "$@"; do [[ "$a" == "not cluster" ]] && cluster=0; done
 if [[ $cluster == 1 ]]; then
   if [[ $(id -u) != 0 ]]; then echo "tests/run.sh: the cluster tests need root (network namespaces, dockerd)" >&2; exit 2; fi
   bash tests/cluster/install.sh
-  trap 'python3 -m tests.cluster down >/dev/null 2>&1 || true' EXIT
+  trap '"$py" -m tests.cluster down >/dev/null 2>&1 || true' EXIT
 fi
 
-python3 -m pytest -q -p no:cacheprovider "$@"
+"$py" -m pytest -q -p no:cacheprovider "$@"

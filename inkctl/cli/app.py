@@ -48,7 +48,9 @@ COMMAND_MODULES = {
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
-    "export": "inkctl.cli.export", "watch": "inkctl.cli.watch",
+    "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
+    "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
+    "watch": "inkctl.cli.watch",
 }
 
 
@@ -66,9 +68,17 @@ def _register(argv: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    _register(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else list(argv)
+    _register(args)
     try:
-        rv = app(args=argv, standalone_mode=False)
+        import typer.main
+
+        from inkctl.cli.helptext import polish
+
+        command = typer.main.get_command(app)
+        polish(command)
+        # `inkctl` alone: the help, and success (click's no_args_is_help exits 2 since 8.2)
+        rv = command.main(args=args or ["--help"], prog_name="inkctl", standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:

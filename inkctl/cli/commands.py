@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
 from inkctl.errors import EXIT_INVALID, InkctlError
 
 
@@ -85,13 +85,14 @@ def _check_hosts(loaded) -> None:
 
 @app.command()
 def plan(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     output: str = OutputOpt,
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
+    full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
 ) -> None:
-    """Show every step `up` will run, per host and rank, with the exact argv (secrets masked)."""
+    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked)."""
     from inkctl.cli.render import plain, plan_json, print_plan, print_problems
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
@@ -105,8 +106,23 @@ def plan(
         doc["warnings"] = [w.as_dict() for w in loaded.warnings]
         print(json.dumps(doc, indent=2))
         return
+    if host is not None and host not in {h.name for h in the_plan.hosts}:
+        from inkctl.errors import UsageError
+
+        raise UsageError(f"--host {host}: no such host in this plan",
+                         hint="its hosts are " + ", ".join(h.name for h in the_plan.hosts))
     print_problems(loaded.warnings, strict=False, stream=sys.stderr)
-    print_plan(plain(), the_plan, loaded, only_host=host)
+    if loaded.hosts_source and loaded.hosts_source.startswith("--hosts "):
+        where = " " + loaded.hosts_source
+    elif loaded.hosts is None:
+        where = " --hosts FILE"
+    else:
+        where = ""
+    from inkctl.plan.quote import command_line
+
+    print_plan(plain(), the_plan, loaded, only_host=host, full=full,
+               next_command=command_line(("inkctl", "up", str(recipe))) + where
+               + ("    (an inventory: inkctl init writes one to edit)" if loaded.hosts is None else ""))
 
 
 @app.command()
@@ -126,24 +142,33 @@ def schema(
 
 @app.command()
 def recipes(
-    directory: Optional[Path] = typer.Argument(None, help="Directory of recipes (default: the bundled ones)."),
+    directory: Optional[Path] = typer.Argument(None, metavar="[DIR]", help="A directory of recipes to list instead of the bundled ones."),
     output: str = OutputOpt,
 ) -> None:
-    """List recipes: hardware, engine, parallelism, status."""
+    """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
+    from inkctl import bundled
     from inkctl.cli.render import console, recipe_table
-    from inkctl.recipe.source import expand_paths, load_recipe
+    from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
-    d = directory or bundled_recipes_dir()
+    if directory is None:
+        paths = bundled.bundled_files()
+        if not paths:
+            raise InkctlError("no bundled recipes found: this installation of inkctl is incomplete",
+                              hint="reinstall inkctl, or pass a directory: inkctl recipes DIR")
+    else:
+        paths = [p for p in expand_paths([str(directory)]) if not is_inventory(p)]
     rows = []
-    for path in expand_paths([str(d)]):
+    for path in paths:
+        # what `plan` accepts: the bundled name, or the path of a recipe in DIR
+        ref = bundled.name_of(path) if directory is None else str(path)
         try:
             r = load_recipe(path).recipe
         except InkctlError:
-            rows.append({"recipe": str(path), "error": "invalid (run inkctl validate)"})
+            rows.append({"recipe": ref, "path": str(path), "error": "invalid (run inkctl validate)"})
             continue
         rows.append({
-            "recipe": path.name, "path": str(path), "name": r.name, "model": r.model.repo,
+            "recipe": ref, "path": str(path), "name": r.name, "model": r.model.repo,
             "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator}",
             "engine": f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
             "parallel": f"TP={r.engine.args.tensor_parallel} PP={r.engine.args.pipeline_parallel}",
@@ -153,13 +178,7 @@ def recipes(
     if fmt == "json":
         print(json.dumps(rows, indent=2))
     else:
-        console().print(recipe_table(rows))
-
-
-def bundled_recipes_dir() -> Path:
-    """recipes/ of the source tree; installed copies look next to the package too."""
-    here = Path(__file__).resolve().parent.parent
-    for cand in (here.parent / "recipes", here / "recipes"):
-        if cand.is_dir():
-            return cand
-    raise InkctlError("no bundled recipes found", hint="pass a directory: inkctl recipes DIR")
+        out = console()
+        out.print(recipe_table(rows))
+        out.print("next: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
+                  "      inkctl init RECIPE   a copy to edit here, with an inventory template", markup=False)

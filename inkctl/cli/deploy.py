@@ -17,13 +17,13 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format, overrides
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
 @app.command()
 def up(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -104,12 +104,25 @@ def up(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     total = time.monotonic() - t0
+    ready_s, first_ttft = _readiness(plan, outcome)
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
+                       ready_after_s=ready_s, first_ttft_s=first_ttft,
                        message=outcome.status.value, hint=_follow(recipe, hosts) if outcome.detached else ""))
     sink.close()
     if fmt == "text" and not said:
         _summary(plan, outcome, total, follow=_follow(recipe, hosts))
+
+
+def _readiness(plan, outcome) -> tuple[float | None, float | None]:
+    """(seconds from the head container's start to the first answer, that answer's TTFT)."""
+    first = outcome.first_answer
+    if first is None:
+        return None, None
+    from inkctl.smoke.ready import ready_after_s
+
+    ready = ready_after_s([s.name for s in plan.stages], outcome.stage_seconds)
+    return (None if ready is None else round(ready, 3)), round(first.ttft_s, 4)
 
 
 def _follow(recipe: Path, hosts: Optional[Path]) -> str:
@@ -160,13 +173,17 @@ def _summary(plan, outcome, total: float, follow: str = "") -> None:
         return
     healthy = f"healthy after {outcome.healthy_after_s:.1f} s, " if outcome.healthy_after_s is not None else ""
     out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{total:.1f} s in all)", markup=False)
+    ready_s, first_ttft = _readiness(plan, outcome)
+    if first_ttft is not None:
+        since = f"{ready_s:.1f} s after the head container started" if ready_s is not None else "after health"
+        out.print(f"  ready: answered {since}; first request TTFT {first_ttft * 1000:.0f} ms", markup=False)
     for c in plan.containers:
         out.print(f"  rank {c.rank} ({c.role}) {c.host}: {c.name}", markup=False)
     if outcome.smoke:
         ok = sum(1 for r in outcome.smoke if r.ok)
         ttfts = [r.ttft_s for r in outcome.smoke if r.ttft_s is not None]
         tps = [r.tokens_per_s for r in outcome.smoke if r.tokens_per_s]
-        line = f"  smoke: {ok}/{len(outcome.smoke)} prompts answered"
+        line = f"  smoke: {ok}/{len(outcome.smoke)} checks passed"
         if ttfts:
             line += f", TTFT {min(ttfts):.2f}-{max(ttfts):.2f} s"
         if tps:
@@ -178,7 +195,7 @@ def _summary(plan, outcome, total: float, follow: str = "") -> None:
 
 @app.command()
 def down(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,

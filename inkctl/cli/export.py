@@ -16,4 +16,5 @@ export_app = typer.Typer(
 )
 app.add_typer(export_app, name="export")
 
-from inkctl.cli import export_systemd  # noqa: E402,F401  (adds 'export systemd')
+import inkctl.cli.export_k8s  # noqa: E402,F401  (registers `export k8s`)
+import inkctl.cli.export_systemd  # noqa: E402,F401  (registers `export systemd`)

@@ -24,6 +24,7 @@ def build(
     local: bool = LocalOpt,
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
+    push: Optional[str] = typer.Option(None, "--push", metavar="REGISTRY", help="Then push the image to REGISTRY (HOST[:PORT][/PATH]) and pin its digest in the lock file (for `inkctl export k8s`)."),
 ) -> None:
     """Build the recipe's patched image where it is missing (cache hit: nothing built, nothing sent).
 
@@ -38,6 +39,10 @@ def build(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     require_trusted(loaded)
     if loaded.recipe.patches.mode != "build":
+        if push:
+            raise UsageError(f"--push: inkctl builds no image for this recipe (patches.mode is {loaded.recipe.patches.mode!r}); "
+                             f"it runs {loaded.recipe.engine.image.ref} as is",
+                             hint="push that image with your registry's tools and pin it in the recipe as engine.image.digest")
         _say(fmt, {"image": loaded.recipe.engine.image.ref, "built": False,
                    "message": f"patches.mode is {loaded.recipe.patches.mode!r}: nothing to build; the lock agrees with the files"})
         return
@@ -50,20 +55,24 @@ def build(
     if loaded.hosts is None and not local:
         raise UsageError("build needs hosts: pass --hosts FILE (an inventory), list hosts: in the recipe, "
                          "or use --local to build on the local daemon only")
-    report = _ensure(loaded, local=local, accept_new=accept_new_host_keys, fmt=fmt)
+    report = _ensure(loaded, local=local, accept_new=accept_new_host_keys, fmt=fmt, push=push)
     if fmt == "json":
         print(json.dumps(report.as_dict(), indent=2))
         return
     _summary(report)
+    if report.pushed:
+        from inkctl.cli.render import console
+
+        console().print(f"pushed {report.pushed} (pinned in the lock file)", markup=False)
 
 
-def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
+def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str, push: str | None = None):
     from inkctl.execute.build import ensure_image
 
     sink = None if fmt == "json" else _live()
     try:
         if loaded.hosts is None:  # --local with no hosts: build here, deliver nowhere
-            return _local_only(loaded, sink)
+            return _pushed(loaded, _local_only(loaded, sink), push, None)
         from inkctl.execute.connect import close_all, connect_all
         from inkctl.plan.deploy import build_plan
         from inkctl.plan.inputs import plan_inputs
@@ -71,13 +80,32 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str):
         plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
         transports = connect_all(list(loaded.hosts), accept_new=accept_new)
         try:
-            return ensure_image(loaded, plan, transports, sink, local=local,
-                                guard=lambda: _deploy_lock_held(plan, transports))
+            report = ensure_image(loaded, plan, transports, sink, local=local,
+                                  guard=lambda: _deploy_lock_held(plan, transports))
+            return _pushed(loaded, report, push, None if local else (transports[plan.hosts[0].name], plan.hosts[0].runtime))
         finally:
             close_all(transports)
     finally:
         if sink is not None:
             sink.close()
+
+
+def _pushed(loaded, report, registry: str | None, host):
+    """``--push``: from the first host (``host`` = (transport, runtime)) or the local daemon."""
+    if registry is None:
+        return report
+    from inkctl.execute import push
+
+    if host is None:
+        from inkctl.execute.local_daemon import LocalDaemon
+
+        report.pushed = push.push_from_daemon(LocalDaemon(), report.image, registry)
+    else:
+        from inkctl.execute.images import HostImages
+
+        report.pushed = push.push_from_host(HostImages(*host), report.image, registry)
+    push.record(loaded, report.image, report.pushed)
+    return report
 
 
 def _deploy_lock_held(plan, transports):
@@ -135,9 +163,9 @@ def lock(
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
 ) -> None:
-    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals) in
-    RECIPE.lock.json, trust on first use; later build/up/validate --strict refuse any drift.
-    (The deploy lease that up/down/build hold is `inkctl lease`.)"""
+    """Pin every sha256 the recipe trusts (hotfixes, patch files, images, in-image originals, the
+    model's revision and files) in RECIPE.lock.json, trust on first use; later build/up/validate
+    --strict refuse any drift. (The deploy lease that up/down/build hold is `inkctl lease`.)"""
     _pin(recipe, hosts=hosts, set_=set_, local=local, accept_new=accept_new_host_keys, fmt=output_format(output))
 
 
@@ -148,6 +176,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
     loaded = load_recipe(recipe, overrides(set_), hosts)
     old = read_pins(loaded)
+    from inkctl.weights.pin import pin_model
+
+    model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
     transports = {}
     if local:
         from inkctl.execute.local_daemon import LocalDaemon
@@ -169,7 +200,10 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.connect import close_all
 
         close_all(transports)
-    path = write_lock(loaded, pins, per_host)
+    pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here
+    if model is not None:
+        pins[f"model:{model.repo}"] = model.revision
+    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)
     diff = changes(old, pins) if old else []
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))

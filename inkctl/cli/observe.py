@@ -14,11 +14,12 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
 from inkctl.errors import InkctlError, UsageError
 
 RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
                 "skipped": ("skipped", "dim"), "not-run": ("-", "dim")}
+HOST_WIDTH = 22  # a table's host column: longer names wrap inside it
 PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
                   "bright_green", "bright_yellow", "bright_blue", "red")
 
@@ -50,9 +51,12 @@ def preflight_table(results):
     from rich.table import Table
     from rich.text import Text
 
+    # fits 80 columns: long host names wrap within their column, the detail wraps by words
     t = Table(show_header=True, header_style="bold", show_lines=False)
-    for col in ("host", "check", "result", "detail"):
-        t.add_column(col, no_wrap=col != "detail", overflow="fold")
+    t.add_column("host", max_width=HOST_WIDTH, overflow="fold")
+    t.add_column("check", no_wrap=True, min_width=7)
+    t.add_column("result", no_wrap=True, min_width=7)
+    t.add_column("detail", ratio=1, min_width=24, overflow="fold")
     for i, r in enumerate(results):
         word, style = RESULT_STYLE[r.status]
         last = i + 1 == len(results) or results[i + 1].host != r.host
@@ -67,14 +71,14 @@ def preflight_table(results):
 
 @app.command()
 def doctor(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
-    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name."),
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name, weights."),
     output: str = OutputOpt,
 ) -> None:
-    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names. Exit 0 if all pass."""
+    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass."""
     from inkctl.execute.preflight import PreflightFailed, check_names, run_preflight
 
     fmt = output_format(output)
@@ -83,7 +87,10 @@ def doctor(
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
         try:
-            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image), True
+            from inkctl.weights.preflight import weights_check
+
+            results, ok = run_preflight(loaded.recipe, plan, transports, skip=skip, image=image,
+                                        weights=weights_check(loaded)), True
         except PreflightFailed as e:
             results, ok = e.results, False
     finally:
@@ -116,7 +123,7 @@ def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
     for c in plan.containers:
         base = {"host": c.host, "rank": c.rank, "role": c.role, "container": c.name}
         if c.host in errors:
-            rows.append({**base, "state": "unreachable", "detail": errors[c.host]})
+            rows.append({**base, "state": "unreachable", "detail": errors[c.host].removeprefix("unreachable: ")})
             continue
         hc = found[c.host]
         match = [x for x in hc.containers if x.name == c.name or x.rank == c.rank]
@@ -153,7 +160,7 @@ def _health(plan, head_running: bool) -> dict:
 
 @app.command()
 def status(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -191,12 +198,12 @@ def status(
 
 def _not_up(rows: list[dict], errors: dict, health: dict) -> str:
     bad = [f"{r['host']}/{r['rank']} {r['state']}" + (f" (exit {r['exit_code']})" if r.get("exit_code") is not None else "")
-           for r in rows if r["state"] != "running" and r.get("detail") != "not in the current plan"]
-    if not bad and health.get("state") != "up":
+           for r in rows if r["state"] not in ("running", "unreachable") and r.get("detail") != "not in the current plan"]
+    if not bad and not errors and health.get("state") != "up":
         bad = [f"health {health.get('state') or 'unknown'} at {health.get('url')}"]
-    text = "the deployment is not fully up: " + ", ".join(bad)
     if errors:
-        text += "; unreachable: " + ", ".join(errors)
+        bad.append("unreachable: " + ", ".join(errors))
+    text = "the deployment is not fully up: " + "; ".join(bad)
     return text
 
 
@@ -207,23 +214,33 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
     from inkctl.cli.render import console
 
     state_style = {"running": "green", "exited": "red", "missing": "yellow", "unreachable": "bold red"}
+    # fits 80 columns: long host names wrap in their column; container, image and recipe share the
+    # one column that wraps by words; why a rank is unreachable or extra goes below, as text
     t = Table(show_header=True, header_style="bold")
-    for col in ("host", "rank", "container", "state", "health", "uptime", "image", "recipe"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("host", "rank", "container", "health", "uptime"))
+    t.add_column("host", max_width=HOST_WIDTH - 6, overflow="fold")
+    for col in ("rank", "state", "health", "uptime"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("container, image, recipe", ratio=1, min_width=16, overflow="fold")
+    notes = []
     for r in rows:
         state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") is not None else "")
+        rank = "-" if r.get("rank") is None else str(r["rank"])
         if r.get("detail"):
-            state += f": {r['detail']}"
+            notes.append(f"{r['host']}/{rank}: {r['state']}: {r['detail']}")
         health_text = {"up": Text("up", "green"), "down": Text("down", "red")}.get(r.get("health") or "", Text("-", "dim"))
-        image = f"{r['image']} ({r['image_id']})" if r.get("image") else "-"
+        what = Text(r["container"])
+        if r.get("image"):
+            what.append(f" {r['image']} ({r['image_id']})")
         rh = r.get("recipe_hash")
-        recipe_cell = Text("-", "dim") if not rh else (Text(rh + " current", "green") if r["hash_matches"]
-                                                       else Text(f"{rh} (recipe is now {plan.recipe_hash})", "yellow"))
-        t.add_row(r["host"], "-" if r.get("rank") is None else str(r["rank"]), r["container"],
-                  Text(state, state_style.get(r["state"], "")), health_text, r.get("uptime") or "-", image, recipe_cell)
+        if rh:
+            what.append(f" recipe {rh} current" if r["hash_matches"] else f" recipe {rh} (now {plan.recipe_hash})",
+                        "green" if r["hash_matches"] else "yellow")
+        t.add_row(r["host"], rank, Text(state, state_style.get(r["state"], "")), health_text, r.get("uptime") or "-", what)
     out = console()
     out.print(f"{plan.deployment}  recipe {plan.recipe_hash}", markup=False)
     out.print(t)
+    for n in notes:
+        out.print(Text(n), soft_wrap=False)
     if health.get("url"):
         out.print(f"health: {health['url']} -> {health.get('state') or 'not asked (head not running)'}"
                   + (f" ({health['detail']})" if health.get("detail") else ""), markup=False)
@@ -233,7 +250,7 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
 
 @app.command()
 def logs(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,

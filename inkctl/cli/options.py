@@ -8,8 +8,8 @@ import typer
 
 from inkctl.errors import UsageError
 
-HostsOpt = typer.Option(None, "--hosts", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
-SetOpt = typer.Option(None, "--set", help=(
+HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
+SetOpt = typer.Option(None, "--set", metavar="KEY=VALUE", help=(
     "Override a recipe field: dotted.path=value (repeatable). Where the field is a string the value is "
     "taken as written (env values also take numbers and true/false, as text); elsewhere it is read as "
     "YAML: 8001, true, null, [a, b], {k: v}."))
@@ -46,3 +46,7 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
     arm_for(loaded.recipe)  # whatever this command prints (an engine's echoed env too) is masked
     inputs = plan_inputs(loaded)
     return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
+
+
+RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,
+                           help="A recipe file, or the name of a bundled recipe (see inkctl recipes).")

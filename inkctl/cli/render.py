@@ -103,20 +103,45 @@ def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> Non
 
 # --- plan ---------------------------------------------------------------------------------
 
-def _shell(argv: tuple[str, ...]) -> str:
-    """Copy-pasteable: one quoted line, broken before each --flag for reading."""
+RUN_FLAGS_WITHOUT_VALUE = {"--detach", "-d", "--rm", "--init", "--privileged", "--interactive", "-i", "--tty", "-t",
+                           "--read-only", "-it", "--no-healthcheck"}
+
+
+def image_index(argv: tuple[str, ...]) -> int | None:
+    """Where the image is in ``docker|podman run ...``: the first word that is no option nor an option's value."""
+    if len(argv) < 3 or argv[1] != "run":
+        return None
+    i = 2
+    while i < len(argv):
+        a = argv[i]
+        if not a.startswith("-"):
+            return i
+        i += 1 if ("=" in a or a in RUN_FLAGS_WITHOUT_VALUE) else 2
+    return None
+
+
+def _shell(argv: tuple[str, ...], width: int = 78) -> str:
+    """Copy-pasteable: one quoted command, continued with backslashes; lines break only before a
+    --flag (kept with its values) or before the image, which starts its own line."""
     text = command_line(argv)
+    if len(text) <= 100:
+        return text
     from shlex import quote
 
-    out, line = [], []  # break only between whole quoted tokens, before each --flag
-    for a in argv:
-        q = quote(a)
-        if a.startswith("--") and line:
-            out.append(" ".join(line))
-            line = []
-        line.append(q)
-    out.append(" ".join(line))
-    return " \\\n      ".join(out) if len(text) > 100 else text
+    img = image_index(argv)
+    units: list[tuple[bool, str]] = []  # (starts a line, words)
+    for i, a in enumerate(argv):
+        if not units or a.startswith("--") or i == img:
+            units.append((i == img, quote(a)))
+        else:
+            units[-1] = (units[-1][0], units[-1][1] + " " + quote(a))
+    lines: list[str] = []
+    for own_line, words in units:
+        if lines and not own_line and len(lines[-1]) + 1 + len(words) <= width - 8:
+            lines[-1] += " " + words
+        else:
+            lines.append(words)
+    return " \\\n      ".join(lines)
 
 
 def _put_body(step: Put) -> str:
@@ -147,9 +172,10 @@ def step_json(s) -> dict:
             d["bytes"] = len(s.content)
     if isinstance(s, WaitHealth):
         d.update(url=s.url, timeout_s=s.timeout_s, interval_s=s.interval_s,
-                 watch=[{"host": h, "container": c, "rank": r} for h, c, r in s.watch])
+                 watch=[{"host": h, "container": c, "rank": r} for h, c, r in s.watch],
+                 answer_url=s.answer_url, model=s.model)
     if isinstance(s, Smoke):
-        d.update(url=s.url, model=s.model, prompts=list(s.prompts), max_tokens=s.max_tokens)
+        d.update(url=s.url, model=s.model, checks=[c.as_dict() for c in s.checks])
     return d
 
 
@@ -166,7 +192,7 @@ def plan_json(plan: Plan) -> dict:
     }
 
 
-def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None) -> None:
+def _plan_head(out, plan: Plan, loaded) -> None:
     r = loaded.recipe if loaded else None
     head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
     if r is not None:
@@ -178,6 +204,22 @@ def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None) -> No
         out.print("[dim]hosts: placeholders (no --hosts given); <hostN.field> stands for a value from the inventory[/]")
     elif src:
         out.print(f"[dim]hosts from {escape(src)}[/]")
+
+
+def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None, *, full: bool = False,
+               next_command: str | None = None) -> None:
+    """``full``: every stage and step with file contents. Otherwise per rank: host, role, image and
+    the launch argv; files every host gets the same shown once; what follows the launch in a line."""
+    _plan_head(out, plan, loaded)
+    if full:
+        _print_full(out, plan, only_host)
+    else:
+        _print_concise(out, plan, only_host)
+    if next_command:
+        out.print(f"\n[bold]next:[/] {escape(next_command)}")
+
+
+def _print_full(out, plan: Plan, only_host: str | None) -> None:
     for h in plan.hosts:
         role = "head" if h.rank == 0 else "worker"
         out.print(f"  rank {h.rank} ({role}): {escape(h.name)}  {escape(h.address)}  {h.runtime}  state {escape(h.state_dir)}")
@@ -191,11 +233,67 @@ def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None) -> No
             out.print(_step_text(s), markup=False)
         if i < total:
             out.print("  [dim]── barrier: every host finishes this stage before the next starts ──[/]")
+    _print_teardown(out, plan, only_host)
+
+
+def _print_teardown(out, plan: Plan, only_host: str | None) -> None:
     if plan.teardown:
         out.print("\n[bold]on failure, Ctrl-C or down[/] [dim](each host, in order)[/]")
         for s in plan.teardown:
             if only_host in (None, s.host):
                 out.print(f"  {s.host}: " + command_line(s.argv), markup=False)
+
+
+def _put_summary(s: Put) -> str:
+    meta = f"(mode {oct(s.mode)[2:]}"
+    if s.sha256:
+        meta += f", sha256 {s.sha256[:12]}"
+    elif isinstance(s.content, bytes):
+        meta += ", sha256 UNPINNED"
+    if isinstance(s.content, bytes):
+        meta += f", {len(s.content)} bytes" if s.content else ", file not present locally"
+    elif isinstance(s.content, str):
+        meta += f", {len(s.content.splitlines())} lines"
+    return meta + ")"
+
+
+def _print_concise(out, plan: Plan, only_host: str | None) -> None:
+    hosts = {h.name: h for h in plan.hosts}
+    steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
+    launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
+    puts = [s for s in steps if isinstance(s, Put)]
+    after = [s for s in steps if isinstance(s, (WaitHealth, Smoke))]
+    for c in plan.containers:
+        if only_host not in (None, c.host):
+            continue
+        h = hosts[c.host]
+        out.print(f"\n[bold]rank {c.rank}[/]  {c.role}  [magenta]{escape(c.host)}[/]  {escape(h.address)}  {h.runtime}")
+        for s in [s for s in launch if s.rank == c.rank and s.host == c.host]:
+            img = image_index(s.argv) if isinstance(s, Run) else None
+            if img is not None:
+                out.print(f"  image  {escape(s.argv[img])}")
+            out.print(f"  [dim]# {escape(s.purpose)}[/]")
+            out.print(_step_text(s), markup=False)
+    others = [s for s in launch if s.rank is None]
+    for s in others:
+        out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
+        out.print(_step_text(s), markup=False)
+    if puts:
+        out.print("\n[bold]files written first[/] [dim](inkctl plan --full shows their contents)[/]")
+        groups: dict[tuple, list[Put]] = {}
+        for s in puts:  # one entry per file; hosts that get the same one share it
+            groups.setdefault((s.path, s.purpose), []).append(s)
+        every = [h for h in hosts if only_host in (None, h)]
+        for (path, purpose), same in groups.items():
+            on = list(dict.fromkeys(s.host for s in same))
+            where = "every host" if len(every) > 1 and sorted(on) == sorted(every) else ", ".join(on)
+            out.print(f"  {escape(path)}")
+            out.print(f"      [dim]{escape(purpose)}; on {escape(where)} {_put_summary(same[0])}[/]")
+    for s in after:
+        out.print(f"\n  [dim]# {escape(s.purpose)}[/]")
+        out.print(_step_text(s), markup=False)
+    out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
+              " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
 def _step_text(s) -> str:
@@ -217,22 +315,29 @@ def _step_text(s) -> str:
         return meta + "):\n" + "\n".join(pad + "  | " + line for line in body.rstrip("\n").split("\n"))
     if isinstance(s, WaitHealth):
         watch = ", ".join(f"{h}/{c}" for h, c, _ in s.watch)
-        return f"{pad}GET {s.url} every {s.interval_s:g}s until 200, timeout {s.timeout_s:g}s; an exited container fails at once ({watch})"
+        line = f"{pad}GET {s.url} every {s.interval_s:g}s until 200, timeout {s.timeout_s:g}s; an exited container fails at once ({watch})"
+        if s.answer_url:
+            line += f"\n{pad}then POST {s.answer_url} model={s.model}: one streamed completion must come back"
+        return line
     if isinstance(s, Smoke):
-        return f"{pad}POST {s.url} model={s.model} max_tokens={s.max_tokens}: " + "; ".join(repr(p) for p in s.prompts)
+        return f"{pad}POST {s.url} model={s.model}, one streamed chat completion each:\n" + "\n".join(
+            f"{pad}  {c.prompt!r} (max_tokens {c.max_tokens}): {c.expectation}" for c in s.checks)
     return pad + repr(s)
 
 
 def recipe_table(rows: list[dict]):
+    """Fits 80 columns: the name (what `plan` takes) is never cut; the description wraps by words."""
     from rich.table import Table
 
-    t = Table(show_header=True, header_style="bold")
-    cols = ["recipe", "hardware", "engine", "parallel", "runtime", "patches", "status"]
-    for c in cols:
-        t.add_column(c)
+    t = Table(show_header=True, header_style="bold", show_lines=True)
+    t.add_column("recipe", no_wrap=True, overflow="fold")
+    t.add_column("hardware; engine, parallelism; runtime, patches", ratio=1, min_width=20, overflow="fold")
+    t.add_column("status", no_wrap=True)
     for r in rows:
         if "error" in r:
-            t.add_row(r["recipe"], r["error"], *[""] * (len(cols) - 2))
+            t.add_row(r["recipe"], r["error"], "")
         else:
-            t.add_row(*[str(r[c]) for c in cols])
+            what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; "
+                    f"{r['runtime']}, patches {r['patches']}")
+            t.add_row(r["recipe"], what, r["status"])
     return t

@@ -68,7 +68,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                 raise Cancelled()
             replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
             if problem is not None:  # most likely the old containers' ports and names: check again
-                _preflight(loaded.recipe, plan, transports, skip, sink)
+                _preflight(loaded.recipe, plan, transports, skip, sink, weights=_weights(loaded))
         elif problem is not None:
             raise problem
         if interrupt.is_set():
@@ -110,7 +110,7 @@ def _get_ready(loaded, plan, transports, sink, answers, skip: list[str]) -> Inkc
     try:
         report = _ensure_image(loaded, plan, transports, sink, answers, image)
         _refresh_image(report, answers, transports, plan, image)
-        _preflight(loaded.recipe, plan, transports, skip, sink, answers)
+        _preflight(loaded.recipe, plan, transports, skip, sink, answers, weights=_weights(loaded))
     except InkctlError as e:
         return e
     return None
@@ -264,11 +264,18 @@ def _warm_imports() -> None:
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
-def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None) -> None:
+def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None, weights=None) -> None:
     """``run_preflight`` raises InkctlError when a host is unfit; its table goes to ``sink``."""
     from inkctl.execute.preflight import run_preflight
 
-    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers)
+    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=weights)
+
+
+def _weights(loaded):
+    """The pinned model's files on every host, when the lock pins them (inkctl.weights)."""
+    from inkctl.weights.preflight import weights_check
+
+    return weights_check(loaded)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ class ImageReport:
     hosts: list[HostImage] = field(default_factory=list)
     local: HostImage | None = None
     seconds: float = 0.0
+    pushed: str | None = None  # REGISTRY/REPO@sha256:... after ``build --push``
 
     def as_dict(self) -> dict:
         return asdict(self)

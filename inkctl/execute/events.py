@@ -124,6 +124,8 @@ class SmokeResult:
     tokens: int
     tokens_per_s: float | None
     error: str = ""
+    kind: str = "answer"  # answer | reasoning | tools (inkctl.plan.smoke.SmokeCheck.kind)
+    expect: str = ""  # what the answer had to be, in words
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,8 @@ class Finished(Event):
     seconds: float
     url: str = ""
     healthy_after_s: float | None = None
+    ready_after_s: float | None = None  # from the head container's start to the first streamed answer
+    first_ttft_s: float | None = None  # TTFT of that first answer
     message: str = ""
     hint: str = ""
     left_running: tuple[str, ...] = field(default=())  # with --keep-on-failure

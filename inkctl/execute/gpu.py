@@ -2,7 +2,7 @@
 
 Pure parsers: the remote call lives in preflight (one round trip per host). On unified-memory
 hardware (GB10) nvidia-smi reports memory as ``[N/A]``; MemAvailable is the number that
-matters there (seed 000, Wall 2).
+matters there ("Inkling on Two DGX Sparks", Wall 2).
 """
 
 from __future__ import annotations

@@ -177,7 +177,13 @@ class Follow:
                 left -= 1
             yield item
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 0.8) -> None:
+        """Every stream sees the stop at once; all of them together get ``timeout`` seconds (not each:
+        Ctrl-C must end ``logs -f`` within a second however many ranks it follows). A stream still
+        busy after that is a daemon thread and dies with the process."""
+        import time
+
         self.stop_event.set()
+        deadline = time.monotonic() + timeout
         for th in self.threads:
-            th.join(timeout)
+            th.join(max(0.0, deadline - time.monotonic()))

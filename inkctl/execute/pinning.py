@@ -3,7 +3,7 @@
 Files here (hotfixes, patch sources), images there (per host: image id and repo digests of the
 image the plan runs and of the build base), and for build patches the original file inside
 the base image, read without running it (create/cp/rm). Every value the recipe already states
-(a full sha256 or a prefix a source gave, as in seed 002) must agree with what is observed, or
+(a full sha256 or a prefix a source gave, as in the RTX PRO 6000 registry record) must agree with what is observed, or
 nothing is written.
 """
 

@@ -25,7 +25,7 @@ from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")
+CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name", "weights")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 PULL_TIMEOUT_S = 3600
 
@@ -120,27 +120,36 @@ def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
 
 
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: set[str] = frozenset(),
-                  image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None) -> list[CheckResult]:
+                  image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None,
+                  weights=None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
     ``sink`` (an event sink) receives one PreflightReport (pass or fail) before anything is
     raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
-    (``probe_hosts``); without them each host is probed here.
+    (``probe_hosts``); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
+    checks the pinned model's files on every host.
     """
     skip = check_names(skip)
     per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
                                               None if answers is None else answers.get(name)),
                      [h.name for h in plan.hosts], name="preflight")
     results = [r for checks in per_host for r in checks]
+    if weights is not None:
+        checked = weights.check(plan, transports) if "weights" not in skip else {}
+        results = _with_weights(results, checked, plan, skip)
     failed_any = any(r.failed for r in results)
     if sink is not None:
         sink.emit(PreflightReport(ok=not failed_any, results=tuple(results)))
     failed = [r for r in results if r.failed]
     if failed:
         where = ", ".join(f"{r.host} ({r.check})" for r in failed)
-        raise PreflightFailed(f"preflight failed on {where}: nothing was launched", results)
+        message = f"preflight failed on {where}: nothing was launched"
+        # the weights check names the files and the command that fixes them: worth the message itself
+        message += "".join(f"\n  {r.host}: {r.detail}" + (f"\n    {r.hint}" if r.hint else "")
+                           for r in failed if r.check == "weights")
+        raise PreflightFailed(message, results)
     return results
 
 
@@ -196,6 +205,23 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     _paths(h, s, mounts)
     _ports(h, s, own)
     return _ordered(h)
+
+
+def _with_weights(results: list[CheckResult], checked: dict, plan: Plan, skip: set[str]) -> list[CheckResult]:
+    """Each host's weights check after its others (the table groups rows by host)."""
+    out: list[CheckResult] = []
+    for h in plan.hosts:
+        rows = [r for r in results if r.host == h.name]
+        ssh_failed = any(r.check == "ssh" and r.failed for r in rows)
+        if "weights" in skip:
+            extra = CheckResult(h.name, h.rank, "weights", SKIPPED, "skipped (--skip-check)")
+        elif ssh_failed or h.name not in checked:
+            extra = CheckResult(h.name, h.rank, "weights", NOT_RUN, "host unreachable")
+        else:
+            status, detail, hint = checked[h.name]
+            extra = CheckResult(h.name, h.rank, "weights", status, detail, hint)
+        out += rows + [extra]
+    return out
 
 
 def _ordered(h: _Host) -> list[CheckResult]:

@@ -8,6 +8,8 @@ there and nowhere else: no half-up clusters.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import enum
 import hashlib
 import threading
@@ -64,11 +66,16 @@ class UpStatus(enum.Enum):
     WATCHED = "detached from the watchdog"  # up, watched after boot, then Ctrl-C: left running
 
 
+if TYPE_CHECKING:
+    from inkctl.smoke.ready import FirstAnswer
+
+
 @dataclass
 class Outcome:
     seconds: float
     url: str = ""
     healthy_after_s: float | None = None
+    first_answer: "FirstAnswer | None" = None  # the completion that made it ready
     smoke: tuple[SmokeResult, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)
     status: UpStatus = UpStatus.UP
@@ -122,6 +129,10 @@ class Runner:
                                                  timeout_s=self.health_timeout_s, plan=self.plan,
                                                  on_line=self.on_rank_line).run()
             outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
+            if step.answer_url:  # readiness means it answers
+                from inkctl.smoke.ready import first_answer
+
+                outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s)
         elif isinstance(step, Smoke):
             from inkctl.execute.smoke import run_smoke
 

@@ -1,4 +1,4 @@
-"""Boot memory watchdog (seed 000, Wall 2).
+"""Boot memory watchdog ("Inkling on Two DGX Sparks", Wall 2).
 
 On unified memory (GB10) the NVFP4 loader's transient workspace shows up in MemAvailable
 and almost nowhere else: 107 -> 46 GiB in one tick, then 46 -> 4 GiB in 12 s, then a host

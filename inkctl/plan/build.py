@@ -1,4 +1,4 @@
-"""A patched image (seed 002): its build context and its content-addressed tag. Pure.
+"""A patched image (as in the Local AI Registry record for two RTX PRO 6000): its build context and its content-addressed tag. Pure.
 
 The context is a Dockerfile, the patch files and two small scripts (``verify.sh`` and the
 Python applier). Each patch is one exec-form RUN step that checks the original's sha256,

@@ -15,6 +15,7 @@ from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
 from inkctl.plan.record import record_path, record_text
+from inkctl.plan.smoke import smoke_checks
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -38,6 +39,7 @@ def build_plan(
     image: str | None = None,
     hotfix_pins: dict[str, str] | None = None,
     hotfix_files: dict[str, bytes] | None = None,
+    weights_pinned: bool = False,
 ) -> Plan:
     """The whole deployment as stages of steps.
 
@@ -45,7 +47,13 @@ def build_plan(
     without hardware. ``image`` is the image to run when it differs from engine.image.ref (a
     built, content-addressed tag). ``hotfix_pins``/``hotfix_files`` come from the recipe's
     patches directory and lock file; without them the plan shows the hotfix steps unpinned.
+    ``weights_pinned``: the lock pins the model's files, which up checks on every host before
+    anything starts; the containers then get HF_HUB_OFFLINE=1.
     """
+    if weights_pinned and "HF_HUB_OFFLINE" not in recipe.container.env:
+        # up checks every pinned file on every host first, so the engine never needs the Hub
+        recipe = recipe.model_copy(deep=True)
+        recipe.container.env["HF_HUB_OFFLINE"] = "1"
     placeholder = hosts is None
     hosts = list(hosts) if hosts is not None else placeholder_hosts(recipe)
     nodes = recipe.hardware.nodes
@@ -120,12 +128,13 @@ def build_plan(
     watch = tuple((c.host, c.name, c.rank) for c in containers)
     stages.append(Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
         host=head.name, rank=0, purpose=f"wait for {kind} to serve", url=base + recipe.health_path,
-        timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch),)))
+        timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch,
+        answer_url=base + "/v1/chat/completions", model=recipe.model.name),)))
     if recipe.smoke.enabled:
+        checks = smoke_checks(recipe)
         stages.append(Stage("smoke", "prove the server answers", (Smoke(
-            host=head.name, rank=0, purpose=f"{len(recipe.smoke.prompts)} smoke prompt(s)", url=base + "/v1/chat/completions",
-            model=recipe.model.name, prompts=tuple(recipe.smoke.prompts), max_tokens=recipe.smoke.max_tokens,
-            timeout_s=recipe.smoke.timeout_s),)))
+            host=head.name, rank=0, purpose=f"{len(checks)} smoke check(s)", url=base + "/v1/chat/completions",
+            model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s),)))
 
     # the plan record (what runs where), so that the next up of a changed recipe can say what changes
     prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),

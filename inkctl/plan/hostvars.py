@@ -31,11 +31,12 @@ class HostContext:
 
     @property
     def rank_address(self) -> str:
-        return self._placeholder("address") if self.placeholder else self.host.rank_address
+        # what other ranks reach this host on: cluster_address, else address (Host.rank_address)
+        return self._placeholder("cluster_address") if self.placeholder else self.host.rank_address
 
     @property
     def head_address(self) -> str:
-        return "<host0.address>" if self.placeholder else self.head.rank_address
+        return "<host0.cluster_address>" if self.placeholder else self.head.rank_address
 
     def var(self, name: str, where: str) -> str:
         h = self.host

@@ -36,9 +36,23 @@ def built_image(loaded: Loaded) -> str | None:
     return image_tag(loaded)
 
 
+def weights_pinned(loaded: Loaded) -> bool:
+    """The lock file pins the model's files and inkctl manages them on the hosts."""
+    from inkctl.errors import InkctlError
+    from inkctl.weights.manifest import managed, read_manifest
+
+    if not managed(loaded.recipe):
+        return False
+    try:
+        return read_manifest(loaded) is not None
+    except InkctlError:
+        return False
+
+
 def plan_inputs(loaded: Loaded) -> dict:
     pins, files = hotfix_inputs(loaded)
-    return {"image": built_image(loaded), "hotfix_pins": pins, "hotfix_files": files}
+    return {"image": built_image(loaded), "hotfix_pins": pins, "hotfix_files": files,
+            "weights_pinned": weights_pinned(loaded)}
 
 
 def require_trusted(loaded: Loaded) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 from inkctl.plan.runtime import ContainerSpec
+from inkctl.plan.smoke import SmokeCheck
 
 
 @dataclass(frozen=True)
@@ -93,19 +94,21 @@ class WaitHealth:
     interval_s: float = 1.0
     rank: int | None = None
     watch: tuple[tuple[str, str, int], ...] = ()  # (host, container, rank) kept alive during the wait
+    # readiness means it answers: after the 200, one chat completion to answer_url must stream back
+    answer_url: str = ""
+    model: str = ""
     kind: str = "health"
 
 
 @dataclass(frozen=True)
 class Smoke:
-    """Send each prompt to the OpenAI-compatible chat endpoint and require a non-empty answer."""
+    """Send each check's prompt to the OpenAI-compatible chat endpoint; each answer must pass its check."""
 
     host: str
     purpose: str
     url: str
     model: str
-    prompts: tuple[str, ...]
-    max_tokens: int = 32
+    checks: tuple[SmokeCheck, ...]
     timeout_s: float = 120.0
     rank: int | None = None
     kind: str = "smoke"

@@ -34,7 +34,7 @@ class EngineArgs(Strict):
     reasoning_parser: Optional[str] = Field(None, description="Reasoning parser name (--reasoning-parser).")
     tool_call_parser: Optional[str] = Field(None, description="Tool-call parser name (--tool-call-parser).")
     max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
-    enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The seeds keep graphs on: decode throughput lives there.")
+    enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The field reports keep graphs on: decode throughput lives there.")
     extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones.")
     unresolved: list[UnresolvedFlag] = Field(default_factory=list, description="Flags a source mentions without a value: reported by validate, never passed.")
 

@@ -9,6 +9,8 @@ no timestamps and no secrets, so it diffs well and reviews like code. Pins are f
     image:<ref>               image the plan runs: digest or image id, when every host agrees
     image:<ref>@<host>        its image id on one host
     patch:<i>:before|after    a file patch's in-image hashes (diffs: patch:<i>:<j>:before|after)
+    model:<repo>              the model's commit; "model" beside "pins" lists its files (path, size,
+                              sha256 or git blob id) when inkctl manages the weights (inkctl.weights)
 
 ``validate --strict``, ``build`` and ``up`` refuse to go on when the lock and reality disagree
 and name the pin that changed (old -> new).
@@ -68,9 +70,13 @@ def render(doc: dict) -> str:
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | None = None) -> Path:
+def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | None = None,
+               model: dict | None = None) -> Path:
+    """``model``: the pinned model (inkctl.weights.manifest.Manifest.as_dict), when inkctl manages its files."""
     doc = {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name, "recipe_file": loaded.path.name,
            "pins": dict(sorted(pins.items())), "hosts": hosts or {}}
+    if model:
+        doc["model"] = model
     path = lock_path(loaded)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(render(doc))

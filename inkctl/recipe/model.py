@@ -6,15 +6,16 @@ reference (docs/recipe-reference.md) are generated from these classes.
 
 from __future__ import annotations
 
+import re
 from datetime import date
-from typing import Literal, Optional
+from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag, model_validator
 
 from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
-from inkctl.recipe.fields import EnvName, Name, Strict
+from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
 
@@ -26,6 +27,15 @@ ACCELERATORS: dict[str, tuple[str, bool]] = {
     "b200": ("10.0", False),
     "rtx-pro-6000-blackwell": ("12.0", False),
 }
+
+
+class ModelWeights(Strict):
+    """Which files of the model the engine reads, and where each host keeps them (``inkctl weights``)."""
+
+    manage: bool = Field(True, description="Pin the model's revision and files in the lock file (`inkctl lock`), put them on every host (`inkctl weights`) and check them before `up`. Applies when the Hub cache is on a host path (a mount, or 'cache').")
+    cache: Optional[HostPath] = Field(None, description="Host path of the Hugging Face Hub cache (the directory that holds models--org--name); may use ${VARS}. Default: the host side of the mount that holds the container's Hub cache (HF_HUB_CACHE, else HF_HOME/hub, else /root/.cache/huggingface/hub).")
+    include: list[str] = Field(default_factory=list, description="Glob patterns of further repository files to fetch, e.g. 'original/params.json'. By default: top-level config, tokenizer and generation files, and the safetensors shards the index names.")
+    exclude: list[str] = Field(default_factory=list, description="Glob patterns of files to leave out, e.g. '*.md'.")
 
 
 class ModelSpec(Strict):
@@ -40,6 +50,7 @@ class ModelSpec(Strict):
     active_params_b: Optional[float] = Field(None, gt=0, description="Active parameters per token, billions (MoE).")
     context_length: Optional[int] = Field(None, ge=1, description="Longest context the model supports.")
     trust_remote_code: bool = Field(False, description="Pass --trust-remote-code to the engine.")
+    weights: ModelWeights = Field(default_factory=ModelWeights, description="The model's files on the hosts: which are needed, where they live.")
 
     @property
     def name(self) -> str:
@@ -61,13 +72,13 @@ class Hardware(Strict):
 class Health(Strict):
     """How inkctl knows the server is up."""
 
-    timeout_s: float = Field(1200, gt=0, description="How long a boot may take before up gives up (seed 001: ~10 min startup).")
+    timeout_s: float = Field(1200, gt=0, description="How long a boot may take before up gives up (the report Inkling on 8x H200: ~10 min startup).")
     interval_s: float = Field(2.0, gt=0, le=60, description="Seconds between health polls.")
     path: Optional[str] = Field(None, pattern=r"^/", description="Override the engine's health path.")
 
 
 class Watchdog(Strict):
-    """Kill a boot that is about to take the host down (seed 000, Wall 2)."""
+    """Kill a boot that is about to take the host down ("Inkling on Two DGX Sparks", Wall 2)."""
 
     enabled: Optional[bool] = Field(None, description="Default: on for unified-memory hardware, off otherwise.")
     mem_available_min_gib: float = Field(8.0, gt=0, description="Threshold for MemAvailable (GiB).")
@@ -76,13 +87,49 @@ class Watchdog(Strict):
     after_boot: bool = Field(False, description="Keep watching after the server is healthy, while up runs.")
 
 
+class SmokePrompt(Strict):
+    """A smoke prompt with the answer it must get. Give at most one of contains, regex, one_of."""
+
+    prompt: str = Field(min_length=1, description="The user message sent as a chat completion.")
+    contains: Optional[str] = Field(None, min_length=1, description="The answer must contain this text (case-sensitive), e.g. '391' for 'What is 17 x 23?'.")
+    regex: Optional[str] = Field(None, min_length=1, description="The answer must match this Python regular expression (re.search), e.g. '\\b391\\b'.")
+    one_of: Optional[list[str]] = Field(None, min_length=1, description="The answer, stripped of whitespace and a final '.', must equal one of these (case-insensitive), e.g. ['yes', 'no'].")
+    max_tokens: Optional[int] = Field(None, ge=1, le=32768, description="max_tokens for this prompt. Default: smoke.max_tokens.")
+
+    @model_validator(mode="after")
+    def _one_expectation(self) -> "SmokePrompt":
+        given = [k for k in ("contains", "regex", "one_of") if getattr(self, k) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one expectation per prompt, not {' and '.join(given)}")
+        if self.regex is not None:
+            try:
+                re.compile(self.regex)
+            except re.error as e:
+                raise ValueError(f"regex {self.regex!r} does not compile: {e}")
+        return self
+
+
+def _prompt_kind(v) -> str:
+    return "text" if isinstance(v, str) else "expect"
+
+
+# a plain string, or an object with an expectation; tagged so that an error names one of them
+PromptItem = Annotated[Union[Annotated[str, Tag("text")], Annotated[SmokePrompt, Tag("expect")]], Discriminator(_prompt_kind)]
+
+
 class Smoke(Strict):
-    """Prove the server answers, once it is healthy."""
+    """Prove the server answers right once it is healthy: prompts with expected answers, and a check per declared capability."""
 
     enabled: bool = Field(True, description="Run the smoke prompts after health.")
-    prompts: list[str] = Field(default=["What is 17 x 23? Answer with the number."], description="Chat prompts; each must get a non-empty answer.")
+    prompts: list[PromptItem] = Field(
+        default=[SmokePrompt(prompt="What is 17 x 23? Answer with the number.", contains="391")],
+        description="Chat prompts: a plain string must get a non-empty answer; an object says what the answer must be.")
     max_tokens: int = Field(32, ge=1, le=8192, description="max_tokens per smoke request.")
     timeout_s: float = Field(300, gt=0, description="Time allowed per prompt.")
+    capabilities: bool = Field(True, description="Also check what capabilities declares: with reasoning, the reasoning must come back in its own field (reasoning_content or reasoning); with tools, a tool call whose arguments parse as JSON and carry the schema's required fields.")
+    reasoning_prompt: str = Field("Is 221 a prime number? Think step by step, then answer yes or no.", min_length=1, description="The prompt of the reasoning check.")
+    reasoning_max_tokens: int = Field(512, ge=1, le=32768, description="max_tokens of the reasoning check (reasoning uses tokens before the answer).")
+    tool_prompt: str = Field("What is the weather in Paris right now? Use the tool.", min_length=1, description="The prompt of the tool-call check; it is sent with one tool, get_weather(city, unit), city required.")
 
 
 class Capabilities(Strict):

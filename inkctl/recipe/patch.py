@@ -1,8 +1,9 @@
 """Patches: how a recipe changes the engine it runs.
 
 Two ways, both from the field: ``build`` makes an image FROM a pinned base with files
-replaced, edited or diffed, each checked by sha256 before and after (seed 002); ``at_start``
-runs hotfix scripts inside a stock image before the engine starts (seed 000).
+replaced, edited or diffed, each checked by sha256 before and after (the RTX PRO 6000 registry record);
+``at_start`` runs hotfix scripts inside a stock image before the engine starts ("Inkling on Two
+DGX Sparks").
 """
 
 from __future__ import annotations

@@ -74,7 +74,7 @@ def _hardware(r: "Recipe") -> list[Problem]:
         if per_rank_gib > hw.memory_gib:
             out.append(_err("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank does not fit {hw.memory_gib} GiB per GPU", "raise tensor or pipeline parallelism, or use more hosts"))
         elif per_rank_gib > 0.9 * hw.memory_gib:
-            out.append(_warn("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank leaves less than 10% of {hw.memory_gib} GiB for KV cache and load transients", "seed 000: the NVFP4 load transient on GB10 took ~2.5x the streamed bytes; keep the watchdog on"))
+            out.append(_warn("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank leaves less than 10% of {hw.memory_gib} GiB for KV cache and load transients", "\"Inkling on Two DGX Sparks\": the NVFP4 load transient on GB10 took ~2.5x the streamed bytes; keep the watchdog on"))
     if m.context_length and r.engine.args.max_model_len and r.engine.args.max_model_len > m.context_length:
         out.append(_err("engine.args.max_model_len", f"{r.engine.args.max_model_len} exceeds the model's context_length {m.context_length}"))
     return out

@@ -35,7 +35,7 @@ class Loaded:
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), hosts_file: str | Path | None = None) -> Loaded:
     from inkctl.recipe.load import load_model
 
-    path = Path(path)
+    path = recipe_path(path)
     try:
         recipe, warnings = load_model(Recipe, path, list(overrides))
     except RecipeInvalid as e:
@@ -55,6 +55,18 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
 
     loaded.warnings = apply_lock(loaded, warnings)  # pins the lock settles; drift (an error with --strict)
     return loaded
+
+
+def recipe_path(path: str | Path) -> Path:
+    """A recipe file, or the name of a bundled recipe (what ``inkctl recipes`` lists)."""
+    from inkctl import bundled
+
+    p = bundled.resolve(path)
+    if not p.exists():
+        known = bundled.names()
+        hint = ("a recipe file, or a bundled recipe: " + ", ".join(known)) if known else "pass a recipe file"
+        raise UsageError(f"{path}: no such recipe file, and no bundled recipe of that name", hint=hint)
+    return p
 
 
 def load_inventory(path: str | Path) -> list[Host]:
@@ -120,7 +132,7 @@ def expand_paths(paths: list[str]) -> list[Path]:
     """Files, directories (their *.yaml/*.yml, recursively) and globs -> recipe files, sorted."""
     out: list[Path] = []
     for p in paths:
-        matches = glob.glob(p, recursive=True) if any(c in p for c in "*?[") else [p]
+        matches = glob.glob(p, recursive=True) if any(c in p for c in "*?[") else [str(recipe_path_or_self(p))]
         if not matches:
             raise UsageError(f"{p}: no such file or directory")
         for m in matches:
@@ -131,6 +143,12 @@ def expand_paths(paths: list[str]) -> list[Path]:
             else:
                 raise UsageError(f"{m}: no such file or directory")
     return out
+
+
+def recipe_path_or_self(path: str) -> Path:
+    from inkctl import bundled
+
+    return bundled.resolve(path)
 
 
 def is_inventory(path: str | Path) -> bool:

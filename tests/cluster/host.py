@@ -76,8 +76,9 @@ class Host:
     @property
     def session_env(self):
         """What an SSH session on this host gets (sshd SetEnv) and what exec() runs with."""
-        # SHLVL=1: bash skips root's ~/.bashrc (the development machine's pyenv init, which can stall
-        # every command behind a stale rehash lock): a simulated host is not this machine's login shell
+        # SHLVL=1: bash sources ~/.bashrc only when it starts at level 0, so a remote command
+        # skips root's rc files (pyenv init here), as on real hosts; their cost and their locks
+        # would otherwise land in every command of every simulated host
         env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "INKCTL_TEST_HOST": self.name, "SHLVL": "1"}
         if self.runtime == "docker":
             env["DOCKER_HOST"] = f"unix://{self.socket}"

@@ -3,10 +3,12 @@
 # Idempotent and quiet: apt-get update runs only when a package is missing.
 #   ip (iproute2), nsenter/unshare (util-linux), sshd + ssh-keygen (openssh), dockerd +
 #   containerd + runc (docker.io), podman, debootstrap (the fake engine's rootfs), iptables
-#   (the bridge's FORWARD accept rule), python3 (the nvidia-smi and GPU hook stand-ins).
+#   (the bridge's FORWARD accept rule), python3 (the nvidia-smi and GPU hook stand-ins), tmux
+#   (tests read the CLI's tables off a real 80-column terminal), docker-registry (the registry
+#   `inkctl build --push` pushes to; tests/cluster/registry.py), rsync (bench/weights.py's baseline).
 set -eu
 
-PACKAGES="iproute2 util-linux openssh-server openssh-client docker.io containerd runc podman debootstrap iptables python3 tar"
+PACKAGES="iproute2 util-linux openssh-server openssh-client docker.io containerd runc podman debootstrap iptables python3 tar tmux docker-registry rsync"
 
 if [ "$(id -u)" != 0 ]; then
     echo "install.sh: run as root" >&2

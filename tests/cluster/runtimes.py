@@ -9,7 +9,7 @@ then `--network host` containers would land in that containerd's (root) network 
 import os
 import shutil
 
-from . import gpu
+from . import gpu, registry
 from .host import STD_PATH
 from .proc import HarnessError, cmdline, docker_ping, kill_all, read_pid, run, spawn, wait_for
 
@@ -75,7 +75,9 @@ def dockerd_argv(host, containerd_sock):
     return ["dockerd", "--data-root", host.data_root, "--exec-root", host.path("exec"),
             "--pidfile", host.path("docker.pid"), "-H", f"unix://{host.socket}",
             "--containerd", containerd_sock, "--bridge=none", "--iptables=false", "--ip-masq=false",
-            "--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", host.cgroup_parent]
+            "--exec-opt", "native.cgroupdriver=cgroupfs", "--cgroup-parent", host.cgroup_parent,
+            # the cluster's registry (tests/cluster/registry.py) speaks plain HTTP on the bridge
+            "--insecure-registry", registry.address(host.net_id)]
 
 
 def start_docker(host, small_disk_size="400m"):

@@ -51,7 +51,8 @@ def _under(path, roots):
     return any(path == r or path.startswith(r + "/") for r in roots)
 
 
-DAEMONS = ("sshd", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "conmon", "runc", "podman")
+DAEMONS = ("sshd", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "conmon", "runc", "podman",
+           "docker-registry")
 
 
 def _pids_under(roots, spare):

@@ -240,7 +240,7 @@ def test_watchdog_after_boot_detaches_on_ctrl_c_and_kills_on_a_trip(cluster, ink
 
     f = follow("up", rec, "--hosts", inv)
     wait_for("a watchdog reading", lambda: f.saw("watchdog: MemAvailable h1 100.0 GiB"), timeout=60)
-    meminfo.fake(4)  # the load transient of seed 000, after boot
+    meminfo.fake(4)  # the load transient of "Inkling on Two DGX Sparks", after boot
     assert f.end(timeout=30) == 1, f.text
     assert "after boot: watchdog: MemAvailable 4.0 GiB < 8 GiB for 2 reads on h1 (rank 0); killed inkctl-e2e-after-r0" in f.text
     assert re.search(r"readings \(GiB\): 100\.0 -> .*4\.0 -> 4\.0", f.text), f.text

@@ -1,4 +1,4 @@
-"""At-start hotfixes (seed 000) on the simulated cluster with the fake engine image.
+"""At-start hotfixes ("Inkling on Two DGX Sparks") on the simulated cluster with the fake engine image.
 
 A correct hotfix runs inside the container before the engine; a missing, altered or failing
 one keeps the engine from starting, with the wrapper's exit code (96/97/98) and its line. What

@@ -230,15 +230,16 @@ def test_logs_follow_both_hosts_until_sigint(cluster, inkctl, home, inventory, r
     reader.start()
     try:
         # both streams attached: each host's last line arrived
-        wait_for("a line from each host", lambda: {ln[:4] for ln in out} >= {"h1/0", "h2/1"}, timeout=60, on_timeout=lambda: f"got {out}")
+        # bounds are generous (a busy machine); the assertions are on what arrived, never on how fast
+        wait_for("a line from each host", lambda: {ln[:4] for ln in out} >= {"h1/0", "h2/1"}, timeout=120, on_timeout=lambda: f"got {out}")
         for host, rank in (("h2", 1), ("h1", 0)):
             cluster.docker(host, "exec", f"inkctl-e2e-follow-r{rank}", "sh", "-c", f"echo live-{host} > /proc/1/fd/1", check=True)
-        wait_for("the new lines", lambda: {"h1/0 | live-h1\n", "h2/1 | live-h2\n"} <= set(out), timeout=30, on_timeout=lambda: f"got {out}")
+        wait_for("the new lines", lambda: {"h1/0 | live-h1\n", "h2/1 | live-h2\n"} <= set(out), timeout=120, on_timeout=lambda: f"got {out}")
         assert p.poll() is None  # still following
     finally:
         p.send_signal(signal.SIGINT)
         try:
-            rc = p.wait(timeout=15)
+            rc = p.wait(timeout=60)  # it stops within a second (tests/unit/test_logs_follow.py); this only bounds a hang
         except subprocess.TimeoutExpired:
             p.kill()
             raise

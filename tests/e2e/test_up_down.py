@@ -46,7 +46,7 @@ def test_single_host_up_healthy_twice_down(cluster, inkctl, inventory, recipe):
     r = inkctl("up", rec, "--hosts", inv, env={"E2E_TOKEN": token})
     assert r.rc == 0, r
     url = f"http://{address(cluster, 'h1')}:{PORT}"
-    assert f"e2e-single is up: {url}" in r.stdout and "smoke: 1/1 prompts answered" in r.stdout
+    assert f"e2e-single is up: {url}" in r.stdout and "smoke: 1/1 checks passed" in r.stdout
     assert containers(cluster, "h1", "e2e-single") == ["inkctl-e2e-single-r0 running"]
     assert http(url + "/health").status_code == 200
     assert http(url + "/v1/models").json()["data"][0]["id"] == "fake"

@@ -1,4 +1,4 @@
-"""The pure build context (seed 002): golden Dockerfile, content-addressed tag, strict pins, and
+"""The pure build context (the RTX PRO 6000 registry record): golden Dockerfile, content-addressed tag, strict pins, and
 the two scripts it ships (verify.sh run here with /bin/sh, the Python applier imported).
 
 Regenerate the golden file on purpose with INKCTL_UPDATE_GOLDEN=1 and review the diff.

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -63,18 +65,39 @@ def test_malformed_documents_are_clean_errors(tmp_path, text, needle):
 def test_plan_without_hosts_uses_placeholders():
     r = inkctl("plan", SPARK)
     assert r.returncode == 0, r.stderr
-    assert "--master-addr '<host0.address>'" in r.stdout
+    # the address the real plan uses for the head: cluster_address (else address)
+    assert "--master-addr '<host0.cluster_address>'" in r.stdout
     assert "--headless" in r.stdout
-    assert "$ docker run \\\n      --detach \\\n      --name inkctl-inkling-small-spark-tp2-r0 \\" in r.stdout
+    assert "$ docker run --detach --name inkctl-inkling-small-spark-tp2-r0 \\\n" in r.stdout
+    assert r.stdout.rstrip().endswith("next: inkctl up recipes/inkling-small-2x-dgx-spark-vllm.yaml --hosts FILE"
+                                      "    (an inventory: inkctl init writes one to edit)")
 
 
-def test_printed_commands_are_copy_pasteable():
-    """Every `$ ...` command in the text plan parses (as a shell would) to the exact argv `up` runs."""
+def test_plan_is_concise_by_default_and_full_on_request():
+    short = inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml")
+    full = inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml", "--full")
+    assert short.returncode == 0 and full.returncode == 0, short.stderr + full.stderr
+    wrapper_line = "exec \"$@\""  # the hotfix wrapper's last line
+    assert wrapper_line not in short.stdout and full.stdout.count(wrapper_line) == 2  # --full: per host, as today
+    assert short.stdout.count("/hotfix/entry.sh\n") == 1  # written on both hosts, listed once
+    assert "upload the hotfix wrapper; on every host" in short.stdout
+    assert len(short.stdout.splitlines()) < len(full.stdout.splitlines()) / 2
+    for rank, host in ((0, "spark-4687"), (1, "spark-5bc3")):
+        role = "head" if rank == 0 else "worker"
+        assert f"rank {rank}  {role}  {host}  " in short.stdout
+    assert short.stdout.count("  image  vllm/vllm-openai:v0.28.0\n") == 2
+    assert "\n      vllm/vllm-openai:v0.28.0 /inkctl/hotfix/entry.sh" in short.stdout  # the image starts a line
+    assert short.stdout.rstrip().endswith("next: inkctl up recipes/inkling-small-2x-dgx-spark-vllm.yaml --hosts examples/hosts.yaml")
+    only = inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml", "--host", "spark-5bc3")
+    assert only.returncode == 0 and "spark-4687  " not in only.stdout and "rank 1  worker  spark-5bc3" in only.stdout
+    bad = inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml", "--host", "nosuch")
+    assert bad.returncode == 2 and "--host nosuch: no such host in this plan" in bad.stderr
+    assert "spark-4687, spark-5bc3" in bad.stderr and bad.stdout == ""
+
+
+def _printed(text: str) -> list[list[str]]:
     import shlex
 
-    text = inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml").stdout
-    plan = json.loads(inkctl("plan", SPARK, "--hosts", "examples/hosts.yaml", "--output", "json").stdout)
-    argvs = [s["argv"] for st in plan["stages"] for s in st["steps"] if "argv" in s]
     printed, lines = [], text.split("\n")
     for i, line in enumerate(lines):
         if line.lstrip().startswith("$ "):
@@ -83,7 +106,18 @@ def test_printed_commands_are_copy_pasteable():
                 i += 1
                 cmd = cmd[:-2] + " " + lines[i].strip()
             printed.append(shlex.split(cmd))
-    assert printed == argvs and len(argvs) == 2
+    return printed
+
+
+@pytest.mark.parametrize("recipe", [SPARK, "examples/vllm-ray-2node.yaml"])
+def test_printed_commands_are_copy_pasteable(recipe):
+    """Every `$ ...` command in the text plan parses (as a shell would) to the exact argv `up` runs."""
+    plan = json.loads(inkctl("plan", recipe, "--hosts", "examples/hosts.yaml", "--output", "json").stdout)
+    steps = [s for st in plan["stages"] for s in st["steps"] if "argv" in s]
+    full = _printed(inkctl("plan", recipe, "--hosts", "examples/hosts.yaml", "--full").stdout)
+    assert full == [s["argv"] for s in steps] and len(full) >= 2
+    by_rank = sorted(steps, key=lambda s: (s["rank"] is None, s["rank"] or 0))  # concise: grouped by rank
+    assert _printed(inkctl("plan", recipe, "--hosts", "examples/hosts.yaml").stdout) == [s["argv"] for s in by_rank]
 
 
 def test_plan_with_hosts_fills_addresses_and_per_host_values():
@@ -126,7 +160,9 @@ def test_wrong_host_count_is_explained():
 def test_schema_recipes_version_help():
     assert json.loads(inkctl("schema").stdout)["title"] == "inkctl recipe"
     rows = json.loads(inkctl("recipes", "--output", "json").stdout)
-    assert {r["name"] for r in rows} == {"inkling-small-spark-tp2", "inkling-h200-tp8", "inkling-small-rtxpro6000-tp2"}
+    assert {r["name"] for r in rows} >= {"inkling-small-spark-tp2", "inkling-h200-tp8", "inkling-small-rtxpro6000-tp2"}
+    assert [r["recipe"] for r in rows] == [p.stem for p in sorted((ROOT / "recipes").glob("*.yaml"))] + [
+        p.stem for p in sorted((ROOT / "examples").glob("*.yaml")) if not p.name.startswith("hosts")]
     assert inkctl("--version").stdout.startswith("inkctl ")
     for cmd in ("validate", "plan", "schema", "recipes"):
         assert inkctl(cmd, "--help").returncode == 0
@@ -139,3 +175,22 @@ def test_usage_errors_are_not_internal_errors():
     assert r.returncode == 2 and "Missing argument" in r.stderr
     r = inkctl("validate", "--output", "xml", "recipes/")
     assert r.returncode == 2 and "--output must be 'text' or 'json', not 'xml'" in r.stderr
+
+
+def test_help_names_values_with_placeholders_and_summaries_whole():
+    alone = subprocess.run(
+        [sys.executable, "-m", "inkctl"], cwd=ROOT, capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+    assert alone.returncode == 0 and alone.stdout.startswith("Usage: inkctl [OPTIONS] COMMAND"), alone.stderr
+    listed = alone.stdout.split("Commands:")[1]
+    assert "..." not in listed  # every summary whole
+    assert "  plan      Show what `up` will run: per rank the host, role, image and exact\n            argv (secrets masked).\n" in listed
+    assert max(len(ln) for ln in alone.stdout.splitlines()) <= 80
+    for cmd in ("validate", "plan", "recipes", "up", "down", "status", "logs", "doctor", "build", "lock", "init"):
+        h = subprocess.run([sys.executable, "-m", "inkctl", cmd, "--help"], cwd=ROOT, capture_output=True, text=True,
+                           env={**os.environ, "COLUMNS": "80"})
+        assert h.returncode == 0, (cmd, h.stderr)
+        assert not re.search(r"\{\w+\}|<[a-z\[\] ]+>", h.stdout), (cmd, h.stdout)  # no {recipe}, <list[str]>, <float range>
+    plan = inkctl("plan", "--help").stdout
+    assert "Usage: inkctl plan [OPTIONS] RECIPE\n" in plan
+    assert "--set KEY=VALUE" in plan and "--hosts FILE" in plan
+    assert "--timeout SECONDS" in inkctl("up", "--help").stdout

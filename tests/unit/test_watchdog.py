@@ -1,4 +1,4 @@
-"""The boot memory watchdog's rule and report, with the readings of seed 000's failed boot."""
+"""The boot memory watchdog's rule and report, with the readings of the failed boot in "Inkling on Two DGX Sparks"."""
 
 from __future__ import annotations
 

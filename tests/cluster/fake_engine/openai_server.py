@@ -1,8 +1,23 @@
 """The OpenAI-compatible HTTP side of the fake engine: /health, /v1/models, /v1/chat/completions,
-/v1/completions (JSON and SSE streaming), /metrics, and /inkctl/fake/argv."""
+/v1/completions (JSON and SSE streaming), /metrics, and /inkctl/fake/argv.
+
+Like a real engine it streams on a clock (first token after FAKE_TTFT, then one token every
+FAKE_TOKEN_DELAY, scheduled from the first token so the pace does not drift), reports usage,
+returns reasoning in its own delta field when started with a reasoning parser, returns tool
+calls when started with a tool-call parser, and has the real engines' bad habits on request:
+
+  FAKE_TTFT              seconds before the first token (default: FAKE_TOKEN_DELAY)
+  FAKE_REASONING_FIELD   delta field for reasoning: reasoning_content (default) or reasoning
+  FAKE_TOOL_MALFORMED    1: tool-call arguments are not JSON (a parser that cut the text short)
+  FAKE_WRONG_ANSWER      1: arithmetic is answered wrong
+  FAKE_FAIL_EVERY        every Nth completion request answers HTTP 500
+  FAKE_DROP_EVERY        every Nth stream is cut after a few tokens (no [DONE])
+  FAKE_HANG_EVERY        every Nth request sends headers, then nothing for FAKE_HANG_S (default 3600)
+"""
 
 import json
 import os
+import re
 import threading
 import time
 import uuid
@@ -15,8 +30,12 @@ WORDS = ("This is a fake completion from the inkctl test engine . It streams one
 
 
 class Server:
-    def __init__(self, flavour, model, served_names, host, port, log, argv_info, api_key=None, version="0.11.0"):
+    def __init__(self, flavour, model, served_names, host, port, log, argv_info, api_key=None, version="0.11.0",
+                 reasoning=False, tools=False, knobs=None):
         self.flavour, self.model, self.names = flavour, model, list(served_names) or [model]
+        self.reasoning, self.tools = reasoning, tools  # started with a reasoning / tool-call parser
+        self.knobs = dict(knobs or {})  # in-process tests set knobs here instead of the environment
+        self.counter = 0
         self.host, self.port, self.log, self.argv_info = host, port, log, argv_info
         self.api_key, self.version = api_key, version
         self.ready = threading.Event()
@@ -32,9 +51,24 @@ class Server:
         class Handler(_Handler):
             srv = server
 
+        ThreadingHTTPServer.request_queue_size = 2048  # uvicorn's backlog; the stdlib's 5 resets bursts of clients
         self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True, name="http").start()
+
+    def stop(self):
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+    def knob(self, name, default):
+        if name in self.knobs:
+            return float(self.knobs[name])
+        return knob(name, default)
+
+    def every(self, name, n):
+        every = int(self.knob(name, 0))
+        return every > 0 and n % every == 0
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -136,9 +170,16 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "max_tokens must be an integer")
         if limit is None:
             limit = len(WORDS) if chat else 16
-        n = limit if req.get("ignore_eos") else min(limit, len(WORDS))
-        finish = "length" if n == limit else "stop"
-        tokens = [WORDS[i % len(WORDS)] + " " for i in range(n)]
+        with s.lock:
+            s.counter += 1
+            nth = s.counter
+        if s.every("FAKE_FAIL_EVERY", nth):
+            s.log.raw("ERROR:    Exception in ASGI application\nTraceback (most recent call last):\n"
+                      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB")
+            return self._error(500, "Internal Server Error", "InternalServerError")
+        reasoning, content, tool = self._answer(chat, prompt, req, limit)
+        n = len(reasoning) + len(content) + (1 if tool else 0)
+        finish = "tool_calls" if tool else ("length" if n >= limit else "stop")
         usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
         with s.lock:
@@ -148,13 +189,17 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
             if req.get("stream"):
-                self._stream(rid, model, chat, tokens, finish, usage, req)
+                self._stream(rid, model, chat, (reasoning, content, tool), finish, usage, req, nth)
             else:
-                time.sleep(knob("FAKE_TOKEN_DELAY", 0.01) * n)
-                text = "".join(tokens)
-                choice = ({"index": 0, "message": {"role": "assistant", "content": text, "tool_calls": []},
-                           "logprobs": None, "finish_reason": finish} if chat else
-                          {"index": 0, "text": text, "logprobs": None, "finish_reason": finish})
+                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)) + s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
+                text = "".join(content)
+                if chat:
+                    message = {"role": "assistant", "content": text or None, "tool_calls": [tool] if tool else []}
+                    if reasoning:
+                        message[self._reasoning_field()] = "".join(reasoning)
+                    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+                else:
+                    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
                 self._send(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
                                  "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
         finally:
@@ -162,38 +207,87 @@ class _Handler(BaseHTTPRequestHandler):
                 s.stats["running"] -= 1
                 s.stats["generation_tokens"] += n
 
-    def _stream(self, rid, model, chat, tokens, finish, usage, req):
+    def _reasoning_field(self):
+        return os.environ.get("FAKE_REASONING_FIELD") or self.srv.knobs.get("FAKE_REASONING_FIELD") or "reasoning_content"
+
+    def _answer(self, chat, prompt, req, limit):
+        """(reasoning tokens, content tokens, tool call or None) for this request, at most ``limit`` tokens."""
+        s = self.srv
+        reasoning = []
+        if chat and s.reasoning:
+            reasoning = ["Let ", "me ", "think ", "about ", "this . "][:max(0, limit - 1)]
+        tool = None
+        tools = req.get("tools") if chat else None
+        if tools and s.tools and req.get("tool_choice") != "none" and len(reasoning) < limit:
+            fn = (tools[0] or {}).get("function") or {}
+            params = fn.get("parameters") or {}
+            args = {k: _example(v) for k, v in (params.get("properties") or {}).items()}
+            text = json.dumps(args)
+            if s.knob("FAKE_TOOL_MALFORMED", 0):
+                text = text[:-1].replace('"', "'", 1)  # a parser that lost the closing brace and a quote
+            tool = {"index": 0, "id": "call_" + uuid.uuid4().hex[:24], "type": "function",
+                    "function": {"name": fn.get("name", ""), "arguments": text}}
+            return reasoning, [], tool
+        words = list(WORDS)
+        m = re.search(r"(-?[0-9]+)\s*(?:x|\*|times)\s*(-?[0-9]+)", prompt)
+        if m:
+            value = int(m.group(1)) * int(m.group(2)) + (1 if s.knob("FAKE_WRONG_ANSWER", 0) else 0)
+            words = [str(value)]
+        budget = max(0, limit - len(reasoning))
+        n = budget if req.get("ignore_eos") else min(budget, len(words))
+        return reasoning, [words[i % len(words)] + ("" if m else " ") for i in range(n)], tool
+
+    def _stream(self, rid, model, chat, parts, finish, usage, req, nth):
+        s = self.srv
+        reasoning, content, tool = parts
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
-        delay = knob("FAKE_TOKEN_DELAY", 0.01)
+        delay = s.knob("FAKE_TOKEN_DELAY", 0.01)
+        ttft = s.knob("FAKE_TTFT", delay)
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
+        field = self._reasoning_field()
+        drop_at = 3 if s.every("FAKE_DROP_EVERY", nth) else None
 
         def event(choice, extra=None):
             body = {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice]}
             body.update(extra or {})
             self._chunk(f"data: {json.dumps(body)}\n\n".encode())
 
+        deltas = [{field: r} for r in reasoning] + [{"content": c} for c in content]
+        if tool:
+            deltas.append({"tool_calls": [tool]})
         try:
+            if s.every("FAKE_HANG_EVERY", nth):
+                time.sleep(s.knob("FAKE_HANG_S", 3600))
+                return
+            start = time.monotonic()
             if chat:
                 event({"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None})
-            for i, tok in enumerate(tokens):
-                time.sleep(delay)
-                last = i == len(tokens) - 1
+            for i, delta in enumerate(deltas):
+                # on a clock: token i is due at start + ttft + i * delay, however long sending took
+                wait = start + ttft + i * delay - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+                if drop_at is not None and i == drop_at:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                last = i == len(deltas) - 1
                 if chat:
-                    event({"index": 0, "delta": {"content": tok}, "logprobs": None, "finish_reason": finish if last else None})
+                    event({"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish if last else None})
                 else:
-                    event({"index": 0, "text": tok, "logprobs": None, "finish_reason": finish if last else None})
-            if not tokens:
+                    event({"index": 0, "text": delta.get("content", ""), "logprobs": None, "finish_reason": finish if last else None})
+            if not deltas:
                 event({"index": 0, "delta": {}, "finish_reason": finish} if chat else {"index": 0, "text": "", "finish_reason": finish})
             if (req.get("stream_options") or {}).get("include_usage"):
                 body = {"id": rid, "object": obj, "created": created, "model": model, "choices": [], "usage": usage}
                 self._chunk(f"data: {json.dumps(body)}\n\n".encode())
             self._chunk(b"data: [DONE]\n\n")
             self._chunk(b"")
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, OSError):
             pass
         self._access(200)
 
@@ -226,3 +320,11 @@ class _Handler(BaseHTTPRequestHandler):
             f"fake_engine_pid {os.getpid()}",
         ]
         return "\n".join(lines) + "\n"
+
+
+def _example(schema):
+    """A value that satisfies a JSON-schema property, as a model filling in a tool call would."""
+    kind = (schema or {}).get("type")
+    if (schema or {}).get("enum"):
+        return schema["enum"][0]
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "object": {}}.get(kind, "Paris")

@@ -41,7 +41,8 @@ def main(argv):
     server = None
     if rank == 0:
         server = Server("sglang", model, [name], host, port, log, info,
-                        api_key=args.get("api-key") or os.environ.get("SGLANG_API_KEY"), version=VERSION)
+                        api_key=args.get("api-key") or os.environ.get("SGLANG_API_KEY"), version=VERSION,
+                        reasoning=bool(args.get("reasoning-parser")), tools=bool(args.get("tool-call-parser")))
         try:
             server.start()
         except OSError as e:

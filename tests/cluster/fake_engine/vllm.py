@@ -84,7 +84,9 @@ def main(argv):
         block_forever()
 
     server = Server("vllm", model, names, host, port, log, info,
-                    api_key=args.get("api-key") or os.environ.get("VLLM_API_KEY"), version=VERSION)
+                    api_key=args.get("api-key") or os.environ.get("VLLM_API_KEY"), version=VERSION,
+                    reasoning=bool(args.get("reasoning-parser")),
+                    tools=bool(args.flag("enable-auto-tool-choice") and args.get("tool-call-parser")))
     try:
         server.start()
     except OSError as e:

@@ -1,0 +1,54 @@
+"""Plain-text tables of bench points, runs and comparisons (80 columns)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def point_header() -> str:
+    return (f"{'conc':>6} {'rate':>6} {'done':>5} {'fail':>4} {'req/s':>6} {'out tok/s':>10}"
+            f" {'TTFT med/p99 ms':>17} {'TPOT med/p99 ms':>17}")
+
+
+def point_line(p: dict) -> str:
+    conc = p.get("max_concurrency")
+    rate = p.get("request_rate")
+    return (f"{conc if conc is not None else '-':>6} {rate if isinstance(rate, str) else f'{rate:g}':>6}"
+            f" {p['completed']:>5} {p['failed']:>4} {p['request_throughput']:>6.2f} {p['output_throughput']:>10.1f}"
+            f" {p['median_ttft_ms']:>8.1f}/{p['p99_ttft_ms']:<8.1f} {p['median_tpot_ms']:>8.2f}/{p['p99_tpot_ms']:<8.2f}").rstrip()
+
+
+def runs_table(runs: list[dict], base: Path) -> str:
+    if not runs:
+        return f"no runs under {base} (inkctl bench saves them there)"
+    lines = [f"{'run':<40} {'points':>6}  model"]
+    for r in runs:
+        lines.append(f"{r['id'][:40]:<40} {len(r['points']):>6}  {str(r['model'])[:32]}")
+    return "\n".join(lines)
+
+
+def _num(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}" if abs(v) < 1e5 else f"{v:.3g}"
+    return "-" if v is None else str(v)
+
+
+def compare_table(rows: list[dict], a: str, b: str) -> str:
+    lines = [f"A = {a}", f"B = {b}", f"{'point':<8} {'metric':<24} {'A':>12} {'B':>12} {'delta':>9}"]
+    for r in rows:
+        d = r["delta_pct"]
+        mark = "" if r["better"] is None else (" +" if r["better"] else " -")
+        delta = f"{d:+.1f}%" if d is not None else "-"
+        lines.append(f"{r['point']:<8} {r['metric']:<24} {_num(r['a']):>12} {_num(r['b']):>12} {delta:>9}{mark}")
+    lines.append("delta = (B - A) / A; + better, - worse")
+    return "\n".join(lines)
+
+
+def recipe_table(rows: list[dict], run: str) -> str:
+    lines = [f"run {run} against the recipe's results:",
+             f"{'metric':<22} {'conc':>4} {'recipe':>10} {'run':>10} {'delta':>8}  how"]
+    for r in rows:
+        d = r["delta_pct"]
+        lines.append(f"{r['metric'][:22]:<22} {r['concurrency'] or '-':>4} {_num(r['recipe']):>10} {_num(r['run']):>10}"
+                     f" {(f'{d:+.1f}%' if d is not None else '-'):>8}  {r['how'][:22]}")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""What ships with inkctl: the bundled recipes, examples, patches and the recipe reference.
+
+In a source checkout they are the repository's ``recipes/``, ``examples/``, ``patches/`` and
+``docs/``; a wheel (pip, pipx) carries the same directories as ``inkctl/share/`` (setup.py maps
+them there). Either way they keep their layout, so a bundled recipe finds its patches exactly as
+a recipe in a checkout does (``patches.directory`` is relative to the directory above recipes/).
+
+A bundled recipe is named by its file name without ``.yaml``: ``inkctl recipes`` lists these
+names, and ``plan``/``up``/... accept them wherever they take a recipe file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KINDS = ("recipes", "examples")  # the directories whose recipes have names; inventories excluded
+SUFFIXES = (".yaml", ".yml")
+
+
+def share_dir() -> Path | None:
+    """The directory holding recipes/, examples/, patches/, docs/ (None if neither copy exists)."""
+    pkg = Path(__file__).resolve().parent
+    for cand in (pkg / "share", pkg.parent):  # a wheel's copy; else the checkout the package runs from
+        if (cand / "recipes").is_dir():
+            return cand
+    return None
+
+
+def bundled_files() -> list[Path]:
+    """Every bundled recipe (recipes/ first, then examples/), inventories left out, sorted by name."""
+    root = share_dir()
+    if root is None:
+        return []
+    out: list[Path] = []
+    for kind in KINDS:
+        d = root / kind
+        if d.is_dir():
+            out += sorted(p for p in d.iterdir() if p.suffix in SUFFIXES and p.is_file() and not is_inventory_file(p))
+    return out
+
+
+def is_inventory_file(path: Path) -> bool:
+    """Cheap and without parsing: bundled inventories are named hosts*.yaml."""
+    return path.name.startswith("hosts")
+
+
+def inventory_template() -> Path | None:
+    root = share_dir()
+    cand = root / "examples" / "hosts.yaml" if root else None
+    return cand if cand is not None and cand.is_file() else None
+
+
+def name_of(path: Path) -> str:
+    return path.stem
+
+
+def names() -> list[str]:
+    return [name_of(p) for p in bundled_files()]
+
+
+def find(name: str) -> Path | None:
+    """A bundled recipe by name (``inkling-small-2x-dgx-spark-vllm``, with or without .yaml)."""
+    stem = name
+    for suffix in SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    for p in bundled_files():
+        if p.stem == stem:
+            return p
+    return None
+
+
+def resolve(path: str | Path) -> Path:
+    """A file that exists is itself; a bare name that is not a file is a bundled recipe if one has it."""
+    p = Path(path)
+    if p.exists() or len(p.parts) != 1:
+        return p
+    return find(p.name) or p

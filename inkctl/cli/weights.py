@@ -1,0 +1,120 @@
+"""``weights``: the pinned model on every host. Thin: load -> scan -> download once, copy host
+to host (``inkctl.weights.distribute``) -> print."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
+from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
+
+
+@app.command()
+def weights(
+    recipe: Path = typer.Argument(..., help="Recipe file (its model pinned by `inkctl lock`)."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    from_: Optional[str] = typer.Option(None, "--from", help="Host that downloads from the Hub and sends to the others (default: the head, rank 0)."),
+    verify: bool = typer.Option(False, "--verify", help="Re-hash every pinned file on every host and report what is missing, truncated or altered; change nothing."),
+    repair: bool = typer.Option(False, "--repair", help="With --verify: then fix exactly the files found wrong."),
+    bwlimit: Optional[float] = typer.Option(None, "--bwlimit", min=0.01, help="Cap each host-to-host copy stream at this many MB/s (leave room for other traffic)."),
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Put the pinned model on every host: what a host lacks is downloaded ONCE (on the head, or
+    --from HOST) and copied host to host over the cluster network, all hosts at once. Only missing
+    or wrong files move; partial files resume; every file is checked against the pin on arrival."""
+    fmt = output_format(output)
+    if repair and not verify:
+        raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
+    loaded, plan, image = load_target(recipe, hosts, set_, "weights")
+    from inkctl.weights.manifest import host_cache_template, read_manifest
+
+    manifest = read_manifest(loaded)
+    if host_cache_template(loaded.recipe) is None:
+        raise UsageError("the recipe does not put the Hub cache on the hosts, so there is nowhere to put the weights",
+                         hint="mount the host's Hub cache into the container (container.mounts) or set model.weights.cache")
+    if not loaded.recipe.model.weights.manage:
+        raise UsageError("model.weights.manage is false: inkctl does not manage this recipe's weights")
+    if manifest is None:
+        raise InkctlError(f"the model is not pinned yet: {loaded.recipe.model.repo} has no manifest in the lock file",
+                          hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "") + "` first", exit_code=2)
+    names = [h.name for h in plan.hosts]
+    source = from_ or names[0]
+    if source not in names:
+        raise UsageError(f"--from {source}: not a host of the inventory ({', '.join(names)})")
+
+    from inkctl.execute.events import JsonLines, Scrubber, ScrubbingSink
+    from inkctl.weights.hub import endpoint, token_secret
+    from inkctl.weights.run import run_weights
+
+    token_name, token = token_secret(loaded.recipe)
+    scrub = Scrubber([token.reveal()] if token is not None else [])
+    view = None if fmt == "json" else _view(manifest)
+    sink = ScrubbingSink(JsonLines() if view is None else view, scrub)
+    interrupt = threading.Event()
+    previous = _on_sigint(interrupt)
+    try:
+        report = run_weights(loaded, plan, image, manifest, sink, source=source, verify=verify, repair=repair,
+                             accept_new=accept_new_host_keys, hub_url=endpoint(loaded.recipe),
+                             hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt,
+                             bwlimit=bwlimit * 1e6 if bwlimit else None)
+    except InkctlError as e:
+        if interrupt.is_set():
+            raise _interrupted() from None
+        e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
+        e.args = (e.message,)
+        raise
+    finally:
+        sink.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if interrupt.is_set():
+        raise _interrupted()
+    if fmt == "json":
+        print(json.dumps({"event": "weights", **report.as_dict()}))
+    else:
+        _summary(report)
+    if report.failed or report.bad:
+        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts), exit_code=1)
+
+
+def _interrupted() -> InkctlError:
+    return InkctlError("interrupted: the copies stopped; partial files are kept and the next run resumes them",
+                       exit_code=EXIT_INTERRUPTED)
+
+
+def _on_sigint(interrupt: threading.Event) -> dict:
+    def handler(signum, frame):
+        if interrupt.is_set():
+            raise KeyboardInterrupt
+        interrupt.set()
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:
+            pass
+    return previous
+
+
+def _view(manifest):
+    from inkctl.cli.weights_view import WeightsView
+
+    return WeightsView(manifest)
+
+
+def _summary(report) -> None:
+    from inkctl.cli.render import console
+
+    out = console()
+    for line in report.lines():
+        out.print(line, markup=False)

@@ -1,0 +1,373 @@
+"""Put the pinned model on every host: ask each what it has, download the rest ONCE (on the
+source host, the head by default), then copy host to host over the cluster network, every
+receiver at once, streaming; never through this machine.
+
+Each host runs ``onhost.py`` inside the engine image with the container runtime (nothing is
+installed on it). The sender binds to the source's cluster address, serves only the pinned
+blobs, wants a one-time token (in 0600 env files, never on a command line) and is removed when
+the copy ends. Only missing or wrong files move; partial files resume; every byte is hashed as
+it arrives and checked against the pin before it takes its place.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inkctl.errors import InkctlError
+from inkctl.execute.events import EVENT_NAMES, Event
+from inkctl.execute.transport import HostError, Transport
+from inkctl.weights.manifest import Manifest, repo_folder
+
+ONHOST = Path(__file__).with_name("onhost.py")
+CONTAINER_PREFIX = "inkctl-weights"
+LISTEN_TIMEOUT_S = 60
+BAD = ("missing", "truncated", "altered", "unlinked")
+
+
+# ------------------------------------------------------------------------------ events
+
+@dataclass(frozen=True)
+class WeightsScanned(Event):
+    host: str
+    ok: int  # files present and right
+    bad: dict  # path -> missing | truncated | altered | unlinked
+    free_bytes: int
+    to_write: int  # bytes this host still needs
+
+
+@dataclass(frozen=True)
+class WeightsStarted(Event):
+    host: str
+    source: str  # "hub" or the sending host
+    files: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class WeightsProgress(Event):
+    host: str
+    bytes: int
+    total_bytes: int
+
+
+@dataclass(frozen=True)
+class WeightsHostDone(Event):
+    host: str
+    ok: bool
+    bytes: int
+    seconds: float
+    error: str = ""
+
+
+EVENT_NAMES.update({WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
+                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done"})
+
+
+# ------------------------------------------------------------------------------ hosts
+
+@dataclass
+class Site:
+    """One host of the copy: how to reach it and where things are there."""
+
+    name: str
+    transport: Transport
+    runtime: str
+    image: str
+    cache: str  # the Hub cache on the host (expanded)
+    work: str  # onhost.py, jobs and env files: <state_dir>/weights
+    address: str  # where peers reach it (cluster_address)
+    security_opt: tuple[str, ...] = ()
+    scan: dict = field(default_factory=dict)
+    error: str = ""
+    stop: threading.Event | None = None  # set on Ctrl-C: streams end, containers are removed
+
+    def container(self, what: str) -> str:
+        return f"{CONTAINER_PREFIX}-{what}"
+
+    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None) -> list[str]:
+        """``<runtime> run`` of onhost.py: argv only (the transport quotes it)."""
+        argv = [self.runtime, "run", "--rm", "--name", self.container(what), "--network", "host",
+                "--pull", "never", "--entrypoint", "python3", "--volume", f"{self.cache}:{self.cache}",
+                "--volume", f"{self.work}:{self.work}:ro"]
+        for opt in self.security_opt:
+            argv += ["--security-opt", opt]
+        if env_file:
+            argv += ["--env-file", env_file]
+        return argv + [self.image, f"{self.work}/onhost.py", what, f"{self.work}/{job}", *extra]
+
+    def put_job(self, name: str, job: dict) -> None:
+        self.transport.put(f"{self.work}/{name}", json.dumps(job).encode(), 0o600)
+
+    def put_env(self, name: str, env: dict[str, str]) -> str:
+        path = f"{self.work}/{name}"
+        self.transport.put(path, "".join(f"{k}={v}\n" for k, v in env.items()).encode(), 0o600)
+        return path
+
+
+def _job(m: Manifest, site: Site, **extra) -> dict:
+    return {"repo": m.repo, "revision": m.revision, "ref": m.ref, "folder": repo_folder(m.repo), "cache": site.cache,
+            "files": [f.as_dict() for f in m.files], **extra}
+
+
+def _lines(site: Site, argv: list[str], on_event, stop: threading.Event | None = None) -> tuple[int, list[str]]:
+    """Stream a command; JSON lines go to on_event, the rest is kept for the error message."""
+    other: list[str] = []
+
+    def line(text: str) -> None:
+        if text.startswith("{"):
+            try:
+                on_event(json.loads(text))
+                return
+            except ValueError:
+                pass
+        if text.strip():
+            other.append(text.strip())
+
+    code = site.transport.stream(argv, line, stop or site.stop)
+    return code, other
+
+
+def prepare(sites: list[Site]) -> None:
+    """onhost.py and the cache directory on every host."""
+    code = ONHOST.read_bytes()
+
+    def one(s: Site) -> None:
+        s.transport.put(f"{s.work}/onhost.py", code, 0o644)
+        r = s.transport.run(["mkdir", "-p", s.cache], timeout=60)
+        if not r.ok:
+            raise HostError(s.name, "command", f"cannot create the Hub cache {s.cache}: {r.err_text().strip()}")
+
+    _each(sites, one)
+
+
+# The quick scan (names, sizes, links, partial downloads, free space) needs no container: one
+# round trip of POSIX sh + coreutils per host. Values arrive as positional arguments: the cache,
+# the repo folder, the commit, then (path, size, etag) per file. One line per file:
+# "<state> <partial bytes>"; the first line is the free space in KiB.
+QUICK_SCAN = "\n".join([
+    'root="$1/$2"; rev="$3"; shift 3',
+    'd="$root"; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done',
+    "df -P -k -- \"$d\" | awk 'NR==2 {print $4}'",
+    'while [ $# -gt 0 ]; do',
+    '  p="$1"; size="$2"; etag="$3"; shift 3',
+    '  blob="$root/blobs/$etag"; link="$root/snapshots/$rev/$p"; part=0',
+    '  [ -f "$blob.incomplete" ] && part=$(stat -c %s -- "$blob.incomplete")',
+    '  if [ -e "$link" ]; then path="$link"; elif [ -e "$blob" ]; then path="$blob"; else echo "missing $part"; continue; fi',
+    '  got=$(stat -L -c %s -- "$path")',
+    '  if [ "$got" -lt "$size" ]; then echo "truncated $part"; elif [ "$got" -gt "$size" ]; then echo "altered $part"',
+    '  elif [ "$path" != "$link" ] || [ ! -L "$link" ] || [ "$(readlink -f -- "$link")" != "$(readlink -f -- "$blob")" ]; then echo "unlinked $part"',
+    '  else echo "ok $part"; fi',
+    'done',
+    "",
+])
+
+
+def _quick_scan(m: Manifest, s: Site) -> dict:
+    args = [s.cache, repo_folder(m.repo), m.revision]
+    for f in m.files:
+        args += [f.path, str(f.size), f.etag]
+    r = s.transport.run(["sh", "-c", QUICK_SCAN, "sh", *args], timeout=120)
+    lines = r.text().split("\n")
+    if not r.ok or len(lines) < len(m.files) + 1:
+        raise HostError(s.name, "command", f"cannot read the Hub cache {s.cache}: {r.err_text().strip()[:300]}")
+    files = {}
+    for f, line in zip(m.files, lines[1:]):
+        state, _, part = line.partition(" ")
+        files[f.path] = {"state": state, **({"partial": int(part)} if part and part != "0" else {})}
+    free = lines[0].strip()
+    return {"free": int(free) * 1024 if free.isdigit() else 0, "files": files}
+
+
+def scan(m: Manifest, sites: list[Site], *, rehash: bool = False, sink=None) -> None:
+    """Each host's view of the pinned files (``site.scan``); a host that fails gets ``site.error``.
+    ``rehash`` re-hashes every present file (onhost.py in the engine image); without it names,
+    sizes and links are read with ``stat``."""
+    def one(s: Site) -> None:
+        got: dict = {}
+        try:
+            if not rehash:
+                got = _quick_scan(m, s)
+            else:
+                s.put_job("scan.json", _job(m, s))
+                code, other = _lines(s, s.argv("scan", "scan.json", "--hash"),
+                                     lambda ev: got.update(ev) if ev.get("ev") == "scan" else None)
+                if code != 0 or not got:
+                    s.error = f"scan failed (exit {code}): " + (" | ".join(other[-3:]) or "no answer")
+                    return
+        except HostError as e:
+            s.error = e.message.removeprefix(f"{s.name}: ")
+            return
+        s.scan = got
+        if sink is not None:
+            bad = {p: st["state"] for p, st in got["files"].items() if st["state"] != "ok"}
+            sink.emit(WeightsScanned(s.name, len(got["files"]) - len(bad), bad, int(got["free"]), to_write(m, s)))
+
+    _each(sites, one)
+
+
+def wanted(s: Site) -> list[str]:
+    return sorted(p for p, st in s.scan.get("files", {}).items() if st["state"] != "ok")
+
+
+def to_write(m: Manifest, s: Site) -> int:
+    """Bytes the host must still write: wrong files whole, partial downloads only their rest."""
+    total = 0
+    for p in wanted(s):
+        st = s.scan["files"][p]
+        size = m.file(p).size
+        total += 0 if st["state"] == "unlinked" else size - min(st.get("partial", 0), size)
+    return total
+
+
+def _each(sites: list[Site], fn) -> None:
+    if not sites:
+        return
+    with ThreadPoolExecutor(max_workers=min(64, len(sites)), thread_name_prefix="weights") as pool:
+        list(pool.map(fn, sites))
+
+
+@dataclass
+class Outcome:
+    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
+    failed: dict[str, str] = field(default_factory=dict)  # host -> why
+    hub_bytes: int = 0
+    seconds: float = 0.0
+
+
+def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcome: Outcome, label: str) -> bool:
+    """Run the fetch on one host; progress to the sink; the result in ``outcome``."""
+    want = wanted(s)
+    total = to_write(m, s)
+    t0 = time.monotonic()
+    sink.emit(WeightsStarted(s.name, label, len(want), total))
+    done = {"bytes": 0, "errors": []}
+    env_file = f"{s.work}/fetch.env"
+
+    def event(ev: dict) -> None:
+        if ev.get("ev") == "progress":
+            done["bytes"] = int(ev["bytes"])
+            sink.emit(WeightsProgress(s.name, done["bytes"], total))
+        elif ev.get("ev") == "error":
+            done["errors"].append(ev["why"])
+
+    try:
+        s.put_job("fetch.json", _job(m, s, want=want, source=source))
+        s.put_env("fetch.env", env)
+        code, other = _lines(s, s.argv("fetch", "fetch.json", env_file=env_file), event)
+    except HostError as e:
+        code, other = -1, [e.message.removeprefix(f"{s.name}: ")]
+    finally:
+        try:
+            if s.stop is not None and s.stop.is_set():
+                s.transport.run([s.runtime, "rm", "--force", s.container("fetch")], timeout=60)
+            s.transport.run(["rm", "-f", env_file], timeout=30)
+        except HostError:
+            pass
+    seconds = time.monotonic() - t0
+    if code == 0:
+        outcome.moved[s.name] = done["bytes"]
+        sink.emit(WeightsHostDone(s.name, True, done["bytes"], round(seconds, 3)))
+        return True
+    if s.stop is not None and s.stop.is_set():
+        why = f"interrupted; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
+    elif code == -1:
+        why = "went away during the copy" + (f" ({other[-1]})" if other else "") + \
+            f"; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
+    else:
+        why = "; ".join(done["errors"]) or f"exit {code}: " + (" | ".join(other[-3:]) or "no output")
+    outcome.failed[s.name] = why
+    sink.emit(WeightsHostDone(s.name, False, done["bytes"], round(seconds, 3), why))
+    return False
+
+
+def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink,
+               bwlimit: float | None = None) -> Outcome:
+    """Download what the source lacks from the Hub, then copy to every other host that lacks
+    something, all at once. Needs ``scan`` first. Hosts that fail are named in the outcome;
+    the others finish. ``bwlimit``: bytes/s per copy stream (leave room on a shared network)."""
+    t0 = time.monotonic()
+    out = Outcome()
+    for s in sites:
+        if s.error:
+            out.failed[s.name] = s.error
+    live = [s for s in sites if not s.error]
+    for s in live:  # disk space first: free space against the bytes to write
+        need, free = to_write(m, s), int(s.scan.get("free", 0))
+        if need > free:
+            s.error = (f"not enough disk for the weights in {s.cache}: {need} bytes to write, {free} free "
+                       f"({_gib(need)} vs {_gib(free)})")
+            out.failed[s.name] = s.error
+            sink.emit(WeightsHostDone(s.name, False, 0, 0.0, s.error))
+    if source.name in out.failed:
+        raise InkctlError(f"the source {source.name} cannot take the weights: {out.failed[source.name]}",
+                          hint="free space there, or pick another source with --from HOST")
+    receivers = [s for s in live if s is not source and not s.error and wanted(s)]
+    if wanted(source):
+        if not _fetch(m, source, {"kind": "hub", "url": hub_url}, hub_env, sink, out, "hub"):
+            out.seconds = time.monotonic() - t0
+            raise InkctlError(f"download on {source.name} failed: {out.failed[source.name]}",
+                              hint="nothing was copied to the other hosts; rerun to resume")
+        out.hub_bytes = out.moved.get(source.name, 0)
+    if receivers:
+        _copy(m, source, receivers, sink, out, bwlimit)
+    out.seconds = time.monotonic() - t0
+    return out
+
+
+def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, bwlimit: float | None) -> None:
+    token = secrets.token_hex(32)
+    env_file = source.put_env("serve.env", {"INKCTL_WEIGHTS_TOKEN": token})
+    source.put_job("serve.json", _job(m, source, bind=source.address, port=0, idle_s=300, rate=bwlimit))
+    listening: dict = {}
+    ready = threading.Event()
+    stop = threading.Event()
+    served: dict = {}
+
+    def event(ev: dict) -> None:
+        if ev.get("ev") == "listening":
+            listening.update(ev)
+            ready.set()
+
+    def run_server() -> None:
+        try:
+            served["result"] = _lines(source, source.argv("serve", "serve.json", env_file=env_file), event, stop)
+        except HostError as e:
+            served["result"] = (-1, [e.message])
+        ready.set()
+
+    thread = threading.Thread(target=run_server, name="weights-serve", daemon=True)
+    source.transport.run([source.runtime, "rm", "--force", source.container("serve")], timeout=60)  # a leftover
+    thread.start()
+    try:
+        if not ready.wait(LISTEN_TIMEOUT_S) or not listening:
+            code, other = served.get("result", (None, []))
+            raise InkctlError(f"the sender on {source.name} did not start (exit {code}): " + (" | ".join(other[-3:]) or "no answer"),
+                              hint=f"is {source.address} an address of {source.name}? (cluster_address in the inventory)")
+        url = f"http://{_url_host(source.address)}:{listening['port']}"
+
+        def one(s: Site) -> None:
+            _fetch(m, s, {"kind": "peer", "url": url}, {"INKCTL_WEIGHTS_TOKEN": token}, sink, out, source.name)
+
+        _each(receivers, one)
+    finally:
+        stop.set()
+        try:
+            source.transport.run([source.runtime, "rm", "--force", source.container("serve")], timeout=60)
+            source.transport.run(["rm", "-f", env_file], timeout=30)
+        except HostError:
+            pass
+        thread.join(timeout=10)
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.2f} GiB"
