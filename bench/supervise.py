@@ -76,6 +76,7 @@ class Proc:
 
 
 def setup(cluster, work: Path, env_extra: dict) -> tuple[Path, Path, dict]:
+    work.mkdir(parents=True, exist_ok=True)
     doc = yaml.safe_load((ROOT / "tests" / "e2e" / "recipes" / "vllm-native-2.yaml").read_text())
     doc["name"] = "bench-supervise"
     doc["smoke"] = {"enabled": False}
