@@ -45,14 +45,14 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
 
 
 def nccl_debug_env(r: Recipe) -> list[tuple[str, str]]:
-    """With network.rdma, NCCL_DEBUG=INFO (and NCCL_DEBUG_SUBSYS=INIT,NET, which keeps the log
-    short) unless the recipe sets them: the boot reads NCCL's transport choice from the log."""
+    """With network.rdma, NCCL_DEBUG=INFO unless the recipe sets it: the boot reads NCCL's
+    transport choice from the log."""
     if not r.network.rdma:
         return []
     have = set(r.container.env) | set(r.network.nccl_env)
     if "NCCL_DEBUG" in have:
         return []
-    return [("NCCL_DEBUG", "INFO")] + ([] if "NCCL_DEBUG_SUBSYS" in have else [("NCCL_DEBUG_SUBSYS", "INIT,NET")])
+    return [("NCCL_DEBUG", "INFO")]
 
 
 def gpu_args(mode: str, indices: str | None) -> list[str]:
