@@ -73,6 +73,10 @@ def escape(text: str) -> str:
 
 
 def print_error(e: InkctlError) -> None:
+    from inkctl.scrub import active
+
+    scrub = active()  # every error passes the one scrubber
+    e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
     out = plain(stderr=True)
     if isinstance(e, RecipeInvalid):
         errors = [p for p in e.problems if p.severity == "error"]

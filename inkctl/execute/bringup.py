@@ -21,7 +21,8 @@ from inkctl.plan import runtime
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-             interrupt: threading.Event, detach: bool = False, on_healthy=None) -> Outcome:
+             interrupt: threading.Event, detach: bool = False, on_healthy=None,
+             allow_socket_fallback: bool = False) -> Outcome:
     """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched)."""
     from inkctl.execute.connect import close_all, connect_each, connection_failure
     from inkctl.execute.deploylock import DeployLock
@@ -68,6 +69,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     try:
         answers = {h.name: answers[h.name] for h in plan.hosts}
         lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        for text in lock.notices:
+            sink.emit(Info(text=text, level="warning"))
         existing = _existing(plan, answers)
         problem = _get_ready(loaded, plan, transports, sink, answers, skip)
         # an existing deployment explains a failed image or preflight check best
@@ -89,6 +92,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             raise Cancelled()
         launched = True
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
@@ -249,6 +253,18 @@ class _watchdog:
     def __exit__(self, *exc) -> None:
         if self.dog is not None:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _transport_check(loaded, sink, allow: bool):
+    """With network.rdma: read each rank's boot log for the network NCCL chose (execute.nccl)."""
+    recipe = loaded.recipe
+    if not recipe.network.rdma:
+        return None
+    from inkctl.execute.events import Info
+    from inkctl.execute.nccl import TransportCheck
+
+    hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
+    return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
 
 
 def warm_imports(*modules: str) -> None:

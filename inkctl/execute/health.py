@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deployed import ContainerState, parse_inspect_lines
 from inkctl.execute.events import HealthProgress, RankState
+from inkctl.execute.ssh import LOST_AFTER_S
+from inkctl.execute.supervise import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.transport import HostError
 from inkctl.plan import runtime
 from inkctl.plan.step import WaitHealth
@@ -43,6 +45,7 @@ FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into t
 FAST_POLL_S = 0.025  # the health URL is polled this often while an answer may come any moment
 FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer changes), then backing off
 BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
+SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
 
 
@@ -177,10 +180,14 @@ class HealthWait:
     """One WaitHealth step: ``run()`` returns the seconds until the URL answered 200."""
 
     def __init__(self, step: WaitHealth, transports: dict, runtime: str, emit, cancel: threading.Event,
-                 timeout_s: float | None = None):
+                 timeout_s: float | None = None, plan=None, on_line=None):
         self.step, self.transports, self.runtime, self.emit, self.cancel = step, transports, runtime, emit, cancel
         self.timeout = timeout_s if timeout_s is not None else step.timeout_s
         self.watched = [Watched(h, c, r) for h, c, r in step.watch]
+        self.plan = plan  # for a lost host's report: every rank of the deployment
+        self.on_line = on_line  # (watched, line) for each followed log line (the NCCL transport check)
+        self.hosts = list(dict.fromkeys(w.host for w in self.watched))
+        self.faults: list[tuple[Watched, str]] = []  # what on_line found wrong (it fails the wait)
         self.poke = threading.Event()
         self.stop = threading.Event()
         self.announced = threading.Event()  # the head's log says its HTTP server is starting
@@ -191,13 +198,19 @@ class HealthWait:
     def _follow(self, w: Watched) -> None:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
-        argv = runtime.logs(self.runtime, w.container, follow=True, tail=LOG_LINES)
+        # a line checker (NCCL's transport) reads the whole boot log; the display needs the last lines
+        argv = runtime.logs(self.runtime, w.container, follow=True, tail="all" if self.on_line else LOG_LINES)
 
         def line(text: str) -> None:
             w.lines.append(text)
             if w.rank == 0 and announces_server(text):
                 self.announced.set()  # the answer is near: poll fast again
                 self.poke.set()
+            if self.on_line is not None:
+                fault = self.on_line(w, text)
+                if fault:
+                    self.faults.append((w, fault))
+                    self.poke.set()
 
         try:
             self.transports[w.host].stream(argv, line, self.stop)
@@ -221,7 +234,49 @@ class HealthWait:
             by_host.setdefault(w.host, []).append(w)
         futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
         for h, f in futures.items():
-            f.result()  # HostError propagates: the host is gone
+            try:
+                f.result()
+            except HostError as e:
+                if alive(self.transports[h]):
+                    raise
+                raise self._lost(h, e.message.split(": ", 1)[-1]) from None
+
+    def _check_hosts(self, t0: float) -> None:
+        """Every host's connection, each turn of the wait (no round trip: the keepalives say it)."""
+        for h in lost_hosts(self.transports, self.hosts):
+            raise self._lost(h, f"no answer for {LOST_AFTER_S:g} s (SSH keepalives unacknowledged)",
+                             when=f" {time.monotonic() - t0:.1f} s into the health wait")
+
+    def _lost(self, host: str, why: str, when: str = ""):
+        self.stop.set()
+        if self.plan is not None:
+            return lost_error(self.plan, self.transports, host, why, when=when)
+        ranks = [w.rank for w in self.watched if w.host == host]
+        others = "".join(f"\n  rank {w.rank} ({w.host}): {phase_of(w, False)}"
+                         + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched if w.host != host)
+        return HostLost(host, ranks, why, others, when)
+
+    def _unsettled(self, first_200: float) -> bool:
+        """A boot-log check that has not read every rank's verdict yet holds the success back
+        (its log may still be on the way), for at most SETTLE_CHECK_S after the first 200."""
+        settled = getattr(self.on_line, "settled", None)
+        if settled is None or time.monotonic() - first_200 > SETTLE_CHECK_S:
+            return False
+        return not all(settled(w) for w in self.watched)
+
+    def _check_faults(self) -> None:
+        if self.faults:
+            w, text = self.faults[0]
+            from inkctl.execute.nccl import FALLBACK_HINT
+
+            raise RankFailed(text, host=w.host, rank=w.rank, hint=FALLBACK_HINT)
+
+    def _verified(self, pool: ThreadPoolExecutor) -> bool:
+        """After the head's 200: every rank's container, inspected now, is running. A rank that
+        is not (or a host that does not answer) fails the wait: never report success with a rank
+        unverified."""
+        self._inspect_all(pool, self.watched)
+        return all(w.status == "running" for w in self.watched)
 
     def _crashed(self) -> Watched | None:
         """The rank that died first: when one rank crashes its peers follow within a second
@@ -260,7 +315,9 @@ class HealthWait:
         interval = self.step.interval_s
         polls = PollSchedule(interval, t0)
         next_http = t0
-        follow_at = t0 + FOLLOW_AFTER_S  # until then only the URL is polled
+        # until then only the URL is polled; a boot-log check (NCCL's transport) reads from the start
+        follow_at = t0 + (0.0 if self.on_line is not None else FOLLOW_AFTER_S)
+        first_200 = None
         following = False
         next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
         next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
@@ -272,6 +329,8 @@ class HealthWait:
                 while True:
                     if self.cancel.is_set():
                         raise Cancelled(started=True)
+                    self._check_hosts(t0)
+                    self._check_faults()
                     now = time.monotonic()
                     if not following and now >= follow_at:
                         following = True
@@ -308,8 +367,20 @@ class HealthWait:
                         seen = time.monotonic()
                         next_http = seen + polls.after(status, seen)
                         if status == "200":
-                            self._progress(t0, status, healthy=True, force=True)
-                            return time.monotonic() - t0
+                            self._check_hosts(t0)
+                            self._check_faults()
+                            first_200 = first_200 or time.monotonic()
+                            if self._unsettled(first_200):
+                                status = "200 (reading each rank's NCCL transport)"
+                            elif self._verified(pool):
+                                self._progress(t0, status, healthy=True, force=True)
+                                return time.monotonic() - t0
+                            else:
+                                dead = self._crashed()
+                                if dead is not None:
+                                    self._progress(t0, status, force=True)
+                                    raise self._crash_error(dead, t0)
+                                status = "200 (not every rank running yet)"
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(

@@ -198,7 +198,7 @@ def test_unreachable_host_is_named_and_the_others_are_rolled_back():
         launch(Runner(plan, {"a": a, "b": b}, Collect()))
     msg = e.value.message
     assert "b: connection lost" in msg
-    assert "could NOT remove" in msg and "b: inkctl-t-r1 (host unreachable" in msg
+    assert "could NOT remove" in msg and "b: inkctl-t-r1, /var/lib/inkctl/t and the deploy lock (host unreachable" in msg
     assert ("docker", "rm", "--force", "inkctl-t-r0") in a.argvs()
     assert e.value.left and e.value.left[0].startswith("b: inkctl-t-r1")  # the CLI says how to clean up
     assert e.value.lock_kept  # b was lost: its deploy lock could not be released
@@ -264,9 +264,20 @@ def test_missing_secrets_are_all_named_with_where_they_were_looked_for(tmp_path,
     msg = e.value.message
     assert "2 secrets could not be resolved" in msg and "nothing was started" in msg
     assert "A: environment variable NOPE_VAR is not set" in msg and f"B: file {tmp_path / 'missing'} does not exist" in msg
-    (tmp_path / "tok").write_text("abc\nsecond line ignored\n")
-    assert resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})["B"].reveal() == "abc"
-    assert render_env_file(EnvFile((("B", SecretRef("B")),)), resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})) == b"B=abc\n"
+    (tmp_path / "tok").write_text("abcdefgh\nsecond line ignored\n")
+    assert resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})["B"].reveal() == "abcdefgh"
+    assert render_env_file(EnvFile((("B", SecretRef("B")),)), resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})) == b"B=abcdefgh\n"
+
+
+def test_a_secret_too_short_to_mask_is_refused_with_the_reason(tmp_path):
+    from inkctl.recipe.container import SecretSource
+
+    (tmp_path / "tok").write_text("x\n")
+    with pytest.raises(InkctlError) as e:
+        resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})
+    msg = e.value.message
+    assert "B: the value from" in msg and "has 1 character;" in msg
+    assert "shorter than 8 characters would shred the output" in msg
 
 
 def test_sha256_is_verified_before_upload():
@@ -351,11 +362,14 @@ def test_health_answered_early_starts_no_remote_process():
                 Counting.streams += 1
                 return super().stream(argv, on_line, stop)
 
-        a, b = Counting("a"), Counting("b")
+        a = Counting("a", [(lambda v: "inspect" in v, (0, "/c0|running|0|0001-01-01T00:00:00Z\n", ""))])
+        b = Counting("b", [(lambda v: "inspect" in v, (0, "/c1|running|0|0001-01-01T00:00:00Z\n", ""))])
         step = WaitHealth(host="a", purpose="wait", url=f"http://127.0.0.1:{srv.server_port}/health", timeout_s=10,
                           interval_s=0.05, watch=(("a", "c0", 0), ("b", "c1", 1)))
         secs = HealthWait(step, {"a": a, "b": b}, "docker", Collect().emit, threading.Event()).run()
         assert secs < FOLLOW_AFTER_S
-        assert Counting.streams == 0 and a.argvs() == [] and b.argvs() == []
+        # no log stream; one inspect per host: healthy means every rank verified running
+        assert Counting.streams == 0
+        assert [v[:2] for v in a.argvs()] == [("docker", "inspect")] and [v[:2] for v in b.argvs()] == [("docker", "inspect")]
     finally:
         srv.shutdown()
