@@ -17,7 +17,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format, overrides
+from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, load_target, output_format,
+                                overrides)
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
@@ -33,12 +34,19 @@ def up(
     skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Skip a preflight check by name (repeatable)."),
     detach: bool = typer.Option(False, "--detach", help="Ctrl-C during the health wait leaves the deployment booting (follow it with inkctl status / logs -f) instead of removing it."),
     allow_socket_fallback: bool = typer.Option(False, "--allow-socket-fallback", help="With network.rdma: NCCL falling back to TCP sockets is a warning, not a failure."),
+    watch: bool = typer.Option(False, "--watch", help="Once healthy, stay and supervise it as `inkctl watch` does (Ctrl-C detaches and leaves it running)."),
+    restart: bool = RestartOpt,
+    hook: Optional[str] = HookOpt,
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
     A different version of the same deployment (another recipe hash) is replaced: up shows what
     changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
+    if (restart or hook) and not watch:
+        raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
+    if watch and detach:
+        raise UsageError("--watch supervises a healthy deployment; --detach leaves it booting: choose one")
     t0 = time.monotonic()
     from inkctl.execute.bringup import bring_up, warm_imports
 
@@ -79,7 +87,7 @@ def up(
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
                            timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
-                           allow_socket_fallback=allow_socket_fallback)
+                           allow_socket_fallback=allow_socket_fallback, after_boot=not watch)
     except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
         started = isinstance(e, Cancelled) and e.started
         left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
@@ -114,6 +122,12 @@ def up(
     sink.close()
     if fmt == "text" and not said:
         _summary(plan, outcome, total, follow=_follow(recipe, hosts))
+    if watch and not outcome.detached:
+        from inkctl.cli.watch import Events, Watching, keep_watching
+
+        keep_watching(loaded, plan, recipe, hosts, set_, Watching(
+            accept_new=accept_new_host_keys, restart=restart, hook=hook,
+            allow_socket_fallback=allow_socket_fallback), Events(fmt))
 
 
 def _readiness(plan, outcome) -> tuple[float | None, float | None]:

@@ -44,7 +44,7 @@ def k8s(
 
     fmt = output_format(output)
     loaded = load_recipe(recipe, overrides(set_))
-    require_trusted(loaded)
+    require_trusted(loaded, patches=False)  # it runs the image pushed earlier
     options = K8sOptions(
         namespace=namespace, replicas=replicas, cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
         annotations=tuple(_pairs(annotation, "--network-annotation")),

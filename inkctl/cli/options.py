@@ -50,3 +50,12 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
 
 RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,
                            help="A recipe file, or the name of a bundled recipe (see inkctl recipes).")
+
+
+# supervision: watch and up --watch
+RestartOpt = typer.Option(False, "--restart", help="On a failure take the whole deployment down and bring it up again.")
+HookOpt = typer.Option(None, "--hook", help="Command run on each failure (argv, split like a shell would, never run by one); the event is in $INKCTL_EVENT as JSON.")
+IntervalOpt = typer.Option(2.0, "--interval", min=0.2, help="Seconds between checks of every rank, host and the health endpoint.")
+MaxRestartsOpt = typer.Option(3, "--max-restarts-per-hour", min=1, help="With --restart: give up after this many restarts in an hour.")
+BackoffOpt = typer.Option(5.0, "--backoff", min=0.0, help="With --restart: seconds before the first restart (doubling each time, up to 300).")
+SocketFallbackOpt = typer.Option(False, "--allow-socket-fallback", help="With network.rdma: NCCL falling back to TCP sockets is a warning, not a failure (for the up of a restart).")

@@ -12,13 +12,15 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
+from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
+                                SetOpt, SocketFallbackOpt, load_target, output_format)
 from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 
 
@@ -44,41 +46,64 @@ def watch(
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
-    restart: bool = typer.Option(False, "--restart", help="On a failure take the whole deployment down and bring it up again."),
-    hook: Optional[str] = typer.Option(None, "--hook", help="Command run on each failure (argv, split like a shell would, never run by one); the event is in $INKCTL_EVENT as JSON."),
-    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between checks of every rank, host and the health endpoint."),
-    max_restarts_per_hour: int = typer.Option(3, "--max-restarts-per-hour", min=1, help="With --restart: give up after this many restarts in an hour."),
-    backoff: float = typer.Option(5.0, "--backoff", min=0.0, help="With --restart: seconds before the first restart (doubling each time, up to 300)."),
+    restart: bool = RestartOpt,
+    hook: Optional[str] = HookOpt,
+    interval: float = IntervalOpt,
+    max_restarts_per_hour: int = MaxRestartsOpt,
+    backoff: float = BackoffOpt,
+    allow_socket_fallback: bool = SocketFallbackOpt,
 ) -> None:
     """Supervise a running deployment: every rank, every host, health, memory and fatal log lines."""
     fmt = output_format(output)
-    emit = Events(fmt)
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
+    keep_watching(loaded, plan, recipe, hosts, set_, Watching(
+        accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,
+        max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
+        allow_socket_fallback=allow_socket_fallback), Events(fmt))
+
+
+@dataclass(frozen=True)
+class Watching:
+    """How to supervise: the options ``watch`` and ``up --watch`` share."""
+
+    accept_new: bool = False
+    restart: bool = False
+    hook: Optional[str] = None
+    interval: float = 2.0
+    max_restarts_per_hour: int = 3
+    backoff: float = 5.0
+    allow_socket_fallback: bool = False
+
+
+def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: Watching, emit) -> None:
+    """Supervise until a failure (raises InkctlError, after the hook) or, with ``restart``, for
+    good; Ctrl-C detaches (exit 130) and leaves the deployment as it is."""
     from inkctl.execute.watch import RestartBudget
 
-    budget = RestartBudget(per_hour=max_restarts_per_hour, first_s=backoff)
+    budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
     again = [sys.executable, "-m", "inkctl"]
     where = [str(recipe)] + (["--hosts", str(hosts)] if hosts else []) + [x for s in (set_ or []) for x in ("--set", s)]
+    up_flags = ["--allow-socket-fallback"] if how.allow_socket_fallback else []
     try:
         while True:
-            failure = supervise(loaded, plan, accept_new_host_keys, interval, emit)
+            failure = supervise(loaded, plan, how.accept_new, how.interval, emit)
             emit("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
-            if hook:
-                _run_hook(hook, failure, emit)
-            if not restart:
+            if how.hook:
+                _run_hook(how.hook, failure, emit)
+            if not how.restart:
                 raise InkctlError(f"{plan.deployment}: {failure.message}",
                                   hint=f"inkctl logs {recipe} for the whole story; watch --restart brings it back by itself")
             while True:
                 delay = budget.next_delay(time.monotonic())
                 if delay is None:
-                    emit("restart_refused", f"{max_restarts_per_hour} restarts within the last hour: giving up")
-                    raise InkctlError(f"{plan.deployment}: {max_restarts_per_hour} restarts within an hour; not restarting again",
+                    emit("restart_refused", f"{how.max_restarts_per_hour} restarts within the last hour: giving up")
+                    raise InkctlError(f"{plan.deployment}: {how.max_restarts_per_hour} restarts within an hour; not restarting again",
                                       hint=f"find the cause (inkctl logs {recipe}), then inkctl up {recipe}")
                 emit("restart", f"restarting {plan.deployment} in {delay:g} s: down, then up")
                 time.sleep(delay)
                 budget.spend(time.monotonic())
                 subprocess.run([*again, "down", *where], stdin=subprocess.DEVNULL, capture_output=True)
-                up = subprocess.run([*again, "up", *where], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                up = subprocess.run([*again, "up", *where, *up_flags], stdin=subprocess.DEVNULL, capture_output=True, text=True)
                 if up.returncode == 0:
                     emit("restarted", f"{plan.deployment} is up again")
                     break

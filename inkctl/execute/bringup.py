@@ -22,8 +22,10 @@ from inkctl.plan import runtime
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
              interrupt: threading.Event, detach: bool = False, on_healthy=None,
-             allow_socket_fallback: bool = False) -> Outcome:
-    """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched)."""
+             allow_socket_fallback: bool = False, after_boot: bool = True) -> Outcome:
+    """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched).
+    ``after_boot=False``: return once healthy even when the recipe's watchdog stays attached
+    (``up --watch`` supervises instead, memory included)."""
     from inkctl.execute.connect import close_all, connect_each, connection_failure
     from inkctl.execute.deploylock import DeployLock
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
@@ -102,7 +104,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                               "had been removed before the launch")
                 e.args = (e.message,)
             raise
-        if outcome.detached or not (loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
+        if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
             return outcome
         lock.release()  # the deployment is up: down (or another up) may run while this one watches
         if on_healthy is not None:

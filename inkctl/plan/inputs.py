@@ -55,14 +55,21 @@ def plan_inputs(loaded: Loaded) -> dict:
             "weights_pinned": weights_pinned(loaded)}
 
 
-def require_trusted(loaded: Loaded) -> None:
+def require_trusted(loaded: Loaded, *, patches: bool = True) -> None:
     """What ``up`` (and ``build``) refuse before starting anything: a lock that disagrees with
-    the files here, and hotfixes that are missing, unpinned or not what their pin says.
-    (The at-start wrapper refuses the same at run time; this says it before any host is touched.)"""
+    the files here, hotfixes that are missing, unpinned or not what their pin says, and (mode
+    ``build``) patch files that are missing, unpinned or not what their pins say.
+    (The at-start wrapper and the build's verify steps refuse the same on the host; this says it
+    before any host is touched: no connection, no deploy lock.) ``patches=False``: not the patch
+    files (``export k8s`` runs an image pushed earlier, not one built from them now)."""
     from inkctl.errors import InkctlError
     from inkctl.recipe.lockfile import require_no_drift
 
     require_no_drift(loaded)
+    if patches and loaded.recipe.patches.mode == "build":
+        from inkctl.plan.build import build_context
+
+        build_context(loaded)  # pure: raises naming the file and both hashes
     pins, files = hotfix_inputs(loaded)
     bad = []
     for h in loaded.recipe.patches.hotfixes if loaded.recipe.patches.mode == "at_start" else ():

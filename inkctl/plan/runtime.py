@@ -155,8 +155,10 @@ def copy_out(runtime: str, container: str, path: str) -> tuple[str, ...]:
 
 
 def build(runtime: str, tag: str, build_args: dict[str, str]) -> tuple[str, ...]:
-    """``build -``: the (gzipped) context on stdin; the base image is already on the host."""
-    argv = [runtime, "build", "--tag", tag]
+    """``build -``: the (gzipped) context on stdin; the base image is already on the host.
+    ``--force-rm``: the legacy builder otherwise leaves the stopped container of a failed RUN
+    step on the host (one per failed build, forever)."""
+    argv = [runtime, "build", "--force-rm", "--tag", tag]
     if runtime == "podman":
         argv += ["--pull=never"]
     for k, v in sorted(build_args.items()):

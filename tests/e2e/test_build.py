@@ -84,8 +84,11 @@ def test_wrong_original_hash_fails_naming_both_hashes(cluster, built, inkctl, in
         doc["patches"]["files"][0]["sha256_before"] = wrong
     ws.edit(pin)
     tag = fresh_tag(built, inkctl, ws, "h1")
+    before = set(cluster.docker("h1", "ps", "-a", "-q", check=True).stdout.split())
     res = inkctl("build", ws.recipe, "--hosts", inventory("h1"))
     assert res.rc == 1, res
+    left = set(cluster.docker("h1", "ps", "-a", "-q", check=True).stdout.split()) - before
+    assert not left, cluster.docker("h1", "ps", "-a").stdout  # the failed RUN step's container is gone
     assert f"h1: build failed: inkctl-build: patch 0 (replace): /etc/debian_version: sha256 mismatch before patching: " \
            f"expected {wrong}, actual {actual}" in res.stderr, res
     assert cluster.docker("h1", "image", "inspect", tag).returncode != 0  # nothing tagged

@@ -234,3 +234,39 @@ def test_watch_restart_brings_the_deployment_back(cluster, inkctl, follow, inven
     assert f.end(timeout=30) == 130, f.text
     assert containers(cluster, "h1", "e2e-wrestart") == ["inkctl-e2e-wrestart-r0 running"]  # left as it is
     assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+# ------------------------------------------------------------------------ up --watch
+
+def test_up_watch_supervises_after_boot_and_reports_a_killed_rank(cluster, inkctl, follow, inventory, recipe, tmp_path):
+    rec = recipe("single", name="e2e-upwatch", smoke={"enabled": False})
+    inv = inventory("h1")
+    got = tmp_path / "event.json"
+    f = follow("up", rec, "--hosts", inv, "-o", "json", "--watch",
+               "--hook", f"sh -c 'printf %s \"$INKCTL_EVENT\" > {got}'")
+    wait_for("up, then watch", lambda: f.saw('"event": "ok"'), timeout=120)
+    assert [e for e in _watch_events(f) if e.get("ok") is True], f.text  # up finished healthy first
+    cluster.docker("h1", "kill", "inkctl-e2e-upwatch-r0", check=True)
+    assert f.end(timeout=60) == 1, f.text
+    fail = [e for e in _watch_events(f) if e.get("event") == "failure"]
+    assert fail and fail[0]["cause"] == "rank-exited" and fail[0]["host"] == "h1" and fail[0]["rank"] == 0, f.text
+    assert json.loads(got.read_text())["cause"] == "rank-exited"  # the hook ran with the event
+    assert no_traceback(f.text), f.text
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+def test_up_watch_restart_brings_it_back_and_ctrl_c_leaves_it_running(cluster, inkctl, follow, inventory, recipe):
+    rec = recipe("single", name="e2e-upwrestart", smoke={"enabled": False})
+    inv = inventory("h1")
+    f = follow("up", rec, "--hosts", inv, "-o", "json", "--watch", "--restart")
+    wait_for("up, then watch", lambda: f.saw('"event": "ok"'), timeout=120)
+    before = cluster.docker("h1", "inspect", "--format", "{{.Id}}", "inkctl-e2e-upwrestart-r0").stdout.strip()
+    cluster.docker("h1", "kill", "inkctl-e2e-upwrestart-r0", check=True)
+    wait_for("the restart", lambda: f.saw('"event": "restarted"'), timeout=120)
+    wait_for("watching again", lambda: [e.get("event") for e in _watch_events(f)].count("ok") >= 2, timeout=60)
+    after = cluster.docker("h1", "inspect", "--format", "{{.Id}}", "inkctl-e2e-upwrestart-r0").stdout.strip()
+    assert after and after != before  # a new container: down, then up
+    f.p.send_signal(signal.SIGINT)
+    assert f.end(timeout=30) == 130, f.text
+    assert containers(cluster, "h1", "e2e-upwrestart") == ["inkctl-e2e-upwrestart-r0 running"]  # left running
+    assert inkctl("down", rec, "--hosts", inv).rc == 0

@@ -27,7 +27,7 @@ def test_podman_remove_ignores_a_missing_container_and_docker_is_not_given_the_f
 def test_the_runtimes_differ_where_they_must():
     assert "--pull=never" in runtime.build("podman", "t:1", {}) and "--pull=never" not in runtime.build("docker", "t:1", {})
     assert runtime.build("docker", "t:1", {"B": "2", "A": "1"}) == (
-        "docker", "build", "--tag", "t:1", "--build-arg", "A=1", "--build-arg", "B=2", "-")
+        "docker", "build", "--force-rm", "--tag", "t:1", "--build-arg", "A=1", "--build-arg", "B=2", "-")
     assert '{{index .Labels "inkctl.deployment"}}' in runtime.ps_format("podman")
     assert '{{.Label "inkctl.deployment"}}' in runtime.ps_format("docker")
     assert runtime.logs("docker", "c", follow=True, tail=50) == ("docker", "logs", "--follow", "--tail", "50", "c")
