@@ -13,7 +13,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
+from inkctl.errors import UsageError
 
 lease_app = typer.Typer(
     help="The deploy lease (one up/down/build per deployment at a time): who holds it; break a stale one.",
@@ -43,8 +44,13 @@ _command("release", "Break the deployment's lease on every host (after a command
 def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) -> None:
     from inkctl.execute import deploylock
     from inkctl.execute.connect import close_all, connect_all
+    from inkctl.plan.deploy import build_plan
+    from inkctl.recipe.source import load_recipe
 
-    loaded, plan, _ = load_target(recipe, hosts, set_, f"lease {verb}")
+    loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.hosts is None:
+        raise UsageError(f"lease {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
+    plan = build_plan(loaded.recipe, loaded.hosts)  # the deployment's name and hosts: no image or pins needed
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)
     try:
         result = deploylock.status(plan, transports) if verb == "status" else deploylock.release(plan, transports)
