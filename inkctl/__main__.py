@@ -1,3 +1,3 @@
-from inkctl.cli.app import main
+from inkctl.cli.app import run
 
-main()
+run()

@@ -32,6 +32,7 @@ def up(
     output: str = OutputOpt,
     skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Skip a preflight check by name (repeatable)."),
     detach: bool = typer.Option(False, "--detach", help="Ctrl-C during the health wait leaves the deployment booting (follow it with inkctl status / logs -f) instead of removing it."),
+    allow_socket_fallback: bool = typer.Option(False, "--allow-socket-fallback", help="With network.rdma: NCCL falling back to TCP sockets is a warning, not a failure."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
@@ -39,11 +40,14 @@ def up(
     changes, removes the old containers, then launches the new ones."""
     fmt = output_format(output)
     t0 = time.monotonic()
-    from inkctl.execute.events import Finished, Info, JsonLines, Scrubber, ScrubbingSink
+    from inkctl.execute.bringup import bring_up, warm_imports
+
+    warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
+    from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
     from inkctl.execute.secrets import resolve_secrets, secret_values
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
-    from inkctl.plan.step import EnvFile, Put
+    from inkctl.plan.step import EnvFile
     from inkctl.recipe.source import load_recipe
 
     loaded = load_recipe(recipe, overrides(set_), hosts)
@@ -53,9 +57,11 @@ def up(
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
-    needed = [n for s in plan.steps() if isinstance(s, Put) and isinstance(s.content, EnvFile) for n in s.content.secret_names]
+    needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
-    scrub = Scrubber(secret_values(secrets))
+    from inkctl.scrub import arm
+
+    scrub = arm(secret_values(secrets))
     sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
@@ -69,12 +75,12 @@ def up(
             _summary(plan, outcome, time.monotonic() - t0)
             said.append(True)
 
-    from inkctl.execute.bringup import bring_up
     from inkctl.execute.runner import LaunchFailed
 
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
-                           timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy)
+                           timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
+                           allow_socket_fallback=allow_socket_fallback)
     except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
         started = isinstance(e, Cancelled) and e.started
         left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
@@ -87,8 +93,10 @@ def up(
         raise err from None
     except InkctlError as e:
         if isinstance(e, LaunchFailed) and e.left:
-            again = "inkctl lease release RECIPE, then inkctl down RECIPE" if e.lock_kept else "inkctl down RECIPE"
-            e.hint = (e.hint + "; " if e.hint else "") + f"once the host is back, run: {again} (with the same --hosts)"
+            # a lost host keeps this run's deploy lock; its holder (this pid) is gone by then, so the
+            # next command from this machine takes it over: down alone finishes the clean-up
+            e.hint = ((e.hint + "; ") if e.hint else "") + ("once the host is back, run: inkctl down " + str(recipe)
+                                                            + (f" --hosts {hosts}" if hosts else ""))
         e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
         e.args = (e.message,)
         sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
@@ -189,6 +197,8 @@ def down(
         from inkctl.cli.render import console
 
         out = console()
+        for text in report.notices:
+            out.print(f"warning: {text}", markup=False, style="yellow")
         for h in plan.hosts:
             if h.name in report.removed:
                 names = report.removed[h.name]

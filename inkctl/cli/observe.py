@@ -181,7 +181,10 @@ def status(
     head_running = any(x.running and (x.name == head.name or x.rank == 0) for x in
                        (found[head.host].containers if head.host in found else []))
     health = _health(plan, head_running)
-    rows = _status_rows(plan, found, errors, health)
+    from inkctl.scrub import active
+
+    scrub = active()
+    rows, errors, health = scrub(_status_rows(plan, found, errors, health)), scrub(errors), scrub(health)
     planned_rows = [r for r in rows if r.get("detail") != "not in the current plan"]
     ok = not errors and all(r["state"] == "running" for r in planned_rows) and health.get("state") == "up"
     if fmt == "json":
@@ -316,6 +319,11 @@ class _LinePrinter:
         self.style = {(s.host, s.rank): PREFIX_COLOURS[i % len(PREFIX_COLOURS)] for i, s in enumerate(srcs)}
 
     def line(self, ln) -> None:
+        from dataclasses import replace
+
+        from inkctl.scrub import active
+
+        ln = replace(ln, line=active().text(ln.line))  # engines echo their environment: mask it
         key = (ln.host, ln.rank)
         if self.fmt == "json":
             sys.stdout.write(json.dumps(ln.as_dict()) + "\n")
@@ -333,4 +341,6 @@ class _LinePrinter:
         sys.stdout.flush()
 
     def note(self, text: str) -> None:
-        print(f"inkctl: {text}", file=sys.stderr, flush=True)
+        from inkctl.scrub import active
+
+        print(f"inkctl: {active().text(text)}", file=sys.stderr, flush=True)

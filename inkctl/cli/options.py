@@ -41,6 +41,9 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    from inkctl.scrub import arm_for
+
+    arm_for(loaded.recipe)  # whatever this command prints (an engine's echoed env too) is masked
     inputs = plan_inputs(loaded)
     return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
 

@@ -73,6 +73,10 @@ def escape(text: str) -> str:
 
 
 def print_error(e: InkctlError) -> None:
+    from inkctl.scrub import active
+
+    scrub = active()  # every error passes the one scrubber
+    e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
     out = plain(stderr=True)
     if isinstance(e, RecipeInvalid):
         errors = [p for p in e.problems if p.severity == "error"]
@@ -156,6 +160,12 @@ def step_json(s) -> dict:
         d["command"] = command_line(s.argv)
     if isinstance(s, Run):
         d["ok_codes"] = list(s.ok_codes)
+        if s.files:
+            from inkctl.plan.files import files_dir, remote_argv
+
+            d["files"] = [step_json(f) for f in s.files]
+            d["files_dir"] = files_dir(s)
+            d["remote_argv"] = list(remote_argv(s))
     if isinstance(s, WaitFor):
         d.update(timeout_s=s.timeout_s, interval_s=s.interval_s, expect=s.expect, expect_count=s.expect_count)
     if isinstance(s, Put):
@@ -257,7 +267,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
-    puts = [s for s in steps if isinstance(s, Put)]
+    puts = [s for s in steps if isinstance(s, Put)] + [f for s in steps if isinstance(s, Run) for f in s.files]
     after = [s for s in steps if isinstance(s, (WaitHealth, Smoke))]
     for c in plan.containers:
         if only_host not in (None, c.host):
@@ -269,13 +279,14 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
             if img is not None:
                 out.print(f"  image  {escape(s.argv[img])}")
             out.print(f"  [dim]# {escape(s.purpose)}[/]")
-            out.print(_step_text(s), markup=False)
+            out.print(_step_text(s, files=False), markup=False)
     others = [s for s in launch if s.rank is None]
     for s in others:
         out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
-        out.print(_step_text(s), markup=False)
+        out.print(_step_text(s, files=False), markup=False)
     if puts:
-        out.print("\n[bold]files written first[/] [dim](inkctl plan --full shows their contents)[/]")
+        out.print("\n[bold]files written first[/] [dim](by each host's launch command, before its container starts;"
+                  " inkctl plan --full shows their contents)[/]")
         groups: dict[tuple, list[Put]] = {}
         for s in puts:  # one entry per file; hosts that get the same one share it
             groups.setdefault((s.path, s.purpose), []).append(s)
@@ -292,10 +303,16 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
               " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
-def _step_text(s) -> str:
+def _step_text(s, files: bool = True) -> str:
     pad = "    "
     if isinstance(s, Run):
-        return pad + "$ " + _shell(s.argv)
+        if not s.files or not files:
+            return pad + "$ " + _shell(s.argv)
+        from inkctl.plan.files import files_dir
+
+        writes = "\n".join(_step_text(f) for f in s.files)
+        return (f"{pad}one command: writes these files under {files_dir(s)} (a tar archive on its stdin), then runs the argv\n"
+                f"{writes}\n{pad}$ " + _shell(s.argv))
     if isinstance(s, WaitFor):
         cond = f" until its output shows {s.expect!r}" + (f" x{s.expect_count}" if s.expect_count > 1 else "") if s.expect else " until it exits 0"
         return f"{pad}poll every {s.interval_s:g}s for up to {s.timeout_s:g}s{cond}:\n{pad}$ {_shell(s.argv)}"

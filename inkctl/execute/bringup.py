@@ -1,9 +1,10 @@
 """Bring a planned deployment up on connected hosts: the orchestration behind ``inkctl up``.
 
-Order: connect every host -> one probe per host (deploy lock, containers, image, GPUs, memory,
-ports, paths) -> build or deliver a missing image -> preflight table -> nothing there, the same
-version running (done), or another version (replace) -> run the plan with the boot watchdog
-beside it -> optionally keep watching memory after boot. Never prints: events go to ``sink``.
+Order: each host is probed as soon as it is connected (deploy lock, containers, image, GPUs,
+memory, ports, paths: one remote command) -> the one barrier correctness needs: every answer is
+in -> build or deliver a missing image -> preflight table -> nothing there, the same version
+running (done), or another version (replace) -> run the plan with the boot watchdog beside it
+-> optionally keep watching memory after boot. Never prints: events go to ``sink``.
 """
 
 from __future__ import annotations
@@ -20,37 +21,56 @@ from inkctl.plan import runtime
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-             interrupt: threading.Event, detach: bool = False, on_healthy=None) -> Outcome:
+             interrupt: threading.Event, detach: bool = False, on_healthy=None,
+             allow_socket_fallback: bool = False) -> Outcome:
     """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched)."""
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.connect import close_all, connect_each, connection_failure
+    from inkctl.execute.deploylock import DeployLock
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
+    from inkctl.execute.preflight import PreflightFailed, probe_one
 
     def accepted(host, name, key_type, fp):
         from inkctl.execute.hostkeys import default_known_hosts
 
         sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
 
-    _warm_imports()
+    _warm_health()
     t = time.monotonic()
-    transports = connect_all(list(loaded.hosts), accept_new=accept_new, on_accept=accepted,
-                             on_host=lambda h, s, e: e is None and sink.emit(HostConnected(host=h, seconds=round(s, 3))))
-    if interrupt.is_set():
+    # one round trip per host, sent the moment that host is connected: the deploy lock, the
+    # containers (the deployment probe and the name check), the image (ensure_image and
+    # preflight) and everything else preflight reads; the answers are judged once all are in
+    lock = DeployLock(plan, {}, "up")
+    lock.record()  # one holder record for every host, made before the probes' threads ask for it
+    answers: dict = {}
+    connected: list[float] = []
+
+    def on_host(h: str, secs: float, e) -> None:
+        if e is None:
+            connected.append(secs)
+            sink.emit(HostConnected(host=h, seconds=round(secs, 3)))
+
+    def probe(name: str, transport) -> None:
+        if not interrupt.is_set():
+            answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
+
+    res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
+    transports = lock.transports = res.transports
+    if res.errors or interrupt.is_set():
+        lock.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
+        lock.release()  # taken by the probes of the hosts that did connect
         close_all(transports)
-        raise Cancelled()
+        if interrupt.is_set():
+            raise Cancelled()
+        raise connection_failure(list(loaded.hosts), res)
     n = len(transports)
-    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {time.monotonic() - t:.2f} s"))
-    lock = None
+    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
+                        f"probed in {time.monotonic() - t:.2f} s"))
     launched = False
     try:
-        # one round trip per host before anything starts: the deploy lock, the containers (the
-        # deployment probe and the name check), the image (ensure_image and preflight) and
-        # everything else preflight reads; the answers are judged here, in that order
-        from inkctl.execute.deploylock import DeployLock
-        from inkctl.execute.preflight import PreflightFailed, probe_hosts
-
-        lock = DeployLock(plan, transports, "up")
-        answers = probe_hosts(loaded.recipe, plan, transports, lock=lock)
+        answers = {h.name: answers[h.name] for h in plan.hosts}
         lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        for text in lock.notices:
+            sink.emit(Info(text=text, level="warning"))
         existing = _existing(plan, answers)
         problem = _get_ready(loaded, plan, transports, sink, answers, skip)
         # an existing deployment explains a failed image or preflight check best
@@ -72,6 +92,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             raise Cancelled()
         launched = True
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
@@ -92,8 +113,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     except KeyboardInterrupt:  # a second Ctrl-C, raised by the CLI's handler
         raise Cancelled(started=launched) from None
     finally:
-        if lock is not None:
-            lock.release()  # also after Ctrl-C: a lock must never outlive its command
+        lock.release()  # also after Ctrl-C: a lock must never outlive its command
         close_all(transports)
 
 
@@ -235,17 +255,44 @@ class _watchdog:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
 
 
-def _warm_imports() -> None:
-    """Import what the health wait needs while the connections wait on the network."""
-    import threading
+def _transport_check(loaded, sink, allow: bool):
+    """With network.rdma: read each rank's boot log for the network NCCL chose (execute.nccl)."""
+    recipe = loaded.recipe
+    if not recipe.network.rdma:
+        return None
+    from inkctl.execute.events import Info
+    from inkctl.execute.nccl import TransportCheck
+
+    hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
+    return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
+
+
+def warm_imports(*modules: str) -> None:
+    """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
+    recipe loads, off the critical path."""
+    import importlib
 
     def warm():
-        try:
-            import httpx  # noqa: F401  (imported for its side effect: warm)
-        except ImportError:
-            pass
+        for m in modules:
+            try:
+                importlib.import_module(m)
+            except ImportError:
+                pass
 
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
+
+
+def _warm_health() -> None:
+    """httpx and its TLS context, for the health wait, while the hosts answer the probes."""
+    def warm():
+        try:
+            from inkctl.execute.health import warm
+
+            warm()
+        except Exception:
+            pass  # the health wait builds it (and reports any error) itself
+
+    threading.Thread(target=warm, daemon=True, name="warm-health").start()
 
 
 def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None, weights=None) -> None:

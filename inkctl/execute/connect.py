@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,8 +150,11 @@ class Connected:
 
 def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float = CONNECT_TIMEOUT_S,
                  on_host: Callable[[str, float, HostError | None], None] | None = None,
-                 on_accept: Callable | None = None) -> Connected:
-    """Connect to every host in parallel; return what connected and what did not."""
+                 on_accept: Callable | None = None, then: Callable[[str, Transport], None] | None = None) -> Connected:
+    """Connect to every host in parallel; return what connected and what did not.
+
+    ``then(name, transport)`` runs in a host's own thread as soon as that host is connected (its
+    first command, e.g. up's probe), so one slow handshake delays only its own host."""
     t0 = time.monotonic()
     config = load_ssh_config() if any(not (h.ssh_address in LOCAL_ADDRESSES and h.port is None) for h in hosts) else None
     by_name = {h.name: h for h in hosts}
@@ -166,6 +170,8 @@ def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float 
         else:
             if on_host:
                 on_host(name, time.monotonic() - t, None)
+            if then:
+                then(name, tr)
             return tr
         if on_host:
             on_host(name, time.monotonic() - t, err)
@@ -181,23 +187,39 @@ def connect_all(hosts: list[Host], **kw) -> dict[str, Transport]:
     res = connect_each(hosts, **kw)
     if res.errors:
         close_all(res.transports)
-        order = [h.name for h in hosts if h.name in res.errors]
-        if len(order) == 1:
-            e = res.errors[order[0]]
-            raise HostError(e.host, e.cause, e.reason + "; nothing was started on any host", hint=e.hint)
-        lines = "\n".join("  " + res.errors[n].message for n in order)
-        causes = {res.errors[n].cause for n in order}
-        hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
-                 for n in order} - {None}
-        raise HostsFailed([res.errors[n] for n in order],
-                          f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
-                          hint="; ".join(sorted(hints)) or None)
+        raise connection_failure(hosts, res)
     return res.transports
 
 
+def connection_failure(hosts: list[Host], res: Connected) -> HostError:
+    """One error naming every host that could not be reached (``res.errors`` is not empty)."""
+    order = [h.name for h in hosts if h.name in res.errors]
+    if len(order) == 1:
+        e = res.errors[order[0]]
+        return HostError(e.host, e.cause, e.reason + "; nothing was started on any host", hint=e.hint)
+    lines = "\n".join("  " + res.errors[n].message for n in order)
+    causes = {res.errors[n].cause for n in order}
+    hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
+             for n in order} - {None}
+    return HostsFailed([res.errors[n] for n in order],
+                       f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
+                       hint="; ".join(sorted(hints)) or None)
+
+
 def close_all(transports: dict[str, Transport]) -> None:
-    for t in transports.values():
+    """Close every connection at once: each close waits for its transport thread to stop."""
+    def close(t: Transport) -> None:
         try:
             t.close()
         except Exception:
             pass
+
+    if len(transports) <= 1:
+        for t in transports.values():
+            close(t)
+        return
+    threads = [threading.Thread(target=close, args=(t,), daemon=True, name=f"close-{name}") for name, t in transports.items()]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(CONNECT_TIMEOUT_S)

@@ -31,6 +31,9 @@ _ACQUIRE = ('mkdir -p -- "$1" && { mkdir -- "$2" 2>/dev/null || exit 75; } && '
 PROBE_SECTION = ("take_lock() (\n" + _ACQUIRE + "\n)\n"
                  'take_lock "$lock_parent" "$lock_dir" "$lock_record" "$lock_token"; lock_rc=$?\n'
                  'if [ "$lock_rc" = 75 ]; then cat -- "$lock_dir/holder.json"; echo; fi')
+# a stale lock is replaced only if its holder record is still the one judged stale ($3)
+_TAKE_OVER = ('[ "$(cat -- "$2/holder.json" 2>/dev/null)" = "$5" ] || exit 75; rm -rf -- "$2" && ' + _ACQUIRE.replace('"$3"', '"$6"')
+              .replace('"$4"', '"$7"'))
 # only the token's owner removes the lock
 _RELEASE = '[ "$(cat -- "$1/token" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"'
 HELD = 75
@@ -49,6 +52,32 @@ class Holder:
 
     def describe(self) -> str:
         return f"{self.who} (pid {self.pid}) running `{self.command}` since {self.since}"
+
+
+def this_machine() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def pid_gone(pid: int) -> bool:
+    """No inkctl runs under ``pid`` on this machine (a reused pid running something else counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"inkctl" not in f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+def stale(holder: "Holder | None") -> bool:
+    """The holder ran on this machine, as this user, and its process is gone."""
+    return holder is not None and holder.who == this_machine() and holder.pid != os.getpid() and pid_gone(holder.pid)
 
 
 def lock_dir(plan: Plan, host: str) -> str:
@@ -74,9 +103,10 @@ class DeployLock:
         self.token = _random.token_hex(16)
         self.held_on: list[str] = []
         self._record_text: str | None = None
+        self.notices: list[str] = []  # stale locks taken over, for the command to print
 
     def _record(self) -> str:
-        return json.dumps({"who": f"{getpass.getuser()}@{socket.gethostname()}", "pid": os.getpid(),
+        return json.dumps({"who": this_machine(), "pid": os.getpid(),
                            "command": self.command, "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}, sort_keys=True)
 
     def record(self) -> str:
@@ -96,8 +126,20 @@ class DeployLock:
             return None
         if code == HELD:
             holder = _holder_from(holder_text)
+            if stale(holder) and self._take_over(host, holder_text):
+                self.notices.append(f"{host}: took over a stale deploy lock: {holder.describe()} (that process is gone)")
+                return None
             return holder.describe() if holder else f"an unreadable holder record ({lock_dir(self.plan, host)})"
         return f"cannot take the lock: {err.strip() or f'exit {code}'}"
+
+    def _take_over(self, host: str, holder_text: str) -> bool:
+        parent, d, record, token = self.probe_args(host)
+        try:
+            res = self.transports[host].run(("sh", "-c", _TAKE_OVER, "sh", parent, d, "", "", holder_text.strip(),
+                                             record, token), timeout=30)
+        except Exception:
+            return False
+        return res.exit_code == 0
 
     def acquire(self) -> "DeployLock":
         hosts = [h.name for h in self.plan.hosts]

@@ -16,7 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from inkctl.secret import MASK
+from inkctl.secret import MASK  # noqa: F401  (re-exported)
+from inkctl.scrub import Scrubber  # noqa: F401  (the one scrubber; re-exported)
 
 
 @dataclass(frozen=True)
@@ -173,33 +174,6 @@ class Sink(Protocol):
     def emit(self, event: Event) -> None: ...
 
     def close(self) -> None: ...
-
-
-class Scrubber:
-    """The safety net: replaces every resolved secret value in any outgoing string by ***."""
-
-    def __init__(self, values: list[str] | tuple[str, ...] = ()):
-        # longest first, so a secret containing another is masked whole
-        self.values = sorted({v for v in values if v}, key=len, reverse=True)
-
-    def text(self, s: str) -> str:
-        for v in self.values:
-            if v in s:
-                s = s.replace(v, MASK)
-        return s
-
-    def __call__(self, obj: Any) -> Any:
-        if not self.values:
-            return obj
-        if isinstance(obj, str):
-            return self.text(obj)
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(self(x) for x in obj)
-        if isinstance(obj, dict):
-            return {k: self(v) for k, v in obj.items()}
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            return dataclasses.replace(obj, **{f.name: self(getattr(obj, f.name)) for f in dataclasses.fields(obj)})
-        return obj
 
 
 class ScrubbingSink:

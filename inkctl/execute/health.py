@@ -14,6 +14,12 @@ The streams (and with them the inspects) start FOLLOW_AFTER_S into the wait, not
 deployment that answers by then (a small model, a warm restart) never pays for a remote
 process per rank, and a rank that died before then is still noticed right away, since the
 stream of an exited container ends as soon as it has printed its log.
+
+The URL is polled every FAST_POLL_S at first, then less and less often up to
+``health.interval_s`` (PollSchedule): a server that answers within the first seconds is seen
+within tens of milliseconds, one that loads for minutes costs a request per interval. Any
+change of answer (refused -> 503) and the head's log announcing its HTTP server bring the fast
+polling back, since both mean the answer is near.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from dataclasses import dataclass, field
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deployed import ContainerState, parse_inspect_lines
 from inkctl.execute.events import HealthProgress, RankState
+from inkctl.execute.ssh import LOST_AFTER_S
+from inkctl.execute.supervise import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.transport import HostError
 from inkctl.plan import runtime
 from inkctl.plan.step import WaitHealth
@@ -34,7 +42,36 @@ from inkctl.plan.step import WaitHealth
 LOG_LINES = 50
 FULL_INSPECT_S = 10.0  # every container is inspected this often even while its log stream is open
 FOLLOW_AFTER_S = 1.0  # the log streams (and the inspects) start this far into the wait
+FAST_POLL_S = 0.025  # the health URL is polled this often while an answer may come any moment
+FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer changes), then backing off
+BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
+SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
+
+
+_TLS: list = []  # the TLS context every health client shares, built once (see tls_context)
+_TLS_LOCK = threading.Lock()
+
+
+def tls_context():
+    """httpx's default TLS context (certificate store loaded), built once per process. Loading
+    the CA bundle is the slow part of making an httpx client; ``up`` builds it in the background
+    while it connects, so the health wait's client costs nothing on the critical path."""
+    with _TLS_LOCK:
+        if not _TLS:
+            import httpx
+
+            _TLS.append(httpx.create_ssl_context())
+        return _TLS[0]
+
+
+def warm() -> None:
+    """Everything the health wait's first poll would otherwise pay for: the TLS context and
+    httpx's transport modules (httpcore and the async backends it finds installed, which it
+    imports when the first client is made). ``up`` calls it in a background thread."""
+    import httpx
+
+    httpx.Client(trust_env=False, verify=tls_context()).close()
 
 
 class RankFailed(InkctlError):
@@ -80,6 +117,42 @@ class Watched:
         return self.lines[-1] if self.lines else ""
 
 
+class PollSchedule:
+    """When to poll the health URL next: every FAST_POLL_S for FAST_FOR_S, then each delay
+    BACKOFF times the previous one, capped at ``interval_s``. ``hurry`` (a changed answer, the
+    server announcing itself in its log) starts the fast phase again. Pure: times are passed in."""
+
+    def __init__(self, interval_s: float, now: float):
+        self.interval = interval_s
+        self.fast = min(FAST_POLL_S, interval_s)
+        self.delay = self.fast
+        self.fast_until = now + FAST_FOR_S
+        self.last: str | None = None
+
+    def hurry(self, now: float) -> None:
+        self.delay = self.fast
+        self.fast_until = now + FAST_FOR_S
+
+    def after(self, status: str, now: float) -> float:
+        """The delay until the next poll, given the answer just seen at ``now``."""
+        if self.last is not None and status != self.last:
+            self.hurry(now)
+        self.last = status
+        if now >= self.fast_until:
+            self.delay = min(self.interval, self.delay * BACKOFF)
+        return self.delay
+
+
+SERVER_STARTING = ("application startup complete", "uvicorn running", "starting vllm api server", "started server process",
+                   "waiting for application startup", "the server is fired up", "starting api server")
+
+
+def announces_server(line: str) -> bool:
+    """A log line with which an engine says its HTTP server is (about to be) up."""
+    low = line.lower()
+    return any(s in low for s in SERVER_STARTING)
+
+
 def phase_of(w: Watched, healthy: bool) -> str:
     """What a rank is doing, in words an operator knows, from its container state and log."""
     if w.status in ("exited", "dead", "missing"):
@@ -107,12 +180,17 @@ class HealthWait:
     """One WaitHealth step: ``run()`` returns the seconds until the URL answered 200."""
 
     def __init__(self, step: WaitHealth, transports: dict, runtime: str, emit, cancel: threading.Event,
-                 timeout_s: float | None = None):
+                 timeout_s: float | None = None, plan=None, on_line=None):
         self.step, self.transports, self.runtime, self.emit, self.cancel = step, transports, runtime, emit, cancel
         self.timeout = timeout_s if timeout_s is not None else step.timeout_s
         self.watched = [Watched(h, c, r) for h, c, r in step.watch]
+        self.plan = plan  # for a lost host's report: every rank of the deployment
+        self.on_line = on_line  # (watched, line) for each followed log line (the NCCL transport check)
+        self.hosts = list(dict.fromkeys(w.host for w in self.watched))
+        self.faults: list[tuple[Watched, str]] = []  # what on_line found wrong (it fails the wait)
         self.poke = threading.Event()
         self.stop = threading.Event()
+        self.announced = threading.Event()  # the head's log says its HTTP server is starting
         self._last_sent: tuple | None = None
         self._last_sent_at = 0.0
 
@@ -120,9 +198,22 @@ class HealthWait:
     def _follow(self, w: Watched) -> None:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
-        argv = runtime.logs(self.runtime, w.container, follow=True, tail=LOG_LINES)
+        # a line checker (NCCL's transport) reads the whole boot log; the display needs the last lines
+        argv = runtime.logs(self.runtime, w.container, follow=True, tail="all" if self.on_line else LOG_LINES)
+
+        def line(text: str) -> None:
+            w.lines.append(text)
+            if w.rank == 0 and announces_server(text):
+                self.announced.set()  # the answer is near: poll fast again
+                self.poke.set()
+            if self.on_line is not None:
+                fault = self.on_line(w, text)
+                if fault:
+                    self.faults.append((w, fault))
+                    self.poke.set()
+
         try:
-            self.transports[w.host].stream(argv, w.lines.append, self.stop)
+            self.transports[w.host].stream(argv, line, self.stop)
         except Exception:
             pass  # the inspect loop reports the host
         w.streaming = False
@@ -143,7 +234,49 @@ class HealthWait:
             by_host.setdefault(w.host, []).append(w)
         futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
         for h, f in futures.items():
-            f.result()  # HostError propagates: the host is gone
+            try:
+                f.result()
+            except HostError as e:
+                if alive(self.transports[h]):
+                    raise
+                raise self._lost(h, e.message.split(": ", 1)[-1]) from None
+
+    def _check_hosts(self, t0: float) -> None:
+        """Every host's connection, each turn of the wait (no round trip: the keepalives say it)."""
+        for h in lost_hosts(self.transports, self.hosts):
+            raise self._lost(h, f"no answer for {LOST_AFTER_S:g} s (SSH keepalives unacknowledged)",
+                             when=f" {time.monotonic() - t0:.1f} s into the health wait")
+
+    def _lost(self, host: str, why: str, when: str = ""):
+        self.stop.set()
+        if self.plan is not None:
+            return lost_error(self.plan, self.transports, host, why, when=when)
+        ranks = [w.rank for w in self.watched if w.host == host]
+        others = "".join(f"\n  rank {w.rank} ({w.host}): {phase_of(w, False)}"
+                         + (f"; last log line: {w.last_line}" if w.last_line else "") for w in self.watched if w.host != host)
+        return HostLost(host, ranks, why, others, when)
+
+    def _unsettled(self, first_200: float) -> bool:
+        """A boot-log check that has not read every rank's verdict yet holds the success back
+        (its log may still be on the way), for at most SETTLE_CHECK_S after the first 200."""
+        settled = getattr(self.on_line, "settled", None)
+        if settled is None or time.monotonic() - first_200 > SETTLE_CHECK_S:
+            return False
+        return not all(settled(w) for w in self.watched)
+
+    def _check_faults(self) -> None:
+        if self.faults:
+            w, text = self.faults[0]
+            from inkctl.execute.nccl import FALLBACK_HINT
+
+            raise RankFailed(text, host=w.host, rank=w.rank, hint=FALLBACK_HINT)
+
+    def _verified(self, pool: ThreadPoolExecutor) -> bool:
+        """After the head's 200: every rank's container, inspected now, is running. A rank that
+        is not (or a host that does not answer) fails the wait: never report success with a rank
+        unverified."""
+        self._inspect_all(pool, self.watched)
+        return all(w.status == "running" for w in self.watched)
 
     def _crashed(self) -> Watched | None:
         """The rank that died first: when one rank crashes its peers follow within a second
@@ -180,18 +313,24 @@ class HealthWait:
         t0 = time.monotonic()
         deadline = t0 + self.timeout
         interval = self.step.interval_s
+        polls = PollSchedule(interval, t0)
         next_http = t0
-        follow_at = t0 + FOLLOW_AFTER_S  # until then only the URL is polled
+        # until then only the URL is polled; a boot-log check (NCCL's transport) reads from the start
+        follow_at = t0 + (0.0 if self.on_line is not None else FOLLOW_AFTER_S)
+        first_200 = None
         following = False
         next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
         next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
         status = "not polled yet"
         pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
-            with httpx.Client(trust_env=False, timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
+            with httpx.Client(trust_env=False, verify=tls_context(),
+                              timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
                         raise Cancelled(started=True)
+                    self._check_hosts(t0)
+                    self._check_faults()
                     now = time.monotonic()
                     if not following and now >= follow_at:
                         following = True
@@ -219,12 +358,29 @@ class HealthWait:
                                 dead = self._crashed() or dead
                             self._progress(t0, status, force=True)
                             raise self._crash_error(dead, t0)
+                    if self.announced.is_set():
+                        self.announced.clear()
+                        polls.hurry(now)
+                        next_http = min(next_http, now)
                     if now >= next_http:
                         status = _poll(http, self.step.url)
-                        next_http = time.monotonic() + interval
+                        seen = time.monotonic()
+                        next_http = seen + polls.after(status, seen)
                         if status == "200":
-                            self._progress(t0, status, healthy=True, force=True)
-                            return time.monotonic() - t0
+                            self._check_hosts(t0)
+                            self._check_faults()
+                            first_200 = first_200 or time.monotonic()
+                            if self._unsettled(first_200):
+                                status = "200 (reading each rank's NCCL transport)"
+                            elif self._verified(pool):
+                                self._progress(t0, status, healthy=True, force=True)
+                                return time.monotonic() - t0
+                            else:
+                                dead = self._crashed()
+                                if dead is not None:
+                                    self._progress(t0, status, force=True)
+                                    raise self._crash_error(dead, t0)
+                                status = "200 (not every rank running yet)"
                     self._progress(t0, status)
                     if time.monotonic() >= deadline:
                         raise HealthTimeout(
@@ -277,7 +433,7 @@ def check_once(url: str, timeout: float = 5.0) -> tuple[bool, str]:
     import httpx
 
     try:
-        code = httpx.get(url, timeout=timeout, trust_env=False).status_code
+        code = httpx.get(url, timeout=timeout, trust_env=False, verify=tls_context()).status_code
     except httpx.HTTPError as e:
         return False, type(e).__name__
     return code == 200, f"HTTP {code}"

@@ -106,12 +106,17 @@ def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *,
         t = transports.get(name)
         if t is None:
             return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
-        return run_launch_probe(t, plan.host(name).runtime, host_image(recipe, plan, image),
-                          [src for _, src in mount_sources(recipe, plan, name)],
-                          lock.probe_args(name) if lock is not None else None)
+        return probe_one(recipe, plan, t, image=image, lock=lock)
 
     names = [h.name for h in plan.hosts]
     return dict(zip(names, each(one, names, name="probe")))
+
+
+def probe_one(recipe: Recipe, plan: Plan, t: Transport, *, image: str | None = None, lock=None) -> HostAnswer:
+    """One host's answer to the combined probe (taking the deploy lock first when ``lock`` is given)."""
+    return run_launch_probe(t, plan.host(t.name).runtime, host_image(recipe, plan, image),
+                            [src for _, src in mount_sources(recipe, plan, t.name)],
+                            lock.probe_args(t.name) if lock is not None else None)
 
 
 def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:

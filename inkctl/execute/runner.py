@@ -98,15 +98,23 @@ class Runner:
         self.lost: dict[str, HostError] = {}  # hosts whose connection died
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
         self.stage: str | None = None  # the stage in progress (or the last one started)
+        self.on_rank_line = None  # (watched rank, log line) during the health wait: the NCCL transport check
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
     def _step(self, step, outcome: Outcome) -> None:
         tr = self.transports[step.host]
         if isinstance(step, Run):
+            argv, stdin = step.argv, None
+            if step.files:  # written by the same remote command, before the argv runs
+                from inkctl.plan.files import archive, files_dir, remote_argv
+
+                base = files_dir(step)
+                stdin = archive(base, [(f.path, self._content(f), f.mode) for f in step.files])
+                argv = remote_argv(step, base)
             with self._lock:
                 self.touched.add(step.host)
-            res = tr.run(step.argv, timeout=RUN_TIMEOUT_S)
+            res = tr.run(argv, timeout=RUN_TIMEOUT_S, stdin=stdin)
             if res.exit_code not in step.ok_codes:
                 err = tail(res.err_text()) or tail(res.text()) or "    (no output)"
                 raise StepError(
@@ -125,7 +133,8 @@ class Runner:
 
             runtime = self.plan.host(step.host).runtime
             outcome.healthy_after_s = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
-                                                 timeout_s=self.health_timeout_s).run()
+                                                 timeout_s=self.health_timeout_s, plan=self.plan,
+                                                 on_line=self.on_rank_line).run()
             outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
             if step.answer_url:  # readiness means it answers
                 from inkctl.smoke.ready import first_answer
@@ -240,7 +249,8 @@ class Runner:
             containers = ", ".join(c.name for c in self.plan.containers if c.host == host) or "its files"
             if host in self.lost:
                 with lock:
-                    left.append(f"{host}: {containers} (host unreachable: {self.lost[host].reason})")
+                    left.append(f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock "
+                                "(host unreachable)")
                 return
             for s in (s for s in self.plan.teardown if s.host == host):
                 try:

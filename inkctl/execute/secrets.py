@@ -16,6 +16,9 @@ from inkctl.plan.step import EnvFile, SecretRef
 from inkctl.secret import Secret
 
 
+MIN_SECRET_LEN = 8  # shorter values cannot be masked without masking ordinary text
+
+
 def resolve_secrets(sources: dict, names: list[str] | tuple[str, ...] | None = None) -> dict[str, Secret]:
     """name -> Secret for every name (default: all of ``sources``); every problem reported at once."""
     wanted = list(sources) if names is None else list(dict.fromkeys(names))
@@ -31,6 +34,11 @@ def resolve_secrets(sources: dict, names: list[str] | tuple[str, ...] | None = N
             problems.append(f"{name}: {why}")
         elif "\n" in value or "\r" in value:
             problems.append(f"{name}: the value from {src.describe()} spans several lines; an env file holds one line per variable")
+        elif len(value) < MIN_SECRET_LEN:
+            problems.append(f"{name}: the value from {src.describe()} has {len(value)} character"
+                            f"{'s' if len(value) != 1 else ''}; inkctl masks every secret value in all it prints, and "
+                            f"masking one shorter than {MIN_SECRET_LEN} characters would shred the output "
+                            "(every occurrence of those letters becomes ***): use the real secret")
         else:
             out[name] = Secret(name, value)
     if problems:
@@ -78,3 +86,13 @@ def render_env_file(env: EnvFile, secrets: dict[str, Secret]) -> bytes:
 def secret_values(secrets: dict[str, Secret]) -> list[str]:
     """For the scrubber: the values to mask in everything inkctl prints."""
     return [s.reveal() for s in secrets.values()]
+
+
+def readable_values(sources: dict) -> list[str]:
+    """The values of the secrets that can be read here (for masking); unreadable ones are skipped."""
+    out = []
+    for src in sources.values():
+        value, _ = _read(src)
+        if value:
+            out.append(value)
+    return out

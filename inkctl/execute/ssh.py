@@ -30,14 +30,20 @@ from inkctl.plan.quote import command_line
 if TYPE_CHECKING:
     from inkctl.execute.connect import Target
 
-KEEPALIVE_S = 10
-USER_TIMEOUT_MS = 30_000  # unacknowledged data for this long drops the connection
+# A host that stops answering is declared lost within LOST_AFTER_S: the SSH keepalive sends a
+# packet every KEEPALIVE_S, and TCP_USER_TIMEOUT drops the connection when sent data stays
+# unacknowledged for USER_TIMEOUT_MS (acknowledgements come from the host's kernel, so a busy
+# host still answers in time). Channel opens are bounded by CHANNEL_OPEN_S for the same reason.
+KEEPALIVE_S = 1
+USER_TIMEOUT_MS = 3_500
+CHANNEL_OPEN_S = 5.0
+LOST_AFTER_S = KEEPALIVE_S + USER_TIMEOUT_MS / 1000
 
 
 def tune_socket(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for opt, value in (("TCP_KEEPIDLE", 10), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 3),
+    for opt, value in (("TCP_KEEPIDLE", 1), ("TCP_KEEPINTVL", 1), ("TCP_KEEPCNT", 3),
                        ("TCP_USER_TIMEOUT", USER_TIMEOUT_MS)):
         if hasattr(socket, opt):
             try:
@@ -138,7 +144,7 @@ class SSHTransport:
             raise HostError(self.name, "unreachable", "connection lost",
                             hint="the host went away during the command; check its network")
         try:
-            return t.open_session(timeout=timeout or 30)
+            return t.open_session(timeout=min(timeout or CHANNEL_OPEN_S, CHANNEL_OPEN_S))
         except Exception as e:
             raise HostError(self.name, "unreachable", f"connection lost ({e or type(e).__name__})",
                             hint="the host went away during the command; check its network") from e
@@ -146,6 +152,10 @@ class SSHTransport:
     def _lost(self) -> bool:
         t = self._client.get_transport()
         return t is None or not t.is_active()
+
+    def alive(self) -> bool:
+        """The connection still stands (keepalives acknowledged); False once the host is lost."""
+        return not self._lost()
 
     # -- Transport -------------------------------------------------------------------------
     def run(self, argv: Sequence[str], *, timeout: float | None = None,

@@ -21,6 +21,7 @@ class TakeDown:
 
     removed: dict[str, list[str]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)  # stale locks taken over
 
     @property
     def ok(self) -> bool:
@@ -72,4 +73,5 @@ def take_down(plan, hosts, *, accept_new: bool = False) -> TakeDown:
         close_all(conn.transports)
     order = [h.name for h in plan.hosts]
     return TakeDown(removed={n: removed[n] for n in order if n in removed},
-                    failed={n: failed[n] for n in order if n in failed})
+                    failed={n: failed[n] for n in order if n in failed},
+                    notices=list(lock.notices) if lock is not None else [])

@@ -141,7 +141,7 @@ class _Export:
         return [s for s in self.plan.steps() if isinstance(s, Run) and s.rank == rank and s.container is not None]
 
     def _put(self, path: str) -> Put:
-        return next(s for s in self.plan.steps() if isinstance(s, Put) and s.path == path)
+        return next(s for s in self.plan.puts() if s.path == path)
 
     def manifests(self) -> Manifests:
         if self.name != self.r.name:
@@ -407,8 +407,8 @@ class _Export:
         data: dict[str, str] = {}
         binary: dict[str, str] = {}
         size = 0
-        for s in self.plan.steps():
-            if isinstance(s, Put) and s.rank == 0 and s.path.startswith(hotfix_dir + "/"):
+        for s in self.plan.puts():
+            if s.rank == 0 and s.path.startswith(hotfix_dir + "/"):
                 key = s.path[len(hotfix_dir) + 1:]
                 raw = s.content if isinstance(s.content, bytes) else str(s.content).encode()
                 size += len(raw)

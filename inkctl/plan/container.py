@@ -40,7 +40,31 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
     if n.host_ip_env:
         env.append((n.host_ip_env, ctx.rank_address))
     env += [(k, ctx.expand(v, f"network.nccl_env.{k}")) for k, v in n.nccl_env.items()]
+    env += nccl_debug_env(r)  # with RDMA asked for, NCCL must say which transport it chose
     return env
+
+
+def nccl_debug_env(r: Recipe) -> list[tuple[str, str]]:
+    """With network.rdma, NCCL_DEBUG=INFO unless the recipe sets it: the boot reads NCCL's
+    transport choice from the log."""
+    if not r.network.rdma:
+        return []
+    have = set(r.container.env) | set(r.network.nccl_env)
+    if "NCCL_DEBUG" in have:
+        return []
+    return [("NCCL_DEBUG", "INFO")]
+
+
+def gpu_args(mode: str, indices: str | None) -> list[str]:
+    """The GPUs a rank gets, in the runtime's own terms: the host's ``gpus`` indices (inventory)
+    select devices, else every GPU. Docker's ``--gpus`` value is CSV, so a list of devices is
+    quoted inside the value (``"device=0,1"``); CDI names one device per ``--device``."""
+    ids = [i for i in (indices or "").split(",") if i]
+    if mode == "all":
+        return ["--gpus", f'"device={",".join(ids)}"' if ids else "all"]
+    if mode == "cdi":
+        return [x for i in (ids or ["all"]) for x in ("--device", f"nvidia.com/gpu={i}")]
+    return []
 
 
 def container_spec(r: Recipe, ctx: HostContext, *, name: str, image: str, labels: list[tuple[str, str]],
@@ -53,10 +77,7 @@ def container_spec(r: Recipe, ctx: HostContext, *, name: str, image: str, labels
         opts += ["--ipc", c.ipc]
     if c.shm_size:
         opts += ["--shm-size", c.shm_size]
-    if c.gpus == "all":
-        opts += ["--gpus", "all"]
-    elif c.gpus == "cdi":
-        opts += ["--device", "nvidia.com/gpu=all"]
+    opts += gpu_args(c.gpus, ctx.host.gpus)
     for opt in c.security_opt:
         opts += ["--security-opt", opt]
     caps, devices, ulimits = list(c.cap_add), list(c.devices), dict(c.ulimits)

@@ -1,12 +1,18 @@
 """recipe + hosts -> the ordered stages of a deployment. Pure: no I/O, no clocks.
 
-Stage order follows the engine: single node is launch -> health -> smoke; vLLM native
-multi-node starts the head before the headless workers; vLLM over Ray starts the Ray head,
-waits for it, joins the workers, waits for all nodes, then runs ``vllm serve`` on the head;
-SGLang starts the head (it holds --dist-init-addr) before the workers.
+A stage ends in a barrier, so there are only as many as the engine needs: vLLM native and
+SGLang start every rank in one stage (headless workers and --dist-init-addr ranks retry their
+rendezvous until the head answers, so nothing is gained by waiting for the head's start),
+then health -> smoke. vLLM over Ray needs its order: the Ray head, wait for it, join the
+workers, wait for all nodes, then ``vllm serve`` on the head.
+
+Each host's files (its ranks' env files, hotfixes and the plan record) ride on its first run
+step (``Run.files``): one remote command writes them and starts the container.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import container as ctr
@@ -116,12 +122,13 @@ def build_plan(
                 return engines.vllm_serve(recipe, c, nodes)
             return engines.sglang_launch(recipe, c, nodes)
 
-        stages.append(Stage("launch-head" if workers else "launch", "start rank 0 (the head)",
-                            (run_step(head, command(head), "start the head"),)))
         if workers:
             what = "headless workers" if kind == "vllm" else "workers"
-            stages.append(Stage("launch-workers", f"start the {what} (they join the head)", tuple(
-                run_step(c, command(c), f"start rank {c.rank}") for c in workers)))
+            stages.append(Stage("launch", f"start every rank at once (the {what} retry until the head answers)",
+                                (run_step(head, command(head), "start the head"),
+                                 *(run_step(c, command(c), f"start rank {c.rank}") for c in workers))))
+        else:
+            stages.append(Stage("launch", "start rank 0 (the head)", (run_step(head, command(head), "start the head"),)))
 
     port = api_port(recipe)
     base = f"http://{_url_host(head.ssh_address if placeholder else head.host.ssh_address)}:{port}"
@@ -139,7 +146,7 @@ def build_plan(
     # the plan record (what runs where), so that the next up of a changed recipe can say what changes
     prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
                     content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
-    stages.insert(0, Stage("prepare", "record the plan, upload env files and hotfixes on every host", tuple(prepare)))
+    stages = _with_files(stages, prepare)
 
     teardown: list = []
     for c, p in zip(containers, planned):
@@ -149,6 +156,24 @@ def build_plan(
                             argv=("rm", "-rf", "--", p.state_dir)))
     return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
                 containers=containers, teardown=tuple(teardown))
+
+
+def _with_files(stages: list[Stage], puts: list[Put]) -> list[Stage]:
+    """Hand each host's files to its first run step, which writes them before it starts."""
+    pending: dict[str, list[Put]] = {}
+    for p in puts:
+        pending.setdefault(p.host, []).append(p)
+    out = []
+    for st in stages:
+        steps = []
+        for s in st.steps:
+            if isinstance(s, Run) and s.host in pending:
+                s = replace(s, files=tuple(pending.pop(s.host)))
+            steps.append(s)
+        out.append(replace(st, steps=tuple(steps)))
+    if pending:  # a host without a run step (none today): its files go first, on their own
+        out.insert(0, Stage("prepare", "write env files, hotfixes and the plan record", tuple(p for v in pending.values() for p in v)))
+    return out
 
 
 def api_port(recipe: Recipe) -> int:

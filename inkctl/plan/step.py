@@ -38,22 +38,6 @@ class EnvFile:
 
 
 @dataclass(frozen=True)
-class Run:
-    """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
-
-    A container's start also carries ``container``, the spec its argv was made from
-    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv."""
-
-    host: str
-    purpose: str
-    argv: tuple[str, ...]
-    rank: int | None = None
-    ok_codes: tuple[int, ...] = (0,)
-    kind: str = "run"
-    container: ContainerSpec | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True)
 class Put:
     """Upload a file to one host (parent directories created), then set its mode."""
 
@@ -65,6 +49,27 @@ class Put:
     rank: int | None = None
     sha256: str | None = None  # expected digest of ``content`` once written (hotfixes, patches)
     kind: str = "put"
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
+
+    A container's start also carries ``container``, the spec its argv was made from
+    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv.
+
+    ``files`` are written on the host by the same remote command, before ``argv`` runs (a
+    rank's env file, hotfixes and the plan record beside its ``docker run``): one round trip,
+    the contents on stdin, never on a command line. ``inkctl.plan.files`` builds that command."""
+
+    host: str
+    purpose: str
+    argv: tuple[str, ...]
+    rank: int | None = None
+    ok_codes: tuple[int, ...] = (0,)
+    files: tuple[Put, ...] = ()
+    kind: str = "run"
+    container: ContainerSpec | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,7 @@ class Stage:
     """Steps that may run in parallel across hosts (in order on any one host).
 
     Every stage ends with a barrier: the next stage starts only when all of this one is done.
+    So a plan has as many stages as the engine needs barriers, and no more.
     """
 
     name: str
@@ -176,6 +182,14 @@ class Plan:
     def steps(self):
         for stage in self.stages:
             yield from stage.steps
+
+    def puts(self):
+        """Every file the plan writes: Put steps and the files of Run steps."""
+        for s in self.steps():
+            if isinstance(s, Put):
+                yield s
+            elif isinstance(s, Run):
+                yield from s.files
 
     @property
     def health_url(self) -> str | None:

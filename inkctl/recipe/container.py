@@ -1,6 +1,5 @@
 """How the engine's container runs: runtime, GPU exposure, IPC, mounts, env; and the network."""
 
-from __future__ import annotations
 
 from typing import Literal, Optional
 

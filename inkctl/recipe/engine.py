@@ -4,7 +4,6 @@ Arguments inkctl must reason about (parallelism, port, memory) are typed; the re
 verbatim in ``extra``.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 

@@ -21,7 +21,7 @@ class Strict(BaseModel):
     (``'8'`` is not a port, ``yes`` is not true, ``1.5`` is not an integer). The exceptions are
     declared where they are made: dates read from text, environment values (``EnvValue``)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, strict=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=False, strict=True, defer_build=True)
 
 
 def _env_text(v: object) -> object:

@@ -3,7 +3,6 @@
 An inventory file (``--hosts FILE``) lists hosts in rank order; rank 0 is the head.
 """
 
-from __future__ import annotations
 
 from typing import Optional
 

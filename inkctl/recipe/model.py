@@ -4,7 +4,6 @@ Every field carries a description: the JSON Schema (``inkctl schema``) and the r
 reference (docs/recipe-reference.md) are generated from these classes.
 """
 
-from __future__ import annotations
 
 import re
 from datetime import date

@@ -6,7 +6,6 @@ replaced, edited or diffed, each checked by sha256 before and after (the RTX PRO
 DGX Sparks").
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 

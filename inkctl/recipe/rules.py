@@ -80,11 +80,16 @@ def _hardware(r: "Recipe") -> list[Problem]:
     return out
 
 
+def every_host_ifname(hosts) -> bool:
+    """Every host names its NCCL/Gloo interface (nccl_socket_ifname): no recipe-wide one needed."""
+    return bool(hosts) and all(h.nccl_socket_ifname for h in hosts)
+
+
 def _networking(r: "Recipe") -> list[Problem]:
     c, out = r.container, []
     if r.multinode and c.network != "host":
         out.append(_err("container.network", f"a {r.hardware.nodes}-node deployment needs host networking, not {c.network!r}", "set container.network: host (ranks talk NCCL across hosts)"))
-    if r.multinode and not (r.network.socket_ifname or r.network.rdma or r.network.ib_hca):
+    if r.multinode and not (r.network.socket_ifname or r.network.rdma or r.network.ib_hca or every_host_ifname(r.hosts)):
         out.append(_warn("network.socket_ifname", "multi-node without an NCCL/Gloo interface: NCCL picks one itself and may pick the wrong one", "set network.socket_ifname or each host's nccl_socket_ifname"))
     port = r.engine.args.port
     if c.network == "bridge":
@@ -110,6 +115,15 @@ def _gpus(r: "Recipe") -> list[Problem]:
         out.append(_warn("container.security_opt", "CDI devices on SELinux hosts need label=disable", "add 'label=disable' to security_opt"))
     if c.gpus == "none":
         out.append(_warn("container.gpus", "the container gets no GPU"))
+    for where, env in (("container.env", c.env), ("network.nccl_env", r.network.nccl_env)):
+        if "NVIDIA_VISIBLE_DEVICES" in env and c.gpus != "none":
+            flag = "--gpus" if c.gpus == "all" else "--device nvidia.com/gpu=..."
+            out.append(_err(f"{where}.NVIDIA_VISIBLE_DEVICES",
+                            f"the runtime's {flag} sets NVIDIA_VISIBLE_DEVICES in the container and overrides this value: "
+                            "the engine would see other GPUs than the recipe says",
+                            "remove it and give each host its GPU indices in the inventory (gpus: '0,1' becomes "
+                            "--gpus '\"device=0,1\"' or --device nvidia.com/gpu=0 ...), or set container.gpus: none "
+                            "to manage devices yourself"))
     return out
 
 

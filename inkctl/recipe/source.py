@@ -45,6 +45,10 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
         hosts, source = load_inventory(hosts_file), f"--hosts {hosts_file}"
     elif recipe.hosts is not None:
         hosts, source = list(recipe.hosts), "recipe"
+    from inkctl.recipe.rules import every_host_ifname
+
+    if every_host_ifname(hosts):  # the inventory names each host's interface: nothing to warn about
+        warnings = [w for w in warnings if not (w.path == "network.socket_ifname" and "multi-node without" in w.message)]
     loaded = Loaded(recipe=recipe, path=path, hosts=hosts, warnings=list(warnings), hosts_source=source)
     warnings += _file_findings(loaded)
     from inkctl.recipe.lockfile import apply_lock

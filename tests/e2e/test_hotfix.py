@@ -79,6 +79,7 @@ def _launch_planned(cluster, inkctl, ws, inv, tamper):
     plan = ok_json(inkctl("plan", ws.recipe, "--hosts", inv, "-o", "json"))
     steps = [s for st in plan["stages"] for s in st["steps"]]
     puts = {s["path"].rsplit("/", 1)[1]: s for s in steps if s["kind"] == "put"}
+    puts.update({f["path"].rsplit("/", 1)[1]: f for s in steps for f in s.get("files", ())})  # written by the launch
     files = {"entry.sh": puts["entry.sh"]["content"].encode(), "hotfix-marker.py": ws.patch("hotfix-marker.py").read_bytes()}
     tamper(files)
     for name, content in files.items():

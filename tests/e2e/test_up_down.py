@@ -95,16 +95,18 @@ def test_two_hosts(cluster, inkctl, inventory, base, name, worker_flag):
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert events[-1]["event"] == "finished" and events[-1]["ok"] is True
     stages = [e["name"] for e in events if e["event"] == "stage_started"]
-    assert stages.index("health") > 1 and stages[0] == "prepare" and stages[1] in ("launch-head", "ray-head")
+    if base == "vllm-ray-2":
+        assert stages[0] == "ray-head" and stages.index("health") > 3  # Ray keeps its order
+    else:
+        assert stages[:2] == ["launch", "health"]  # every rank at once: the workers retry until the head answers
     assert containers(cluster, "h1", name) == [f"inkctl-{name}-r0 running"]
     assert containers(cluster, "h2", name) == [f"inkctl-{name}-r1 running"]
     head = address(cluster, "h1")
     assert http(f"http://{head}:{PORT}/health").status_code == 200
     if worker_flag:
         assert worker_flag in engine_argv(cluster, "h2", f"inkctl-{name}-r1")
-    if base == "vllm-native-2":
-        started = {e["host"]: e["ts"] for e in events if e["event"] == "step_finished" and e["kind"] == "run"}
-        assert started["h1"] <= started["h2"]  # the head before the worker
+    runs = [e for e in events if e["event"] == "step_started" and e["kind"] == "run"]
+    assert sorted(e["host"] for e in runs) == ["h1", "h2"] or base == "vllm-ray-2"  # one remote command per rank
     assert inkctl("down", rec, "--hosts", inv).rc == 0
     assert containers(cluster, "h1", name) == [] and containers(cluster, "h2", name) == []
 

@@ -22,7 +22,7 @@ def plan(**sets):
 
 
 def records(p) -> dict:
-    return {s.host: s.content for s in p.steps() if isinstance(s, Put) and s.path.endswith("/plan.json")}
+    return {s.host: s.content for s in p.puts() if isinstance(s, Put) and s.path.endswith("/plan.json")}
 
 
 def test_flag_units_group_a_flag_with_its_value():
@@ -39,9 +39,10 @@ def test_diff_shows_only_what_changes_by_flag():
     assert diff_argv(old, old) == []
 
 
-def test_every_host_gets_a_record_of_its_own_ranks_in_the_prepare_stage():
+def test_every_host_gets_a_record_of_its_own_ranks_written_by_its_launch_command():
     p = plan()
-    assert p.stages[0].name == "prepare"
+    assert p.stages[0].name == "launch"
+    assert all(any(f.path.endswith("/plan.json") for f in s.files) for s in p.stages[0].steps)
     recs = records(p)
     assert set(recs) == {h.name for h in p.hosts}
     for h in p.hosts:

@@ -7,6 +7,7 @@ each test states what hosts did and asserts on what inkctl did in return.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 
@@ -64,6 +65,8 @@ class ScriptedHost:
     def run(self, argv, *, timeout=None, stdin=None):
         with self.lock:
             self.calls.append(("run", tuple(argv), time.monotonic()))
+            if argv[:2] == ("sh", "-c") and argv[3] == "inkctl-launch":  # a run step's files, as a tar on stdin
+                self._unpack(argv[4], stdin)
         self.journal.append(("start", self.name, tuple(argv)))
         try:
             return self._answer(argv)
@@ -80,6 +83,16 @@ class ScriptedHost:
                 code, out, err = answer(tuple(argv)) if callable(answer) else answer
                 return Result(tuple(argv), code, out.encode(), err.encode(), 0.0)
         return Result(tuple(argv), 0, b"", b"", 0.0)
+
+    def _unpack(self, base, data):
+        import io
+        import tarfile
+
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for m in tar.getmembers():
+                if m.isfile():
+                    self.calls.append(("put", f"{base}/{m.name}", time.monotonic()))
+                    self.files[f"{base}/{m.name}"] = (tar.extractfile(m).read(), m.mode)
 
     def put(self, path, content, mode):
         with self.lock:
@@ -103,6 +116,9 @@ class ScriptedHost:
 
 
 def is_run(argv):
+    """A container start, also behind the launch's file writer (sh -c WRITE_THEN_RUN inkctl-launch DIR argv...)."""
+    if len(argv) > 5 and argv[:2] == ("sh", "-c") and argv[3] == "inkctl-launch":
+        argv = argv[5:]
     return len(argv) > 1 and argv[1] == "run"
 
 
@@ -114,18 +130,27 @@ def simple_plan(steps_a, steps_b=(), teardown=True) -> Plan:
     return Plan(deployment="t", recipe_hash="h", hosts=hosts, stages=stages, containers=(), teardown=td)
 
 
-def test_stages_in_order_with_a_barrier_and_hosts_in_parallel():
+def test_native_ranks_start_together_in_one_stage_each_writing_its_files_in_the_same_command():
     plan = build_plan(recipe(health={"timeout_s": 0.5, "interval_s": 0.1}), HOSTS)
-    journal: list[tuple] = []  # list.append is atomic: one order, as the hosts saw it
-    a, b = ScriptedHost("a", journal=journal), ScriptedHost("b", journal=journal)
+    gate = threading.Barrier(2)  # both hosts must be inside their one launch command at once
+    a, b = ScriptedHost("a", barrier=gate), ScriptedHost("b", barrier=gate)
     sink = Collect()
     with pytest.raises(HealthTimeout) as e:
         Runner(plan, {"a": a, "b": b}, sink).run()  # nothing serves health: the wait fails after the launches
     assert f"http://127.0.0.2:{PORT}/health" in e.value.message
-    head_done = journal.index(next(x for x in journal if x[:2] == ("end", "a") and is_run(x[2])))
-    worker_start = journal.index(next(x for x in journal if x[:2] == ("start", "b") and is_run(x[2])))
-    assert head_done < worker_start  # workers only after the head's stage finished
-    assert [e.name for e in sink.of(StageStarted)][:3] == ["prepare", "launch-head", "launch-workers"]
+    assert [e.name for e in sink.of(StageStarted)][:2] == ["launch", "health"]
+    for h, t in (("a", a), ("b", b)):
+        assert [c for c in t.calls if c[0] == "run" and is_run(c[1])] == [c for c in t.calls if c[0] == "run"]  # one command
+        assert list(t.files) == [f"{plan.host(h).state_dir}/plan.json"]  # the record, written by that command
+        record = json.loads(t.files[f"{plan.host(h).state_dir}/plan.json"][0])
+        assert record["runs"][0]["argv"] == list(t.argvs()[0][5:])  # the record holds the argv that ran
+
+
+def test_ray_keeps_its_order():
+    plan = build_plan(recipe(engine={"kind": "vllm", "version": "v1", "image": {"ref": "img:1"}, "multinode": "ray",
+                                     "args": {"tensor_parallel": 2}}), HOSTS)
+    assert [st.name for st in plan.stages] == ["ray-head", "ray-head-ready", "ray-workers", "ray-cluster-ready", "serve", "health"]
+    assert [s.host for s in plan.stages[0].steps] == ["a"] and [s.host for s in plan.stages[2].steps] == ["b"]
 
 
 def test_parallel_within_a_stage():
@@ -173,7 +198,7 @@ def test_unreachable_host_is_named_and_the_others_are_rolled_back():
         launch(Runner(plan, {"a": a, "b": b}, Collect()))
     msg = e.value.message
     assert "b: connection lost" in msg
-    assert "could NOT remove" in msg and "b: inkctl-t-r1 (host unreachable" in msg
+    assert "could NOT remove" in msg and "b: inkctl-t-r1, /var/lib/inkctl/t and the deploy lock (host unreachable" in msg
     assert ("docker", "rm", "--force", "inkctl-t-r0") in a.argvs()
     assert e.value.left and e.value.left[0].startswith("b: inkctl-t-r1")  # the CLI says how to clean up
     assert e.value.lock_kept  # b was lost: its deploy lock could not be released
@@ -239,9 +264,20 @@ def test_missing_secrets_are_all_named_with_where_they_were_looked_for(tmp_path,
     msg = e.value.message
     assert "2 secrets could not be resolved" in msg and "nothing was started" in msg
     assert "A: environment variable NOPE_VAR is not set" in msg and f"B: file {tmp_path / 'missing'} does not exist" in msg
-    (tmp_path / "tok").write_text("abc\nsecond line ignored\n")
-    assert resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})["B"].reveal() == "abc"
-    assert render_env_file(EnvFile((("B", SecretRef("B")),)), resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})) == b"B=abc\n"
+    (tmp_path / "tok").write_text("abcdefgh\nsecond line ignored\n")
+    assert resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})["B"].reveal() == "abcdefgh"
+    assert render_env_file(EnvFile((("B", SecretRef("B")),)), resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})) == b"B=abcdefgh\n"
+
+
+def test_a_secret_too_short_to_mask_is_refused_with_the_reason(tmp_path):
+    from inkctl.recipe.container import SecretSource
+
+    (tmp_path / "tok").write_text("x\n")
+    with pytest.raises(InkctlError) as e:
+        resolve_secrets({"B": SecretSource(file=str(tmp_path / "tok"))})
+    msg = e.value.message
+    assert "B: the value from" in msg and "has 1 character;" in msg
+    assert "shorter than 8 characters would shred the output" in msg
 
 
 def test_sha256_is_verified_before_upload():
@@ -326,11 +362,14 @@ def test_health_answered_early_starts_no_remote_process():
                 Counting.streams += 1
                 return super().stream(argv, on_line, stop)
 
-        a, b = Counting("a"), Counting("b")
+        a = Counting("a", [(lambda v: "inspect" in v, (0, "/c0|running|0|0001-01-01T00:00:00Z\n", ""))])
+        b = Counting("b", [(lambda v: "inspect" in v, (0, "/c1|running|0|0001-01-01T00:00:00Z\n", ""))])
         step = WaitHealth(host="a", purpose="wait", url=f"http://127.0.0.1:{srv.server_port}/health", timeout_s=10,
                           interval_s=0.05, watch=(("a", "c0", 0), ("b", "c1", 1)))
         secs = HealthWait(step, {"a": a, "b": b}, "docker", Collect().emit, threading.Event()).run()
         assert secs < FOLLOW_AFTER_S
-        assert Counting.streams == 0 and a.argvs() == [] and b.argvs() == []
+        # no log stream; one inspect per host: healthy means every rank verified running
+        assert Counting.streams == 0
+        assert [v[:2] for v in a.argvs()] == [("docker", "inspect")] and [v[:2] for v in b.argvs()] == [("docker", "inspect")]
     finally:
         srv.shutdown()

@@ -11,7 +11,11 @@ Behaviour knobs (environment):
   FAKE_LOG_EVERY       seconds between "Loading safetensors checkpoint shards" lines (default 0: one line per shard, at once)
   FAKE_SHARDS          number of checkpoint shards to pretend to load (default 4)
   FAKE_TOKEN_DELAY     seconds per generated token (default 0.01)
-  FAKE_PEER_TIMEOUT    seconds without a heartbeat before a rank declares its peer lost and exits (default 15)
+  FAKE_PEER_TIMEOUT    seconds without a heartbeat before a rank declares its peer lost and exits (default 15;
+                       600 plays NCCL's long default timeout: an engine that does not notice a lost host)
+  FAKE_LOG_ENV         1: log every environment variable at start, values and all (engines that dump their env)
+  FAKE_NCCL_NET        ib | socket: the network NCCL "chose" (printed with NCCL_DEBUG=INFO; unset: IB only
+                       when /sys/class/infiniband has the adapter, else the silent socket fallback)
   FAKE_GPUS_PER_NODE   GPUs each Ray node offers; with it, vLLM over Ray waits for tp*pp GPUs (default: no check)
 
 On start it writes its argv and environment as JSON to /tmp/inkctl-fake-engine.json

@@ -14,6 +14,7 @@ import threading
 import time
 
 from . import ray
+from . import nccl
 from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob,
                      listen, load_weights, serve_rendezvous, start_crash_timer)
 from .openai_server import Server
@@ -55,6 +56,9 @@ def main(argv):
     shown = {k: v for k, v in args.opts.items() if k not in ("api-key",)}
     log(f"non-default args: {{'model_tag': {model!r}, " + ", ".join(f"{k!r}: {v!r}" for k, v in shown.items()) + "}",
         src="utils.py:233")
+    if os.environ.get("FAKE_LOG_ENV") == "1":  # engines that dump their environment (tokens and all)
+        for k, v in sorted(os.environ.items()):
+            log(f"environment: {k}={v}", src="envs.py:1")
     if not headless:
         _check_port_free(host, port, log)
 
@@ -68,6 +72,7 @@ def main(argv):
             join_rendezvous(master, mport, rank, nnodes, log)
     log(f"world_size={tp * pp} rank={rank} local_rank=0 distributed_init_method=env:// backend=nccl",
         src="parallel_state.py:1165")
+    nccl.say(rank, max(nnodes, tp * pp), lambda msg, exc: fatal(log, msg, exc=exc))
     load_weights(log, model,
                  lambda k, n: f"Loading safetensors checkpoint shards: {100 * k // n:3d}% Completed | {k}/{n}",
                  lambda t: f"Loading weights took {t:.2f} seconds")

@@ -1,0 +1,77 @@
+"""``inkctl export systemd RECIPE``: a unit that keeps ``inkctl watch --restart`` running on a
+management machine (not on the GPU hosts: it must outlive any one of them).
+
+The unit runs the same recipe and inventory by absolute path, restarts the watcher itself if it
+dies, and leaves the deployment alone when stopped (``watch`` detaches on SIGTERM/SIGINT).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.export import export_app
+from inkctl.cli.options import HostsOpt, SetOpt
+
+
+def unit_text(recipe: Path, hosts: Optional[Path], sets: list[str], *, python: str, user: Optional[str],
+              deployment: str, max_restarts: int) -> str:
+    from inkctl.plan.quote import command_line
+
+    argv = [python, "-m", "inkctl", "watch", str(recipe.resolve()), "--restart",
+            "--max-restarts-per-hour", str(max_restarts), "-o", "json"]
+    if hosts:
+        argv += ["--hosts", str(hosts.resolve())]
+    for s in sets:
+        argv += ["--set", s]
+    lines = [
+        "[Unit]",
+        f"Description=inkctl: supervise {deployment} and restart it on failure",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        # systemd splits ExecStart like a shell does (quotes, no expansion of $ without braces): one quoting function
+        f"ExecStart={_systemd_literal(command_line(argv))}",
+        f"WorkingDirectory={recipe.resolve().parent}",
+        "Restart=on-failure",
+        "RestartSec=30",
+        "KillSignal=SIGINT",
+        "TimeoutStopSec=30",
+    ]
+    if user:
+        lines.append(f"User={user}")
+    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def _systemd_literal(text: str) -> str:
+    """systemd expands %specifiers and $VARIABLES in ExecStart even inside quotes: double them."""
+    return text.replace("%", "%%").replace("$", "$$")
+
+
+@export_app.command("systemd")
+def systemd(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    output: Optional[Path] = typer.Option(None, "--output-file", "-f", help="Write the unit here instead of stdout."),
+    user: Optional[str] = typer.Option(None, "--user", help="Run the watcher as this user (its ~/.ssh holds the keys)."),
+    max_restarts_per_hour: int = typer.Option(3, "--max-restarts-per-hour", min=1),
+) -> None:
+    """A systemd unit running `inkctl watch --restart` for this deployment on a management machine."""
+    from inkctl.cli.options import load_target
+
+    loaded, plan, _ = load_target(recipe, hosts, set_, "export systemd")
+    text = unit_text(recipe, hosts, list(set_ or []), python=sys.executable, user=user, deployment=plan.deployment,
+                     max_restarts=max_restarts_per_hour)
+    if output:
+        output.write_text(text)
+        print(f"wrote {output}: install it with: cp {output} /etc/systemd/system/inkctl-{plan.deployment}.service "
+              f"&& systemctl daemon-reload && systemctl enable --now inkctl-{plan.deployment}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,124 @@
+"""``inkctl watch``: supervise a deployment after boot; report, run a hook, or restart it.
+
+A tensor-parallel group cannot lose one rank and go on, so a restart is the whole deployment:
+``inkctl down`` then ``inkctl up`` (the same recipe, hosts and --set), with backoff, at most
+``--max-restarts-per-hour``. Events are text lines, or JSON lines with ``-o json``; every one
+passes the scrubber.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
+from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+
+
+class Events:
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+
+    def __call__(self, event: str, text: str, **fields) -> None:
+        from inkctl.scrub import active
+
+        scrub = active()
+        if self.fmt == "json":
+            print(json.dumps(scrub({"event": event, "message": text, **fields, "ts": round(time.time(), 3)})), flush=True)
+        else:
+            print(f"watch: {scrub.text(text)}", file=sys.stderr if event in ("failure", "restart_refused") else sys.stdout,
+                  flush=True)
+
+
+@app.command()
+def watch(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+    restart: bool = typer.Option(False, "--restart", help="On a failure take the whole deployment down and bring it up again."),
+    hook: Optional[str] = typer.Option(None, "--hook", help="Command run on each failure (argv, split like a shell would, never run by one); the event is in $INKCTL_EVENT as JSON."),
+    interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between checks of every rank, host and the health endpoint."),
+    max_restarts_per_hour: int = typer.Option(3, "--max-restarts-per-hour", min=1, help="With --restart: give up after this many restarts in an hour."),
+    backoff: float = typer.Option(5.0, "--backoff", min=0.0, help="With --restart: seconds before the first restart (doubling each time, up to 300)."),
+) -> None:
+    """Supervise a running deployment: every rank, every host, health, memory and fatal log lines."""
+    fmt = output_format(output)
+    emit = Events(fmt)
+    loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
+    from inkctl.execute.watch import RestartBudget
+
+    budget = RestartBudget(per_hour=max_restarts_per_hour, first_s=backoff)
+    again = [sys.executable, "-m", "inkctl"]
+    where = [str(recipe)] + (["--hosts", str(hosts)] if hosts else []) + [x for s in (set_ or []) for x in ("--set", s)]
+    try:
+        while True:
+            failure = supervise(loaded, plan, accept_new_host_keys, interval, emit)
+            emit("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
+            if hook:
+                _run_hook(hook, failure, emit)
+            if not restart:
+                raise InkctlError(f"{plan.deployment}: {failure.message}",
+                                  hint=f"inkctl logs {recipe} for the whole story; watch --restart brings it back by itself")
+            while True:
+                delay = budget.next_delay(time.monotonic())
+                if delay is None:
+                    emit("restart_refused", f"{max_restarts_per_hour} restarts within the last hour: giving up")
+                    raise InkctlError(f"{plan.deployment}: {max_restarts_per_hour} restarts within an hour; not restarting again",
+                                      hint=f"find the cause (inkctl logs {recipe}), then inkctl up {recipe}")
+                emit("restart", f"restarting {plan.deployment} in {delay:g} s: down, then up")
+                time.sleep(delay)
+                budget.spend(time.monotonic())
+                subprocess.run([*again, "down", *where], stdin=subprocess.DEVNULL, capture_output=True)
+                up = subprocess.run([*again, "up", *where], stdin=subprocess.DEVNULL, capture_output=True, text=True)
+                if up.returncode == 0:
+                    emit("restarted", f"{plan.deployment} is up again")
+                    break
+                last = (up.stderr.strip().splitlines() or ["(no output)"])[-1]
+                emit("restart_failed", f"up failed (exit {up.returncode}): {last}")
+    except KeyboardInterrupt:
+        emit("stopped", f"stopped watching; {plan.deployment} is left as it is")
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def supervise(loaded, plan, accept_new: bool, interval: float, emit):
+    """Connect (retrying while a host is away), then supervise until the first failure."""
+    from inkctl.execute.connect import close_all, connect_each
+    from inkctl.execute.watch import Supervisor
+
+    conn = connect_each(list(loaded.hosts), accept_new=accept_new)
+    try:
+        if conn.errors:
+            from inkctl.execute.watch import Failure
+
+            host, e = next(iter(conn.errors.items()))
+            return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
+        sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval,
+                         on_state=lambda text: emit("ok", text))
+        return sup.run()
+    finally:
+        close_all(conn.transports)
+
+
+def _run_hook(hook: str, failure, emit) -> None:
+    import os
+    import shlex
+
+    from inkctl.scrub import active
+
+    try:
+        argv = shlex.split(hook)
+        env = {**os.environ, "INKCTL_EVENT": json.dumps(active()(failure.as_dict()))}
+        res = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+        if res.returncode != 0:
+            emit("hook_failed", f"hook {argv[0]} exited {res.returncode}")
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        emit("hook_failed", f"hook failed: {e}")
