@@ -3,8 +3,6 @@ engine arguments, and every host's GPUs and driver (read from the hosts, not the
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 
 def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
     r = loaded.recipe
@@ -18,6 +16,8 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
         "hosts": {},
     }
     from inkctl.execute.connect import close_all, connect_each
+    from inkctl.execute.fanout import each
+    from inkctl.plan import runtime
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
     for name, err in conn.errors.items():
@@ -39,15 +39,14 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
         except GpuProbeError as e:
             info["gpu_error"] = e.message
         if head is not None and head.host == h.name:
-            res = tr.run((h.runtime, "inspect", "--format", "{{.Image}}", head.name), timeout=30)
+            res = tr.run(runtime.inspect(h.runtime, head.name, format="{{.Image}}"), timeout=30)
             if res.ok:
                 prov["image"]["digest"] = res.text().strip() or None
         return h.name, info
 
     try:
-        with ThreadPoolExecutor(max_workers=max(1, len(conn.transports))) as pool:
-            for name, info in pool.map(one, [h for h in plan.hosts if h.name in conn.transports]):
-                prov["hosts"][name] = info
+        for name, info in each(one, [h for h in plan.hosts if h.name in conn.transports], name="provenance"):
+            prov["hosts"][name] = info
     finally:
         close_all(dict(conn.transports))
     return prov

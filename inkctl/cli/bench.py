@@ -61,6 +61,9 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
     return Where(base, name, loaded, plan)
 
 
+# smoke and bench: a running deployment's recipe, or none with --url
+RunningRecipeArg = typer.Argument(None, help="Recipe file of a running deployment.")
+
 def _api_key(env: Optional[str]) -> Optional[str]:
     if env is None:
         return None
@@ -76,7 +79,7 @@ def _api_key(env: Optional[str]) -> Optional[str]:
 
 @app.command()
 def smoke(
-    recipe: Optional[Path] = typer.Argument(None, help="Recipe file of a running deployment."),
+    recipe: Optional[Path] = RunningRecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     url: Optional[str] = UrlOpt,
@@ -139,7 +142,7 @@ def _checks(where: Where, prompts, expect, reasoning: bool, tools: bool):
 
 @app.command()
 def bench(
-    recipe: Optional[Path] = typer.Argument(None, help="Recipe file of a running deployment."),
+    recipe: Optional[Path] = RunningRecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     url: Optional[str] = UrlOpt,

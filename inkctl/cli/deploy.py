@@ -8,7 +8,6 @@ what the deployment has there (by label) and removes exactly that.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import typer
 from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, load_target, output_format,
                                 overrides)
+from inkctl.cli.signals import on_signals, restore
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
@@ -74,7 +74,8 @@ def up(
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
     interrupt = threading.Event()
-    previous = _on_signals(interrupt)
+    # a second signal: KeyboardInterrupt, which bring_up turns into Cancelled(started=...)
+    previous = on_signals(interrupt, KeyboardInterrupt)
     said = []
 
     def healthy(outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
@@ -111,8 +112,7 @@ def up(
         sink.close()
         raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore(previous)
     total = time.monotonic() - t0
     ready_s, first_ttft = _readiness(plan, outcome)
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
@@ -152,27 +152,6 @@ def _live():
     from inkctl.cli.live import LiveDisplay
 
     return LiveDisplay()
-
-
-def _on_signals(interrupt: threading.Event) -> dict:
-    """Ctrl-C and SIGTERM set ``interrupt``; the runner stops at its next check and rolls back.
-
-    The handler does not raise: an exception thrown at an arbitrary bytecode can leave a lock
-    held (a ``with lock:`` half entered) and hang the rollback that follows. A second signal
-    does raise, to abandon a rollback that hangs on a dead host.
-    """
-    def handler(signum, frame):
-        if interrupt.is_set():
-            raise KeyboardInterrupt
-        interrupt.set()
-
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread (tests calling main() from a thread)
-            pass
-    return previous
 
 
 def _summary(plan, outcome, total: float, follow: str = "") -> None:

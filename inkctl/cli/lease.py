@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format, overrides
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
 from inkctl.errors import UsageError
 
 lease_app = typer.Typer(
@@ -22,31 +22,23 @@ lease_app = typer.Typer(
 )
 app.add_typer(lease_app, name="lease")
 
-RecipeArg = typer.Argument(..., metavar="RECIPE", help="Recipe file of the deployment.")
+def _command(verb: str, doc: str) -> None:
+    """``lease status`` and ``lease release``: the same options, one verb apart."""
+    def command(
+        recipe: Path = RecipeArg,
+        hosts: Optional[Path] = HostsOpt,
+        set_: Optional[List[str]] = SetOpt,
+        accept_new_host_keys: bool = AcceptOpt,
+        output: str = OutputOpt,
+    ) -> None:
+        _lease(verb, recipe, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=output_format(output))
+
+    command.__doc__ = doc
+    lease_app.command(name=verb)(command)
 
 
-@lease_app.command()
-def status(
-    recipe: Path = RecipeArg,
-    hosts: Optional[Path] = HostsOpt,
-    set_: Optional[List[str]] = SetOpt,
-    accept_new_host_keys: bool = AcceptOpt,
-    output: str = OutputOpt,
-) -> None:
-    """Show, per host, who holds the deployment's lease (user, pid, command, since when)."""
-    _lease("status", recipe, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=output_format(output))
-
-
-@lease_app.command()
-def release(
-    recipe: Path = RecipeArg,
-    hosts: Optional[Path] = HostsOpt,
-    set_: Optional[List[str]] = SetOpt,
-    accept_new_host_keys: bool = AcceptOpt,
-    output: str = OutputOpt,
-) -> None:
-    """Break the deployment's lease on every host (after a command that held it died)."""
-    _lease("release", recipe, hosts=hosts, set_=set_, accept_new=accept_new_host_keys, fmt=output_format(output))
+_command("status", "Show, per host, who holds the deployment's lease (user, pid, command, since when).")
+_command("release", "Break the deployment's lease on every host (after a command that held it died).")
 
 
 def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) -> None:
@@ -58,7 +50,7 @@ def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) 
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError(f"lease {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
-    plan = build_plan(loaded.recipe, loaded.hosts)
+    plan = build_plan(loaded.recipe, loaded.hosts)  # the deployment's name and hosts: no image or pins needed
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)
     try:
         result = deploylock.status(plan, transports) if verb == "status" else deploylock.release(plan, transports)

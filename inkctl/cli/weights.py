@@ -4,7 +4,6 @@ to host (``inkctl.weights.distribute``) -> print."""
 from __future__ import annotations
 
 import json
-import signal
 import threading
 from pathlib import Path
 from typing import List, Optional
@@ -13,7 +12,8 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError, UsageError
+from inkctl.cli.signals import on_signals, restore
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
 @app.command()
@@ -60,12 +60,14 @@ def weights(
     view = None if fmt == "json" else _view(manifest)
     sink = ScrubbingSink(JsonLines() if view is None else view, scrub)
     interrupt = threading.Event()
-    previous = _on_sigint(interrupt)
+    previous = on_signals(interrupt, lambda: Cancelled(started=True))
     try:
         report = run_weights(loaded, plan, image, manifest, sink, source=source, verify=verify, repair=repair,
                              accept_new=accept_new_host_keys, hub_url=endpoint(loaded.recipe),
                              hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt,
                              bwlimit=bwlimit * 1e6 if bwlimit else None)
+    except Cancelled:  # a second Ctrl-C: the copies stop where they are
+        raise _interrupted() from None
     except InkctlError as e:
         if interrupt.is_set():
             raise _interrupted() from None
@@ -74,8 +76,7 @@ def weights(
         raise
     finally:
         sink.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        restore(previous)
     if interrupt.is_set():
         raise _interrupted()
     if fmt == "json":
@@ -89,21 +90,6 @@ def weights(
 def _interrupted() -> InkctlError:
     return InkctlError("interrupted: the copies stopped; partial files are kept and the next run resumes them",
                        exit_code=EXIT_INTERRUPTED)
-
-
-def _on_sigint(interrupt: threading.Event) -> dict:
-    def handler(signum, frame):
-        if interrupt.is_set():
-            raise KeyboardInterrupt
-        interrupt.set()
-
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except ValueError:
-            pass
-    return previous
 
 
 def _view(manifest):

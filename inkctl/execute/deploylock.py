@@ -184,11 +184,10 @@ class DeployLock:
         def one(host: str):
             t, d = self.transports[host], lock_dir(self.plan, host)
             try:
-                if getattr(t, "read", None) is not None and getattr(t, "remove_dir", None) is not None:
-                    token = t.read(f"{d}/token")
-                    if token is not None and token.decode("utf-8", "replace") == self.token:
-                        t.remove_dir(d)
-                    return
+                token = t.read(f"{d}/token")
+                if token is not None and token.decode("utf-8", "replace") == self.token:
+                    t.remove_dir(d)
+                return
             except Exception:
                 pass  # the command below says the same
             try:

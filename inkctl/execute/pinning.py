@@ -17,6 +17,7 @@ from inkctl.execute.images import ImageInfo
 from inkctl.plan.build import ABSENT, image_tag, split_digest
 from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, parse_diff
 from inkctl.recipe.lockfile import base_key, declared, local_observations
+from inkctl.recipe.patch import DiffPatch, ReplaceFile
 from inkctl.recipe.source import Loaded
 
 
@@ -87,7 +88,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
     pins: dict[str, str] = {}
     for i, f in enumerate(loaded.recipe.patches.files):
         key = f"patch:{i}"
-        src = loaded.patch_dir / f.source if getattr(f, "source", None) else None
+        src = loaded.patch_dir / f.source if isinstance(f, (ReplaceFile, DiffPatch)) and f.source else None
         if src is not None and not src.is_file():
             raise Refused(f"patches.files[{i}].source: {src} is missing", hint="put it there, then lock")
         if f.kind == "diff":

@@ -10,12 +10,11 @@ their state, exit codes and last log lines, read over the connections that still
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError
-
-INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
+from inkctl.plan import runtime as container_runtime
 QUICK_S = 5.0  # a question to a host that should answer at once (states, last lines)
 
 
@@ -82,7 +81,7 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             return out
         runtime = plan.host(host).runtime
         try:
-            res = t.run((runtime, "inspect", "--format", INSPECT_FORMAT, *[c.name for c in cs]), timeout=timeout)
+            res = t.run(container_runtime.inspect(runtime, *[c.name for c in cs]), timeout=timeout)
         except HostError:
             for r in out:
                 r.state = "unreachable"
@@ -94,15 +93,14 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             r.exit_code = code if r.state == "exited" else None
             if lines and r.state != "running":
                 try:
-                    lg = t.run((runtime, "logs", "--tail", str(lines), r.container), timeout=timeout)
+                    lg = t.run(container_runtime.logs(runtime, r.container, tail=lines), timeout=timeout)
                     r.lines = tuple((lg.text() + lg.err_text()).splitlines()[-lines:])
                 except HostError:
                     pass
         return out
 
     hosts = list(by_host)
-    with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="ranks") as pool:
-        found = list(pool.map(one, hosts))
+    found = each(one, hosts, name="ranks")
     return sorted((r for rs in found for r in rs), key=lambda r: r.rank)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from inkctl.execute.supervise import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.transport import HostError
+from inkctl.plan import runtime as container_runtime
 
 
 FATAL_SETTLE_S = 0.5
@@ -66,7 +67,7 @@ class Supervisor:
                 self.wake.set()
 
         try:
-            self.transports[c.host].stream((runtime, "logs", "--follow", "--tail", "0", c.name), line, self.stop)
+            self.transports[c.host].stream(container_runtime.logs(runtime, c.name, follow=True, tail=0), line, self.stop)
         except Exception:
             pass  # the turn reports the host or the container
         self.wake.set()

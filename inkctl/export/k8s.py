@@ -1,7 +1,7 @@
 """recipe -> Kubernetes manifests (a LeaderWorkerSet, its Service, the hotfix ConfigMap). Pure.
 
 The manifests come from the very plan ``up`` runs: ``build_plan`` on stand-in hosts whose
-addresses are rendezvous tokens, then each rank's run argv read back by ``k8s_pod.parse_run``.
+addresses are rendezvous tokens, then each rank's Run step's ``ContainerSpec`` read by ``k8s_pod.from_spec``.
 Rank 0 becomes the leader template, rank 1 the worker template (every other rank differs from it
 only by ``$(LWS_WORKER_INDEX)``). ``--node-rank``/``--nnodes`` values are checked against the
 plan's rank and size before they become ``$(LWS_WORKER_INDEX)``/``$(LWS_GROUP_SIZE)``.
@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
-from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAME, RANK, Gap, RunArgs, k8s_text,
-                                   parse_run, quantity, shown, unresolved_vars, used_vars, var_token)
+from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAME, RANK, Gap, RunArgs, from_spec,
+                                   k8s_text, quantity, shown, unresolved_vars, used_vars, var_token)
 from inkctl.plan.deploy import SERVE_IN_HEAD, build_plan
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
@@ -137,7 +137,8 @@ class _Export:
 
     # --- the plan's steps --------------------------------------------------------------------
     def _runs(self, rank: int) -> list[Run]:
-        return [s for s in self.plan.steps() if isinstance(s, Run) and s.rank == rank and s.argv[1:2] == ("run",)]
+        """The container starts of one rank (the Run steps that carry their spec)."""
+        return [s for s in self.plan.steps() if isinstance(s, Run) and s.rank == rank and s.container is not None]
 
     def _put(self, path: str) -> Put:
         return next(s for s in self.plan.puts() if s.path == path)
@@ -180,14 +181,18 @@ class _Export:
         return meta
 
     # --- pod templates ---------------------------------------------------------------------------
-    def _argv(self, argv: tuple[str, ...], rank: int) -> list[str]:
+    @staticmethod
+    def _text(text: str, rank: int) -> str:
         """On the leader pod the leader's address is the pod's own IP (an IP, as VLLM_HOST_IP and
         ``ray start --node-ip-address`` want); the other ranks reach it as $(LWS_LEADER_ADDRESS)."""
-        return [a.replace(LEADER, POD_IP) for a in argv] if rank == 0 else list(argv)
+        return text.replace(LEADER, POD_IP) if rank == 0 else text
+
+    def _argv(self, argv: tuple[str, ...], rank: int) -> list[str]:
+        return [self._text(a, rank) for a in argv]
 
     def _template(self, rank: int) -> dict:
-        runs = self._runs(rank)
-        run = parse_run(self._argv(runs[0].argv, rank), extra_args=len(self.r.container.extra_args))
+        spec = next(s.container for s in self._runs(rank) if s.container is not None)
+        run = from_spec(spec, lambda a: self._text(a, rank))
         command = [run.entrypoint, *run.command]
         ray_serve = next((s for s in self.plan.steps() if isinstance(s, Run) and s.argv[1:2] == ("exec",)
                           and SERVE_IN_HEAD in s.argv), None)

@@ -1,9 +1,10 @@
-"""One rank's ``docker run`` / ``podman run`` argv, read back as a Kubernetes container.
+"""One rank's container, as its Run step's ``ContainerSpec`` has it, read as a Kubernetes container.
 
-The plan's run argv is the source of truth: every flag it carries either becomes its usual
-Kubernetes form or a ``Gap`` that the export reports. Nothing is dropped silently. Pure: no I/O.
+The plan's spec is the source of truth (the same one ``runtime.run`` turns into argv): every
+option it carries either becomes its usual Kubernetes form or a ``Gap`` that the export reports.
+Nothing is dropped silently. Pure: no I/O.
 
-Values inside the argv may carry rendezvous tokens (``@@inkctl:leader@@``...) put there by
+Values inside the spec may carry rendezvous tokens (``@@inkctl:leader@@``...) put there by
 planning on stand-in hosts; ``k8s_text`` turns them into ``$(VAR)`` references that the
 kubelet expands, after escaping every literal ``$`` so that recipe values arrive unchanged.
 """
@@ -11,7 +12,10 @@ kubelet expands, after escaping every literal ``$`` so that recipe values arrive
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from inkctl.plan.runtime import ContainerSpec
 
 TOKEN_RE = re.compile(r"@@inkctl:([A-Za-z0-9_:]+)@@")
 LEADER = "@@inkctl:leader@@"
@@ -74,7 +78,7 @@ class Gap:
 
 @dataclass
 class RunArgs:
-    """A run argv taken apart: each list keeps the plan's order."""
+    """A container's run settings as the export reads them: each list keeps the plan's order."""
 
     image: str = ""
     entrypoint: str = ""
@@ -97,21 +101,33 @@ class RunArgs:
     unknown: list[str] = field(default_factory=list)  # flags (and their values) not known to the export
 
 
-_WITH_VALUE = {"--name", "--pull", "--restart", "--label", "--network", "--publish", "--ipc", "--shm-size", "--gpus",
-               "--security-opt", "--cap-add", "--device", "--ulimit", "--volume", "--env", "--env-file", "--entrypoint"}
-_FLAGS = {"--detach", "--privileged"}
+# the option flags a ContainerSpec carries (plan/container.py): each has its Kubernetes form
+_WITH_VALUE = {"--ipc", "--shm-size", "--gpus", "--security-opt", "--cap-add", "--device", "--ulimit",
+               # and what container.extra_args may also hold
+               "--label", "--network", "--publish", "--volume", "--env", "--env-file", "--pull"}
+_FLAGS = {"--privileged"}
 
 
-def parse_run(argv: tuple[str, ...] | list[str], extra_args: int = 0) -> RunArgs:
-    """Take apart the argv that ``inkctl.plan.container.run_argv`` builds. The recipe's
-    ``extra_args`` (``extra_args`` tokens, just before ``--entrypoint``) may hold flags the export
-    does not know: those are kept in ``unknown``. An unknown flag anywhere else is a flag the plan
-    emits that the export was not taught: a ValueError, never a silent drop."""
-    if len(argv) < 2 or argv[1] != "run" or "--entrypoint" not in argv:
-        raise ValueError(f"not a container run argv: {list(argv[:3])}")
-    extra_from = argv.index("--entrypoint") - extra_args
-    out = RunArgs()
-    i = 2
+def from_spec(spec: ContainerSpec, text: Callable[[str], str] = lambda a: a) -> RunArgs:
+    """One rank's container from its Run step's spec; ``text`` maps every value (rendezvous
+    tokens). The spec's options are what the plan emits: a flag the export was not taught is a
+    ValueError, never a silent drop. The recipe's ``extra_args`` may hold any flag: those the
+    export knows are read, the others are kept in ``unknown``."""
+    out = RunArgs(image=text(spec.image), entrypoint=text(spec.entrypoint), command=[text(a) for a in spec.command],
+                  pull="never")  # runtime.run: the image is on the host, never pulled
+    out.labels = {k: text(v) for k, v in spec.labels}
+    out.network = spec.network if spec.network == "host" else None
+    out.publish = [] if spec.network == "host" else list(spec.ports)
+    _take_options([text(a) for a in spec.options], out, strict=True)
+    out.volumes = [(text(m.source), m.target, m.read_only) for m in spec.mounts]
+    out.env = [(k, text(v)) for k, v in spec.env]
+    out.env_files = [text(spec.env_file)] if spec.env_file else []
+    _take_options([text(a) for a in spec.extra], out, strict=False)
+    return out
+
+
+def _take_options(argv: list[str], out: RunArgs, *, strict: bool) -> None:
+    i = 0
     while i < len(argv):
         flag = argv[i]
         if flag in _FLAGS:
@@ -119,16 +135,13 @@ def parse_run(argv: tuple[str, ...] | list[str], extra_args: int = 0) -> RunArgs
             i += 1
             continue
         if flag not in _WITH_VALUE or i + 1 >= len(argv):
-            if i < extra_from:
+            if strict:
                 raise ValueError(f"the plan's runtime flag {flag!r} has no Kubernetes mapping in inkctl.export.k8s_pod")
             out.unknown.append(flag)
             i += 1
             continue
         value = argv[i + 1]
         i += 2
-        if flag == "--entrypoint":
-            out.entrypoint, out.image, out.command = value, argv[i], list(argv[i + 1:])
-            break
         if flag == "--label":
             k, _, v = value.partition("=")
             out.labels[k] = v
@@ -165,10 +178,6 @@ def parse_run(argv: tuple[str, ...] | list[str], extra_args: int = 0) -> RunArgs
             out.env_files.append(value)
         elif flag == "--pull":
             out.pull = value
-        # --name and --restart: the pod's name and restarts belong to LeaderWorkerSet
-    if not out.image:
-        raise ValueError("the run argv has no --entrypoint and image")
-    return out
 
 
 def quantity(size: str) -> str:

@@ -1,8 +1,9 @@
 """Every docker and podman command inkctl runs, in one place: argv lists, never shell text.
 
 The plan (``run``, ``exec``, the teardown's ``rm``) and every executor (``kill``, ``logs``,
-``ps``, ``inspect``, ``build``, ``load``, ``image inspect``) build their argv here, so a
-difference between the runtimes is written once. Pure: no I/O.
+``ps``, ``inspect``, ``build``, ``load``, ``image inspect``, ``tag``, ``push``, the weights
+copy's ``run --rm``) build their argv here, so a difference between the runtimes is written
+once. Pure: no I/O.
 
 The two runtimes take the same argv except where noted:
 - ``rm --force`` of a container that is gone: docker exits 1 (callers list it in ok_codes),
@@ -68,8 +69,10 @@ def repository(ref: str) -> str:
     return ref[:colon] if colon > slash else ref
 
 
-def run(runtime: str, spec: ContainerSpec) -> tuple[str, ...]:
-    argv = [runtime, "run", "--detach", "--name", spec.name, "--pull", "never", "--restart", "no"]
+def _run_body(spec: ContainerSpec) -> list[str]:
+    """What follows ``run``'s own flags: labels, network, options, mounts, env, the entrypoint,
+    the image and its command."""
+    argv: list[str] = []
     for k, v in spec.labels:
         argv += ["--label", f"{k}={v}"]
     if spec.network == "host":
@@ -86,7 +89,18 @@ def run(runtime: str, spec: ContainerSpec) -> tuple[str, ...]:
         argv += ["--env-file", spec.env_file]
     argv += spec.extra
     argv += ["--entrypoint", spec.entrypoint, spec.image, *spec.command]
-    return tuple(argv)
+    return argv
+
+
+def run(runtime: str, spec: ContainerSpec) -> tuple[str, ...]:
+    """A detached container that is never restarted: the engines."""
+    return (runtime, "run", "--detach", "--name", spec.name, "--pull", "never", "--restart", "no", *_run_body(spec))
+
+
+def run_once(runtime: str, spec: ContainerSpec) -> tuple[str, ...]:
+    """A container in the foreground (its output streams back), removed when it exits: a job
+    such as the weights copy."""
+    return (runtime, "run", "--rm", "--name", spec.name, "--pull", "never", *_run_body(spec))
 
 
 def exec_(runtime: str, container: str, *argv: str, detach: bool = False) -> tuple[str, ...]:
@@ -140,8 +154,17 @@ def inspect(runtime: str, *containers: str, format: str | None = INSPECT_FORMAT)
     return (runtime, "inspect", "--format", format, *containers)
 
 
-def image_inspect(runtime: str, ref: str) -> tuple[str, ...]:
-    return (runtime, "image", "inspect", ref)
+def image_inspect(runtime: str, ref: str, *, format: str | None = None) -> tuple[str, ...]:
+    """``image inspect``: the JSON array, or one ``format`` line."""
+    return (runtime, "image", "inspect", *(("--format", format) if format is not None else ()), ref)
+
+
+def tag(runtime: str, source: str, target: str) -> tuple[str, ...]:
+    return (runtime, "tag", source, target)
+
+
+def push(runtime: str, ref: str) -> tuple[str, ...]:
+    return (runtime, "push", ref)
 
 
 def create(runtime: str, image: str, *, label: str, entrypoint: str) -> tuple[str, ...]:

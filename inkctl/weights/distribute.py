@@ -15,13 +15,15 @@ import json
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan import runtime
+from inkctl.plan.runtime import ContainerSpec, Mount
 from inkctl.weights.manifest import Manifest, repo_folder
 
 ONHOST = Path(__file__).with_name("onhost.py")
@@ -90,16 +92,18 @@ class Site:
     def container(self, what: str) -> str:
         return f"{CONTAINER_PREFIX}-{what}"
 
-    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None) -> list[str]:
-        """``<runtime> run`` of onhost.py: argv only (the transport quotes it)."""
-        argv = [self.runtime, "run", "--rm", "--name", self.container(what), "--network", "host",
-                "--pull", "never", "--entrypoint", "python3", "--volume", f"{self.cache}:{self.cache}",
-                "--volume", f"{self.work}:{self.work}:ro"]
-        for opt in self.security_opt:
-            argv += ["--security-opt", opt]
-        if env_file:
-            argv += ["--env-file", env_file]
-        return argv + [self.image, f"{self.work}/onhost.py", what, f"{self.work}/{job}", *extra]
+    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None) -> tuple[str, ...]:
+        """``<runtime> run --rm`` of onhost.py: argv only (the transport quotes it)."""
+        spec = ContainerSpec(
+            name=self.container(what), image=self.image, entrypoint="python3",
+            command=(f"{self.work}/onhost.py", what, f"{self.work}/{job}", *extra), network="host",
+            options=tuple(a for opt in self.security_opt for a in ("--security-opt", opt)),
+            mounts=(Mount(self.cache, self.cache), Mount(self.work, self.work, read_only=True)), env_file=env_file)
+        return runtime.run_once(self.runtime, spec)
+
+    def remove(self, what: str) -> None:
+        """Remove this host's ``what`` container, if there is one."""
+        self.transport.run(runtime.remove(self.runtime, self.container(what)), timeout=60)
 
     def put_job(self, name: str, job: dict) -> None:
         self.transport.put(f"{self.work}/{name}", json.dumps(job).encode(), 0o600)
@@ -115,7 +119,7 @@ def _job(m: Manifest, site: Site, **extra) -> dict:
             "files": [f.as_dict() for f in m.files], **extra}
 
 
-def _lines(site: Site, argv: list[str], on_event, stop: threading.Event | None = None) -> tuple[int, list[str]]:
+def _lines(site: Site, argv: tuple[str, ...], on_event, stop: threading.Event | None = None) -> tuple[int, list[str]]:
     """Stream a command; JSON lines go to on_event, the rest is kept for the error message."""
     other: list[str] = []
 
@@ -143,7 +147,7 @@ def prepare(sites: list[Site]) -> None:
         if not r.ok:
             raise HostError(s.name, "command", f"cannot create the Hub cache {s.cache}: {r.err_text().strip()}")
 
-    _each(sites, one)
+    each(one, sites, name="weights")
 
 
 # The quick scan (names, sizes, links, partial downloads, free space) needs no container: one
@@ -208,7 +212,7 @@ def scan(m: Manifest, sites: list[Site], *, rehash: bool = False, sink=None) -> 
             bad = {p: st["state"] for p, st in got["files"].items() if st["state"] != "ok"}
             sink.emit(WeightsScanned(s.name, len(got["files"]) - len(bad), bad, int(got["free"]), to_write(m, s)))
 
-    _each(sites, one)
+    each(one, sites, name="weights")
 
 
 def wanted(s: Site) -> list[str]:
@@ -223,13 +227,6 @@ def to_write(m: Manifest, s: Site) -> int:
         size = m.file(p).size
         total += 0 if st["state"] == "unlinked" else size - min(st.get("partial", 0), size)
     return total
-
-
-def _each(sites: list[Site], fn) -> None:
-    if not sites:
-        return
-    with ThreadPoolExecutor(max_workers=min(64, len(sites)), thread_name_prefix="weights") as pool:
-        list(pool.map(fn, sites))
 
 
 @dataclass
@@ -265,7 +262,7 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
     finally:
         try:
             if s.stop is not None and s.stop.is_set():
-                s.transport.run([s.runtime, "rm", "--force", s.container("fetch")], timeout=60)
+                s.remove("fetch")
             s.transport.run(["rm", "-f", env_file], timeout=30)
         except HostError:
             pass
@@ -342,7 +339,7 @@ def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, 
         ready.set()
 
     thread = threading.Thread(target=run_server, name="weights-serve", daemon=True)
-    source.transport.run([source.runtime, "rm", "--force", source.container("serve")], timeout=60)  # a leftover
+    source.remove("serve")  # a leftover
     thread.start()
     try:
         if not ready.wait(LISTEN_TIMEOUT_S) or not listening:
@@ -354,11 +351,11 @@ def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, 
         def one(s: Site) -> None:
             _fetch(m, s, {"kind": "peer", "url": url}, {"INKCTL_WEIGHTS_TOKEN": token}, sink, out, source.name)
 
-        _each(receivers, one)
+        each(one, receivers, name="weights")
     finally:
         stop.set()
         try:
-            source.transport.run([source.runtime, "rm", "--force", source.container("serve")], timeout=60)
+            source.remove("serve")
             source.transport.run(["rm", "-f", env_file], timeout=30)
         except HostError:
             pass

@@ -4,8 +4,7 @@ only, one ``stat`` round trip per host, no container: fast enough to run before 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
+from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError
 from inkctl.weights.manifest import Manifest, host_cache_template, read_manifest, repo_folder
 
@@ -54,8 +53,8 @@ class WeightsCheck:
 
     def check(self, plan, transports) -> dict[str, tuple[str, str, str | None]]:
         hosts = [(h.rank, h.name) for h in plan.hosts if transports.get(h.name) is not None]
-        with ThreadPoolExecutor(max_workers=max(1, len(hosts)), thread_name_prefix="weights-check") as pool:
-            return dict(zip((n for _, n in hosts), pool.map(lambda rn: self.one(rn[0], transports[rn[1]]), hosts)))
+        found = each(lambda rn: self.one(rn[0], transports[rn[1]]), hosts, name="weights-check")
+        return dict(zip((n for _, n in hosts), found))
 
 
 def weights_check(loaded) -> WeightsCheck | None:

@@ -282,12 +282,14 @@ def test_host_network_and_binary_hotfixes(tmp_path):
 
 
 def test_a_runtime_flag_the_export_was_not_taught_is_loud():
-    from inkctl.export.k8s_pod import parse_run
+    from inkctl.export.k8s_pod import from_spec
+    from inkctl.plan.runtime import ContainerSpec
 
-    extra = parse_run(["podman", "run", "--env", "A=1", "--userns", "keep-id", "--entrypoint", "e", "img", "a"], extra_args=2)
+    extra = from_spec(ContainerSpec(name="n", image="img", entrypoint="e", command=("a",), env=(("A", "1"),),
+                                    extra=("--userns", "keep-id")))
     assert extra.unknown == ["--userns", "keep-id"] and extra.env == [("A", "1")] and extra.command == ["a"]
     with pytest.raises(ValueError, match="'--oom-score-adj' has no Kubernetes mapping"):
-        parse_run(["docker", "run", "--oom-score-adj", "5", "--entrypoint", "e", "img"])
+        from_spec(ContainerSpec(name="n", image="img", entrypoint="e", command=(), options=("--oom-score-adj", "5")))
 
 
 def test_a_stock_image_runs_by_the_recipes_digest(tmp_path):

@@ -1,0 +1,35 @@
+"""Ctrl-C and SIGTERM for the commands that run long (``up``, ``weights``).
+
+The first signal sets an ``interrupt`` event: the work stops at its next check and cleans up
+(rolls back, removes its containers). The handler does not raise: an exception thrown at an
+arbitrary bytecode can leave a lock held (a ``with lock:`` half entered) and hang the cleanup
+that follows. A second signal does raise (``again()``), to abandon a cleanup that hangs on a
+dead host; ``app.main`` turns it into exit 130.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+
+
+def on_signals(interrupt: threading.Event, again: Callable[[], BaseException]) -> dict:
+    """Install the handlers; returns the previous ones for ``restore``."""
+    def handler(signum, frame):
+        if interrupt.is_set():
+            raise again()
+        interrupt.set()
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread (tests calling main() from a thread)
+            pass
+    return previous
+
+
+def restore(previous: dict) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
