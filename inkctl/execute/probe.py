@@ -42,7 +42,7 @@ HOST_PROBE = "\n".join([
     'if [ -n "$lock_dir" ]; then',
     "sec lock",
     PROBE_SECTION,
-    'rc $lock_rc; [ "$lock_rc" = 0 ] || exit 0',
+    'rc $lock_rc',  # held: the rest still answers, for a stale lock taken over after it
     "fi",
     "sec containers",
     'if command -v "$rt" >/dev/null 2>&1; then "$rt" ps --all --format "$psfmt"; ps_rc=$?; else ps_rc=127; fi; rc $ps_rc',

@@ -183,7 +183,7 @@ def open_source(job, f, start):
         resp = urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=60)
     except urllib.error.HTTPError as e:
         if e.code == 416 and start:
-            return None, 0
+            return None, start  # nothing after start: the partial file is whole, its hash decides
         why = {401: "refused: no or wrong token", 403: "refused: gated or forbidden (token?)",
                404: "not found"}.get(e.code, "HTTP %d" % e.code)
         raise Refused("%s: %s (%s)" % (f["path"], why, src["kind"]))
@@ -201,7 +201,8 @@ def fetch_one(job, lay, f, progress):
     if start > f["size"]:
         os.remove(part)
         start = 0
-    resp, start = open_source(job, f, start)
+    # a partial file that is already whole (the copy stopped before its rename) needs no request
+    resp, start = (None, start) if start == f["size"] else open_source(job, f, start)
     h = hash_file(part, f, upto=start) if start else hasher(f)
     got = start
     with open(part, "r+b" if start else "wb") as out:

@@ -39,12 +39,13 @@ class WeightsCheck:
         sizes = r.text().split()
         if not r.ok or len(sizes) != len(m.files):
             return "fail", f"cannot read the Hub cache: {r.err_text().strip()[:200]}", None
-        bad = []
+        bad = []  # (size, what): the biggest first, the shards that keep a boot from starting
         for f, got in zip(m.files, sizes):
             if got == "-":
-                bad.append(f"{f.path} missing")
+                bad.append((f.size, f"{f.path} missing"))
             elif int(got) != f.size:
-                bad.append(f"{f.path} {'truncated' if int(got) < f.size else 'altered'} ({got} of {f.size} bytes)")
+                bad.append((f.size, f"{f.path} {'truncated' if int(got) < f.size else 'altered'} ({got} of {f.size} bytes)"))
+        bad = [what for _, what in sorted(bad, key=lambda b: -b[0])]
         if bad:
             more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
             return ("fail", f"{len(bad)} of {len(m.files)} pinned files of {m.repo}@{m.revision[:12]} are not right: "

@@ -289,14 +289,23 @@ def test_a_stale_lock_is_shown_and_released(cluster, inkctl, inventory, recipe):
     assert st.rc == 0, st
     for h in ("h1", "h2"):
         assert f"e2e-stale {h}: held by" in st.stdout and f"(pid {p.pid}) running `up` since" in st.stdout, st
-    refused = inkctl("up", rec, "--hosts", inv)
-    assert refused.rc == 1 and "is locked" in refused.stderr, refused
+    holders = {h: (lock_dir(cluster, h, "e2e-stale") / "holder.json").read_text() for h in ("h1", "h2")}
     rel = inkctl("lease", "release", rec, "--hosts", inv)
     assert rel.rc == 0 and "e2e-stale h1: released" in rel.stdout and "e2e-stale h2: released" in rel.stdout, rel
     no_lock_anywhere(cluster, "e2e-stale")
     again = inkctl("lease", "release", rec, "--hosts", inv)
     assert again.rc == 0 and "h1: was not held" in again.stdout, again
     assert "h1: free" in inkctl("lease", "status", rec, "--hosts", inv).stdout
+    # the dead up's lock again: the next up from this machine takes it over (its holder is gone),
+    # then refuses on what that up left running, and gives the lock back
+    for h, text in holders.items():
+        lock_dir(cluster, h, "e2e-stale").mkdir(parents=True)
+        (lock_dir(cluster, h, "e2e-stale") / "holder.json").write_text(text)
+    taken = inkctl("up", rec, "--hosts", inv)
+    assert taken.rc == 1 and "nothing was changed" in taken.stderr, taken
+    for h in ("h1", "h2"):
+        assert f"{h}: took over a stale deploy lock" in taken.out and f"(pid {p.pid}) running `up`" in taken.out, taken
+    no_lock_anywhere(cluster, "e2e-stale")
     d = inkctl("down", rec, "--hosts", inv)  # the killed up's containers
     assert d.rc == 0, d
     assert containers(cluster, "h1", "e2e-stale") == [] and containers(cluster, "h2", "e2e-stale") == []
@@ -460,8 +469,10 @@ exec {real("docker")} "$@"
     inv = inventory("h1", "h2")
     p = inkctl.start("up", rec, "--hosts", inv, env={"PYTHONFAULTHANDLER": "1"})
     try:
-        wait_for("the head to start", started.exists, timeout=60)  # the head runs, the worker's docker run is on its way
-        assert containers(cluster, "h1", "e2e-cut") == ["inkctl-e2e-cut-r0 running"]
+        wait_for("the worker's docker run", started.exists, timeout=60)  # on its way, 3 s from starting
+        # every rank starts in one stage: the head may still be starting when the worker's run begins
+        wait_for("the head to run", lambda: containers(cluster, "h1", "e2e-cut") == ["inkctl-e2e-cut-r0 running"],
+                 timeout=30)
         cluster.cut("h2")
         out, err = finish(p, timeout=120)
     finally:
