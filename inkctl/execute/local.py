@@ -102,6 +102,10 @@ class LocalTransport:
         code = proc.wait()
         return -1 if stopped.is_set() else code
 
+    def alive(self) -> bool:
+        """A local process or a recorded host: always there."""
+        return True
+
     def close(self) -> None:
         pass
 

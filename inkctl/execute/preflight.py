@@ -75,6 +75,9 @@ class Unreachable:
     def stream(self, argv, on_line, stop=None):
         raise self.error
 
+    def alive(self) -> bool:
+        return False  # never reached
+
     def close(self) -> None:
         pass
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
+from inkctl.execute.deployed import parse_inspect_lines
 from inkctl.execute.fanout import each
 from inkctl.execute.transport import HostError
 from inkctl.plan import runtime as container_runtime
@@ -19,9 +21,8 @@ QUICK_S = 5.0  # a question to a host that should answer at once (states, last l
 
 
 def alive(transport) -> bool:
-    """Whether a host's connection stands. Transports without a liveness signal (local) are."""
-    check = getattr(transport, "alive", None)
-    return True if check is None else bool(check())
+    """Whether a host's connection stands (``Transport.alive``: keepalives acknowledged)."""
+    return transport.alive()
 
 
 def lost_hosts(transports: dict, hosts) -> list[str]:
@@ -38,7 +39,7 @@ class RankSeen:
     state: str = "unknown"  # running | exited | missing | unreachable | ...
     exit_code: int | None = None
     lines: tuple[str, ...] = ()
-    finished: str = ""  # the runtime's FinishedAt: the first rank to die is the cause
+    finished: datetime | None = None  # the runtime's FinishedAt: the first rank to die is the cause
 
     def describe(self) -> str:
         if self.state == "unreachable":
@@ -48,20 +49,6 @@ class RankSeen:
         if self.state == "missing":
             return "container gone"
         return self.state
-
-
-def parse_inspect(text: str) -> dict[str, tuple[str, int | None, str]]:
-    """``inspect --format INSPECT_FORMAT`` output -> name -> (status, exit code, finished at)."""
-    seen = {}
-    for line in text.splitlines():
-        parts = line.strip().lstrip("/").split("|")
-        if len(parts) == 4:
-            try:
-                code: int | None = int(parts[2])
-            except ValueError:
-                code = None
-            seen[parts[0]] = (parts[1], code, parts[3])
-    return seen
 
 
 def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK_S) -> list[RankSeen]:
@@ -86,11 +73,13 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             for r in out:
                 r.state = "unreachable"
             return out
-        seen = parse_inspect(res.text())
+        seen = parse_inspect_lines(host, res.text())
         for r in out:
-            status, code, r.finished = seen.get(r.container, ("missing", None, ""))
+            c = seen.get(r.container)
+            status = c.state if c is not None else "missing"
+            r.finished = c.finished_at if c is not None else None
             r.state = {"dead": "exited", "stopped": "exited"}.get(status, status)
-            r.exit_code = code if r.state == "exited" else None
+            r.exit_code = c.exit_code if c is not None and r.state == "exited" else None
             if lines and r.state != "running":
                 try:
                     lg = t.run(container_runtime.logs(runtime, r.container, tail=lines), timeout=timeout)
@@ -154,11 +143,8 @@ def fatal_line(line: str) -> str | None:
 
 def first_down(ranks: list[RankSeen]) -> RankSeen | None:
     """Of the ranks not running, the one that stopped first (its peers die of its death)."""
-    from inkctl.execute.deployed import parse_time
-
     def when(r: RankSeen) -> float:
-        t = parse_time(r.finished) if r.finished and not r.finished.startswith("0001-01-01") else None
-        return t.timestamp() if t is not None else float("inf")
+        return r.finished.timestamp() if r.finished is not None else float("inf")
 
     down = [r for r in ranks if r.state != "running"]
     return min(down, key=lambda r: (r.state == "missing", when(r), r.rank)) if down else None

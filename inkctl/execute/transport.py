@@ -92,4 +92,8 @@ class Transport(Protocol):
         """Run argv, calling on_line for each output line (stdout and stderr merged) until it
         exits or ``stop`` is set; returns the exit code (or -1 when stopped)."""
 
+    def alive(self) -> bool:
+        """Whether the connection still stands (SSH: keepalives acknowledged); a host whose
+        connection is gone is lost, and nothing more can be asked of it."""
+
     def close(self) -> None: ...

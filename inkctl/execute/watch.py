@@ -54,6 +54,7 @@ class Supervisor:
         self.wake = threading.Event()
         self.fatal: list[tuple[str, int, str, str]] = []  # (host, rank, kind, line)
         self._lock = threading.Lock()
+        self._bad_health = 0  # failed health probes in a row
 
     # -- log streams ------------------------------------------------------------------------
     def _follow(self, c) -> None:
@@ -112,7 +113,7 @@ class Supervisor:
         if not url:
             return None
         ok, seen = check_once(url, timeout=max(2.0, self.interval))
-        self._bad_health = 0 if ok else getattr(self, "_bad_health", 0) + 1
+        self._bad_health = 0 if ok else self._bad_health + 1
         if self._bad_health >= self.unhealthy_after:
             head = self.plan.containers[0]
             return Failure("unhealthy", f"{url} failed {self._bad_health} probes in a row (last: {seen})",
@@ -122,7 +123,7 @@ class Supervisor:
     def _memory(self, below: dict, now: float) -> Failure | None:
         """MemAvailable on unified-memory hosts, against the watchdog floor for N reads in a row."""
         r = self.recipe
-        if not (r.hardware.unified_memory and getattr(r, "watchdog_on", False)):
+        if not (r.hardware.unified_memory and r.watchdog_on):
             return None
         from inkctl.execute.watchdog import MEMINFO, mem_available_gib
 

@@ -108,6 +108,9 @@ class ScriptedHost:
             pass
         return -1
 
+    def alive(self) -> bool:
+        return True
+
     def close(self):
         pass
 

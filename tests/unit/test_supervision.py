@@ -8,7 +8,7 @@ import os
 import pytest
 
 from inkctl.execute.deploylock import Holder, stale, this_machine
-from inkctl.execute.supervise import fatal_line, parse_inspect
+from inkctl.execute.supervise import RankSeen, fatal_line, first_down
 from inkctl.execute.watch import RestartBudget
 from inkctl.plan.container import gpu_args
 from inkctl.scrub import Scrubber
@@ -49,9 +49,16 @@ def test_fatal_engine_lines(line, kind):
     assert fatal_line(line) == kind
 
 
-def test_inspect_lines_are_read_per_container():
-    got = parse_inspect("/a|running|0|0001-01-01T00:00:00Z\n/b|exited|137|2026-12-01T16:00:00Z\njunk\n")
-    assert got == {"a": ("running", 0, "0001-01-01T00:00:00Z"), "b": ("exited", 137, "2026-12-01T16:00:00Z")}
+def test_the_first_rank_to_stop_is_the_cause():
+    from inkctl.execute.deployed import parse_inspect_lines
+
+    seen = parse_inspect_lines("h1", "/a|exited|1|2026-12-01T16:00:01.5+01:00\n/b|exited|137|2026-12-01T15:00:01.2Z\n"
+                                     "/c|running|0|0001-01-01T00:00:00Z\njunk\n")
+    ranks = [RankSeen("h1", i, n, state=c.state, exit_code=c.exit_code, finished=c.finished_at)
+             for i, (n, c) in enumerate(sorted(seen.items()))]
+    assert seen["c"].finished_at is None and len(seen) == 3
+    # a died at 15:00:01.5 UTC (its offset kept), b at 15:00:01.2 UTC: b was first
+    assert first_down(ranks).container == "b"
 
 
 def test_restarts_back_off_and_stop_at_the_hourly_budget():
