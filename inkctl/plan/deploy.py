@@ -67,6 +67,14 @@ def build_plan(
         raise InkctlError(
             f"the recipe needs {counted(nodes, 'host')} (hardware.nodes) but {len(hosts)} {'was' if len(hosts) == 1 else 'were'} given",
             hint="list exactly that many hosts in the inventory, in rank order", exit_code=2)
+    want = recipe.hardware.gpus_per_host
+    for h in hosts:
+        if h.gpus and len(h.gpus.split(",")) != want:
+            n = len(h.gpus.split(","))
+            raise InkctlError(
+                f"host {h.name}: gpus {h.gpus!r} selects {counted(n, 'GPU')} but hardware.gpus_per_host is {want}",
+                hint=f"list {counted(want, 'GPU index', 'GPU indices')} in {h.name}'s gpus (inventory), or change hardware.gpus_per_host",
+                exit_code=2)
     if nodes > 1 and not placeholder:
         for h in hosts:
             if h.rank_address in ("localhost", "127.0.0.1", "::1"):
