@@ -326,7 +326,7 @@ def _memory(h: _Host, s: Sections) -> None:
     floor = r.watchdog.mem_available_min_gib
     if mem.available_gib < floor:
         h.put("memory", WARN, f"{text}: below the watchdog threshold of {floor:g} GiB (unified memory); "
-              "the watchdog would stop the boot", "free memory on the host (stop other workloads, drop caches)")
+              "the watchdog would stop the boot" + _drop_note(r), "free memory on the host (stop other workloads, drop caches)")
         return
     if r.model.weights_gb:
         per_host = r.model.weights_gb * 1e9 / 2**30 / r.hardware.nodes
@@ -334,7 +334,13 @@ def _memory(h: _Host, s: Sections) -> None:
             h.put("memory", WARN, f"{text}: about {per_host:.1f} GiB of weights per host plus the {floor:g} GiB "
                   "watchdog floor do not fit (unified memory)")
             return
-    h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)")
+    h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)" + _drop_note(r))
+
+
+def _drop_note(r: Recipe) -> str:
+    from inkctl.plan import pagecache
+
+    return "; the page cache is dropped before the engines start" if pagecache.wanted(r) else ""
 
 
 def _image(h: _Host, s: Sections, t: Transport) -> None:

@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import container as ctr
-from inkctl.plan import engines, runtime
+from inkctl.plan import engines, pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
@@ -155,6 +155,9 @@ def build_plan(
     prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
                     content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
     stages = _with_files(stages, prepare)
+    free = pagecache.stage(recipe, [(p.name, p.rank) for p in planned])
+    if free is not None:  # first: the memory is free before anything loads
+        stages.insert(0, free)
 
     teardown: list = []
     for c, p in zip(containers, planned):
