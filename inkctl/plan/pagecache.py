@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from inkctl.plan.step import Run, Stage
 from inkctl.recipe.model import Recipe
 
-SCRIPT = "\n".join([
+SCRIPT = "; ".join([  # one line: the plan prints it as it runs
     "grep '^MemAvailable:' /proc/meminfo",
     "sync",
     "if { echo 1 > /proc/sys/vm/drop_caches; } 2>/dev/null; then echo dropped; else echo denied; fi",
     "grep '^MemAvailable:' /proc/meminfo",
-    "",
 ])
 NAME = "inkctl-drop-page-cache"
 KIND = "page-cache"

@@ -40,7 +40,7 @@ def test_unified_memory_plans_the_drop_first_on_every_host():
         ("a", 0, ("sh", "-c", pagecache.SCRIPT, "inkctl-drop-page-cache")),
         ("b", 1, ("sh", "-c", pagecache.SCRIPT, "inkctl-drop-page-cache"))]
     # the script is fixed: nothing from the recipe or inventory is inside it
-    assert "10.231" not in pagecache.SCRIPT and "sync" in pagecache.SCRIPT.splitlines()
+    assert "10.231" not in pagecache.SCRIPT and "sync" in pagecache.SCRIPT.split("; ")
 
 
 def test_opt_out_and_discrete_memory_plan_no_drop():
