@@ -55,7 +55,10 @@ HOST_PROBE = "\n".join([
     "sec listen",
     "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
     "sec net",
-    'for d in /sys/class/net/*; do [ -r "$d/operstate" ] && echo "${d##*/} $(cat "$d/operstate") $(cat "$d/flags" 2>/dev/null)"; done; rc 0',
+    # the names from /proc/net/dev (the login's own network namespace, which a /sys mounted for
+    # another namespace would not show), each one's state from /sys/class/net
+    "for n in $(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev); do d=/sys/class/net/$n;"
+    ' echo "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/flags" 2>/dev/null || echo 0x0)"; done; rc 0',
     "sec hcas",
     "if [ -d /sys/class/infiniband ]; then ls -1 /sys/class/infiniband; fi; rc 0",
     "sec paths",
