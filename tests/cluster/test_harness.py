@@ -6,6 +6,7 @@ Runs as root on a machine prepared by tests/cluster/install.sh: pytest -m cluste
 
 import json
 import os
+import re
 import shutil
 import socket
 import urllib.error
@@ -207,7 +208,8 @@ def test_up_again_reuses_and_down_leaves_nothing(cluster):
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if STATE.encode() in f.read():
+                # STATE itself or a path under it, not a cluster beside it (STATE-1 ...)
+                if re.search(re.escape(STATE.encode()) + rb"(/|\x00|$)", f.read()):
                     leftovers.append(pid)
         except OSError:
             pass
