@@ -24,7 +24,7 @@ RECIPES = [p for p in RECIPES if not p.name.startswith("hosts")]
 
 
 def _inventory(path: Path, tmp: Path) -> Path:
-    """The bundled example inventory of the recipe's size. hosts-one.yaml selects GPUs 0,1; for a
+    """The bundled example inventory of the recipe's size. hosts-one.yaml selects GPU 0; for a
     recipe with another gpus_per_host its copy selects that many (build_plan refuses a mismatch)."""
     import yaml
 
