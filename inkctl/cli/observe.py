@@ -75,7 +75,7 @@ def doctor(
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
-    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, name, weights."),
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, network, name, weights."),
     output: str = OutputOpt,
 ) -> None:
     """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass."""

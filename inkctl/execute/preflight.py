@@ -18,14 +18,14 @@ from inkctl.execute import gpu as gpu_probe
 from inkctl.execute.events import Event
 from inkctl.execute.fanout import each
 from inkctl.execute.deployed import ContainerState, parse_ps
-from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, run_launch_probe
+from inkctl.execute.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, parse_links, run_launch_probe
 from inkctl.plan.runtime import repository
 from inkctl.execute.transport import HostError, Transport
 from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name", "weights")
+CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "network", "name", "weights")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 PULL_TIMEOUT_S = 3600
 
@@ -212,6 +212,7 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         h.put("image", NOT_RUN, f"{h.runtime} is not answering")
     _paths(h, s, mounts)
     _ports(h, s, own)
+    _network(h, s)
     return _ordered(h)
 
 
@@ -328,7 +329,7 @@ def _memory(h: _Host, s: Sections) -> None:
     floor = r.watchdog.mem_available_min_gib
     if mem.available_gib < floor:
         h.put("memory", WARN, f"{text}: below the watchdog threshold of {floor:g} GiB (unified memory); "
-              "the watchdog would stop the boot", "free memory on the host (stop other workloads, drop caches)")
+              "the watchdog would stop the boot" + _drop_note(r), "free memory on the host (stop other workloads, drop caches)")
         return
     if r.model.weights_gb:
         per_host = r.model.weights_gb * 1e9 / 2**30 / r.hardware.nodes
@@ -336,7 +337,13 @@ def _memory(h: _Host, s: Sections) -> None:
             h.put("memory", WARN, f"{text}: about {per_host:.1f} GiB of weights per host plus the {floor:g} GiB "
                   "watchdog floor do not fit (unified memory)")
             return
-    h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)")
+    h.put("memory", OK, f"{text} (unified memory; watchdog floor {floor:g} GiB)" + _drop_note(r))
+
+
+def _drop_note(r: Recipe) -> str:
+    from inkctl.plan import pagecache
+
+    return "; the page cache is dropped before the engines start" if pagecache.wanted(r) else ""
 
 
 def _image(h: _Host, s: Sections, t: Transport) -> None:
@@ -471,3 +478,52 @@ def _ports(h: _Host, s: Sections, own_running: list[str]) -> None:
               f"stop what listens on {p} on {h.name} (ss -ltnp 'sport = :{p}'), or change the port in the recipe")
     else:
         h.put("ports", OK, "free: " + free)
+
+
+def _planned_env(plan: Plan, host: str) -> dict[str, str]:
+    spec = next(_containers(plan, host), None)
+    return dict(spec.env) if spec is not None else {}
+
+
+def _network(h: _Host, s: Sections) -> None:
+    """The NCCL/Gloo interface and RDMA adapters the host's ranks are given (the plan's
+    NCCL_SOCKET_IFNAME and NCCL_IB_HCA) exist on the host, and the interface is up."""
+    r = h.recipe
+    env = _planned_env(h.plan, h.name)
+    ifname, hcas = env.get("NCCL_SOCKET_IFNAME", ""), env.get("NCCL_IB_HCA", "")
+    if not (r.multinode or r.network.rdma or hcas):
+        h.put("network", OK, "single node: no NCCL network to check")
+        return
+    links = parse_links(s.get("net")[0])
+    have = ", ".join(f"{n} ({'up' if ln.up else ln.operstate})" for n, ln in sorted(links.items())) or "none"
+    fix_if = f"set nccl_socket_ifname for {h.name} in the inventory (or network.socket_ifname) to one of its interfaces"
+    notes: list[str] = []
+    if ifname and not ifname.startswith("^"):
+        exact = ifname.startswith("=")
+        for want in ifname.lstrip("=").split(","):
+            found = [ln for n, ln in sorted(links.items()) if (n == want if exact else n.startswith(want))]
+            if not found:
+                h.put("network", FAIL, f"interface {want} (NCCL_SOCKET_IFNAME) does not exist on {h.name}; it has: {have}", fix_if)
+                return
+            if not any(ln.up for ln in found):
+                ln = found[0]
+                h.put("network", FAIL, f"interface {ln.name} (NCCL_SOCKET_IFNAME) on {h.name} is {ln.operstate}, not up; "
+                      f"it has: {have}", f"bring it up on {h.name} (ip link set {ln.name} up) or choose another interface")
+                return
+            notes.append(f"{', '.join(ln.name for ln in found if ln.up)} up")
+    elif ifname:
+        notes.append(f"NCCL_SOCKET_IFNAME={ifname} (an exclusion list: not checked)")
+    else:
+        notes.append("no NCCL_SOCKET_IFNAME: NCCL picks an interface itself")
+    if hcas:
+        present = [ln for ln in s.get("hcas")[0].split() if ln]
+        # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
+        wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
+        missing = [x for x in wanted if x not in present]
+        if missing:
+            h.put("network", FAIL, f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {h.name}; "
+                  f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
+                  f"set ib_hca for {h.name} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
+            return
+        notes.append(f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}")
+    h.put("network", OK, "; ".join(notes))

@@ -54,6 +54,13 @@ HOST_PROBE = "\n".join([
     'if [ "$ps_rc" != 0 ]; then rc $ps_rc; elif [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
     "sec listen",
     "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
+    "sec net",
+    # the names from /proc/net/dev (the login's own network namespace, which a /sys mounted for
+    # another namespace would not show), each one's state from /sys/class/net
+    "for n in $(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev); do d=/sys/class/net/$n;"
+    ' echo "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/flags" 2>/dev/null || echo 0x0)"; done; rc 0',
+    "sec hcas",
+    "if [ -d /sys/class/infiniband ]; then ls -1 /sys/class/infiniband; fi; rc 0",
     "sec paths",
     'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
     "",
@@ -119,6 +126,36 @@ def human_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{s % 3600 // 60:02d}m"
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One network interface from /sys/class/net: its name, operstate and IFF flags."""
+
+    name: str
+    operstate: str
+    flags: int
+
+    @property
+    def up(self) -> bool:
+        # virtual links (veth in some namespaces, tun, some RoCE bonds) report 'unknown' while
+        # passing traffic: then the administrative IFF_UP flag (0x1) decides
+        return self.operstate == "up" or (self.operstate == "unknown" and bool(self.flags & 0x1))
+
+
+def parse_links(text: str) -> dict[str, Link]:
+    """The net section: ``<name> <operstate> <flags>`` per line (flags in hex, 0x...)."""
+    out: dict[str, Link] = {}
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) < 2:
+            continue
+        try:
+            flags = int(f[2], 16) if len(f) > 2 else 0
+        except ValueError:
+            flags = 0
+        out[f[0]] = Link(f[0], f[1], flags)
+    return out
 
 
 def listening_ports(proc_net_tcp: str) -> set[int]:

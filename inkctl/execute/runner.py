@@ -18,10 +18,11 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
-from inkctl.execute.events import (RollbackFinished, RollbackStarted, SmokeFinished, SmokeResult, StageFinished,
+from inkctl.execute.events import (Info, RollbackFinished, RollbackStarted, SmokeFinished, SmokeResult, StageFinished,
                                    StageStarted, StepFailed, StepFinished, StepStarted)
 from inkctl.execute.secrets import render_env_file
 from inkctl.execute.transport import HostError, Transport
+from inkctl.plan import pagecache
 from inkctl.plan.quote import command_line
 from inkctl.plan.step import EnvFile, Plan, Put, Run, Smoke, Stage, WaitFor, WaitHealth
 
@@ -115,6 +116,9 @@ class Runner:
             with self._lock:
                 self.touched.add(step.host)
             res = tr.run(argv, timeout=RUN_TIMEOUT_S, stdin=stdin)
+            if step.kind == pagecache.KIND and res.exit_code == 0:
+                dropped = pagecache.parse(res.text())
+                self.sink.emit(Info(dropped.describe(step.host), level="info" if dropped.allowed else "warning"))
             if res.exit_code not in step.ok_codes:
                 err = tail(res.err_text()) or tail(res.text()) or "    (no output)"
                 raise StepError(

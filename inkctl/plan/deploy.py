@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import container as ctr
-from inkctl.plan import engines, runtime
+from inkctl.plan import engines, pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
@@ -67,6 +67,14 @@ def build_plan(
         raise InkctlError(
             f"the recipe needs {counted(nodes, 'host')} (hardware.nodes) but {len(hosts)} {'was' if len(hosts) == 1 else 'were'} given",
             hint="list exactly that many hosts in the inventory, in rank order", exit_code=2)
+    want = recipe.hardware.gpus_per_host
+    for h in hosts:
+        if h.gpus and len(h.gpus.split(",")) != want:
+            n = len(h.gpus.split(","))
+            raise InkctlError(
+                f"host {h.name}: gpus {h.gpus!r} selects {counted(n, 'GPU')} but hardware.gpus_per_host is {want}",
+                hint=f"list {counted(want, 'GPU index', 'GPU indices')} in {h.name}'s gpus (inventory), or change hardware.gpus_per_host",
+                exit_code=2)
     if nodes > 1 and not placeholder:
         for h in hosts:
             if h.rank_address in ("localhost", "127.0.0.1", "::1"):
@@ -147,6 +155,9 @@ def build_plan(
     prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
                     content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
     stages = _with_files(stages, prepare)
+    free = pagecache.stage(recipe, [(p.name, p.rank) for p in planned])
+    if free is not None:  # first: the memory is free before anything loads
+        stages.insert(0, free)
 
     teardown: list = []
     for c, p in zip(containers, planned):

@@ -53,11 +53,11 @@ def parse_record(text: str) -> Record:
 
 
 def argv_by_rank(stages, host: str | None = None) -> dict[int, tuple[tuple[str, ...], ...]]:
-    """The run argvs of a plan per rank (of one host, or all)."""
+    """The run argvs of a plan per rank (of one host, or all); host housekeeping (page-cache) is not a rank's."""
     out: dict[int, list[tuple[str, ...]]] = {}
     for st in stages:
         for s in st.steps:
-            if isinstance(s, Run) and s.rank is not None and host in (None, s.host):
+            if isinstance(s, Run) and s.kind == "run" and s.rank is not None and host in (None, s.host):
                 out.setdefault(s.rank, []).append(tuple(s.argv))
     return {k: tuple(v) for k, v in out.items()}
 

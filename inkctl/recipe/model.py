@@ -84,6 +84,7 @@ class Watchdog(Strict):
     consecutive: int = Field(2, ge=1, description="Readings below the threshold in a row that kill the containers.")
     interval_s: float = Field(2.0, gt=0, description="Seconds between readings.")
     after_boot: bool = Field(False, description="Keep watching after the server is healthy, while up runs.")
+    drop_page_cache: bool = Field(True, description="On unified-memory hardware, free the page cache on every host before the engines start (sync; vm.drop_caches=1), so model loading gets that memory. Needs root on the host: without it, a warning. Set false to keep the cache.")
 
 
 class SmokePrompt(Strict):

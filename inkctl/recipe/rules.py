@@ -247,6 +247,11 @@ def _hosts(r: "Recipe") -> list[Problem]:
     out = host_findings(r.hosts, "hosts")
     if len(r.hosts) != r.hardware.nodes:
         out.append(_err("hosts", f"{counted(len(r.hosts), 'host')} listed but hardware.nodes is {r.hardware.nodes}"))
+    want = r.hardware.gpus_per_host
+    for i, h in enumerate(r.hosts):
+        if h.gpus and len(h.gpus.split(",")) != want:
+            out.append(_err(f"hosts[{i}].gpus", f"host {h.name}: gpus {h.gpus!r} selects {counted(len(h.gpus.split(',')), 'GPU')} "
+                            f"but hardware.gpus_per_host is {want}", "list exactly gpus_per_host GPU indices"))
     return out
 
 

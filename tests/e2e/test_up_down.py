@@ -95,6 +95,12 @@ def test_two_hosts(cluster, inkctl, inventory, base, name, worker_flag):
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert events[-1]["event"] == "finished" and events[-1]["ok"] is True
     stages = [e["name"] for e in events if e["event"] == "stage_started"]
+    # unified memory (the GB10 hosts): the page cache is dropped everywhere first, and up says how much it freed
+    assert stages.pop(0) == "page-cache"
+    freed = sorted(e["text"] for e in events if e["event"] == "info" and "page cache" in e["text"])
+    assert [t.split(":")[0] for t in freed] == ["h1", "h2"] and all("freed" in t and "MemAvailable" in t for t in freed), freed
+    checks = {(c["host"], c["check"]): c for e in events if e["event"] == "preflight" for c in e["checks"]}
+    assert checks[("h2", "network")]["status"] == "ok" and checks[("h2", "network")]["detail"] == "eth0 up"
     if base == "vllm-ray-2":
         assert stages[0] == "ray-head" and stages.index("health") > 3  # Ray keeps its order
     else:
@@ -120,6 +126,26 @@ def test_podman_host(cluster, inkctl, inventory):
     assert http(f"http://{address(cluster, 'h3')}:{PORT}/health").status_code == 200
     assert inkctl("down", rec, "--hosts", inv).rc == 0
     assert containers(cluster, "h3", "e2e-podman") == []
+
+
+def test_wrong_nccl_interface_and_missing_rdma_adapter_stop_up_before_anything_starts(cluster, inkctl, inventory):
+    # the test hosts have eth0 and lo, and no /sys/class/infiniband
+    inv = inventory("h1", "h2", h2={"nccl_socket_ifname": "enp1s0f1np1", "ib_hca": ["rocep1s0f1"]})
+    rec = Path(__file__).parent / "recipes" / "vllm-native-2.yaml"
+    r = inkctl("up", rec, "--hosts", inv, "--output", "json", timeout=90)
+    assert r.rc == 1, r
+    checks = {(c["host"], c["check"]): c for line in r.stdout.splitlines() if line.startswith("{")
+              for e in [json.loads(line)] if e["event"] == "preflight" for c in e["checks"]}
+    assert checks[("h1", "network")]["status"] == "ok"
+    bad = checks[("h2", "network")]
+    assert bad["status"] == "fail"
+    assert bad["detail"] == "interface enp1s0f1np1 (NCCL_SOCKET_IFNAME) does not exist on h2; it has: eth0 (up), lo (up)"
+    assert containers(cluster, "h1", "e2e-vllm-native") == [] and containers(cluster, "h2", "e2e-vllm-native") == []
+    # with the interface right, the missing adapter is what stops it
+    inv = inventory("h1", "h2", h2={"ib_hca": ["rocep1s0f1"]})
+    r = inkctl("up", rec, "--hosts", inv, timeout=90)
+    assert r.rc == 1 and "h2 (network)" in r.stderr, r
+    assert "RDMA adapter rocep1s0f1 (NCCL_IB_HCA) not in /sys/class/infiniband on h2" in r.out, r
 
 
 def test_host_cut_off_before_launch_starts_nothing_anywhere(cluster, inkctl, inventory):

@@ -137,7 +137,8 @@ def test_plan_with_hosts_fills_addresses_and_per_host_values():
 def test_set_overrides_are_validated_and_applied():
     r = inkctl("plan", SPARK, "--set", "engine.args.port=8123", "--output", "json")
     assert r.returncode == 0
-    assert "8123" in json.loads(r.stdout)["stages"][0]["steps"][0]["argv"]
+    launch = next(st for st in json.loads(r.stdout)["stages"] if st["name"] == "launch")
+    assert "8123" in launch["steps"][0]["argv"]
     bad = inkctl("plan", SPARK, "--set", "engine.args.port=abc")
     assert bad.returncode == 2 and "engine.args.port: expected an integer, got 'abc'" in bad.stderr
 

@@ -228,3 +228,34 @@ def test_the_deploy_lease_has_its_own_command():
     assert r.stderr == ("error: lease status needs hosts: pass --hosts FILE or list hosts: in the recipe\n")
     assert inkctl("lock", "status", str(SPARK)).returncode == 2  # `lock` pins hashes of one recipe, nothing else
     assert "inkctl lease" in " ".join(inkctl("lock", "--help").stdout.split())
+
+
+def test_a_hosts_gpu_selection_must_match_gpus_per_host(tmp_path):
+    from inkctl.errors import InkctlError
+    from inkctl.plan.deploy import build_plan
+
+    one = load_inventory(ROOT / "examples/hosts-one.yaml")  # gpus: "0"
+    eight = load_recipe(ROOT / "recipes/inkling-8x-h200-podman-vllm.yaml")
+    with pytest.raises(InkctlError) as info:
+        build_plan(eight.recipe, one)
+    assert info.value.message == "host gpu-box: gpus '0' selects 1 GPU but hardware.gpus_per_host is 8"
+    assert info.value.exit_code == 2 and "8 GPU indices" in info.value.hint
+    # the CLI says it at validate time too, in one line, without a traceback
+    r = subprocess.run([sys.executable, "-m", "inkctl", "validate", str(ROOT / "recipes/inkling-8x-h200-podman-vllm.yaml"),
+                        "--hosts", str(ROOT / "examples/hosts-one.yaml")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and "selects 1 GPU but hardware.gpus_per_host is 8" in r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    # hosts listed in the recipe itself: located at the field
+    text = spark("  nodes: 2", "  nodes: 2") + ("hosts:\n  - {name: a, address: 10.231.7.11, gpus: '0,1'}\n"
+                                              "  - {name: b, address: 10.231.7.12}\n")
+    assert any("hosts[0].gpus" in r and "selects 2 GPUs but hardware.gpus_per_host is 1" in r for r in rendered(text))
+
+
+@pytest.mark.parametrize("recipe,inventory", [
+    ("recipes/inkling-small-2x-dgx-spark-vllm.yaml", "examples/hosts.yaml"),  # the README's pair
+    ("examples/vllm-single-docker.yaml", "examples/hosts-one.yaml"),
+])
+def test_bundled_inventories_validate_with_their_recipes(recipe, inventory):
+    r = subprocess.run([sys.executable, "-m", "inkctl", "validate", recipe, "--hosts", inventory],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr

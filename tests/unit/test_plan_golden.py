@@ -23,9 +23,22 @@ RECIPES = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "examples")
 RECIPES = [p for p in RECIPES if not p.name.startswith("hosts")]
 
 
-def _inventory(path: Path) -> Path:
-    loaded = load_recipe(path)
-    return ROOT / "examples" / ("hosts.yaml" if loaded.recipe.hardware.nodes == 2 else "hosts-one.yaml")
+def _inventory(path: Path, tmp: Path) -> Path:
+    """The bundled example inventory of the recipe's size. hosts-one.yaml selects GPU 0; for a
+    recipe with another gpus_per_host its copy selects that many (build_plan refuses a mismatch)."""
+    import yaml
+
+    hw = load_recipe(path).recipe.hardware
+    inv = ROOT / "examples" / ("hosts.yaml" if hw.nodes == 2 else "hosts-one.yaml")
+    doc = yaml.safe_load(inv.read_text())
+    if all(len(h["gpus"].split(",")) == hw.gpus_per_host for h in doc["hosts"] if "gpus" in h):
+        return inv
+    for h in doc["hosts"]:
+        if "gpus" in h:
+            h["gpus"] = ",".join(str(i) for i in range(hw.gpus_per_host))
+    out = tmp / inv.name
+    out.write_text(yaml.safe_dump(doc))
+    return out
 
 
 def _cases():
@@ -35,8 +48,8 @@ def _cases():
 
 
 @pytest.mark.parametrize("recipe,hosts", list(_cases()))
-def test_plan_matches_golden(recipe: Path, hosts: str | None):
-    inv = _inventory(recipe) if hosts else None
+def test_plan_matches_golden(recipe: Path, hosts: str | None, tmp_path: Path):
+    inv = _inventory(recipe, tmp_path) if hosts else None
     if inv is not None and load_recipe(recipe).recipe.hardware.nodes not in (1, 2):
         pytest.skip("no example inventory of that size")
     loaded = load_recipe(recipe, hosts_file=inv)

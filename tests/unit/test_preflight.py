@@ -22,7 +22,7 @@ from inkctl.execute.events import Collect
 from inkctl.execute.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       run_preflight)
 from inkctl.plan.runtime import ps_format
-from inkctl.execute.probe import HOST_PROBE, split_sections
+from inkctl.execute.probe import HOST_PROBE, parse_links, split_sections
 from inkctl.execute.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
@@ -62,12 +62,20 @@ def section(name, out="", err="", rc=0):
     return name, out, err, rc
 
 
+# /sys/class/net of a test-cluster host (namespace: eth0 is a veth, lo) and of a DGX Spark with its
+# RoCE port down: name, operstate, flags (IFF_UP is 0x1)
+NET_CLUSTER = "eth0 up 0x1003\nlo unknown 0x9\n"
+NET_SPARK_DOWN = "enP7s7 up 0x1003\nenp1s0f1np1 down 0x1002\nlo unknown 0x9\nwlP9s9 down 0x1002\n"
+NET_SPARK = "enP7s7 up 0x1003\nenp1s0f1np1 up 0x1003\nlo unknown 0x9\n"
+
+
 def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
-           image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), seconds=0.05) -> Result:
+           image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), net=(NET_CLUSTER, "", 0),
+           hcas=("", "", 0), seconds=0.05) -> Result:
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
     for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("meminfo", meminfo), ("image", image),
-                            ("listen", listen), ("paths", paths)):
+                            ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
     return Result(("sh",), 0, "".join(out).encode(), "".join(err).encode(), seconds)
@@ -145,7 +153,7 @@ def test_all_pass_in_one_round_trip():
     t = Replay("h1", preflight=answer())
     res = by_check(run(recipe(), [t]))
     assert {c: r.status for c, r in res.items()} == {c: "ok" for c in
-                                                    ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "name")}
+                                                    ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "network", "name")}
     assert len(t.calls) == 1
     argv = t.calls[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
@@ -459,7 +467,7 @@ def test_event_sink_gets_one_report_and_the_message_stays_short():
     got = Collect()
     run(recipe(), [Replay("h1", preflight=answer())], sink=got)
     (report,) = got.events
-    assert report.ok and len(report.results) == 8
+    assert report.ok and len(report.results) == 9
 
 
 def test_preflight_failed_is_an_inkctl_error_with_exit_1():
@@ -500,6 +508,9 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     assert s.get("meminfo")[0].startswith("MemTotal:") and s.get("meminfo")[2] == 0
     assert "MemAvailable:" in s.get("meminfo")[0]
     assert s.get("listen")[0].lstrip().startswith("sl")
+    links = parse_links(s.get("net")[0])  # this machine's own interfaces, read the way a host's are
+    assert "lo" in links and links["lo"].up and s.get("net")[2] == 0
+    assert s.get("hcas")[2] == 0
     # a host without docker or nvidia-smi: 127 for both, told apart from "installed but down";
     # the image is not asked of a runtime that is not there
     bare = tmp_path / "bare"
@@ -569,3 +580,82 @@ def test_threads_do_not_leak():
     before = threading.active_count()
     run(recipe(), [Replay("h1", preflight=answer())])
     assert threading.active_count() <= before
+
+
+# --- network: the plan's NCCL_SOCKET_IFNAME and NCCL_IB_HCA on each host ----------------------
+
+def two_node(**over):
+    return recipe(hardware__nodes=2, hardware__gpus_per_host=4, engine__args__tensor_parallel=8,
+                  container__network="host", **over)
+
+
+def test_network_all_fine_on_both_hosts():
+    r = two_node(network__socket_ifname="eth0")
+    ts = [Replay(f"h{i}", preflight=answer()) for i in (1, 2)]
+    res = run(r, ts)
+    for host in ("h1", "h2"):
+        assert by_check(res, host)["network"].status == "ok"
+        assert by_check(res, host)["network"].detail == "eth0 up"
+
+
+def test_network_missing_interface_names_host_and_what_is_there():
+    r = two_node(network__socket_ifname="enp1s0f1np1")
+    ts = [Replay("h1", preflight=answer(net=(NET_SPARK, "", 0))), Replay("h2", preflight=answer())]
+    with pytest.raises(PreflightFailed) as ei:
+        run(r, ts)
+    assert ei.value.message.startswith("preflight failed on h2 (network)")
+    assert by_check(ei.value.results, "h1")["network"].status == "ok"
+    n = by_check(ei.value.results, "h2")["network"]
+    assert n.status == "fail"
+    assert n.detail == "interface enp1s0f1np1 (NCCL_SOCKET_IFNAME) does not exist on h2; it has: eth0 (up), lo (up)"
+    assert "nccl_socket_ifname for h2" in n.hint
+
+
+def test_network_interface_down_fails_and_unknown_with_iff_up_passes():
+    r = two_node(network__socket_ifname="enp1s0f1np1")
+    ts = [Replay("h1", preflight=answer(net=(NET_SPARK_DOWN, "", 0))), Replay("h2", preflight=answer(net=(NET_SPARK, "", 0)))]
+    with pytest.raises(PreflightFailed) as ei:
+        run(r, ts)
+    n = by_check(ei.value.results, "h1")["network"]
+    assert n.status == "fail"
+    assert n.detail.startswith("interface enp1s0f1np1 (NCCL_SOCKET_IFNAME) on h1 is down, not up; it has: enP7s7 (up), "
+                               "enp1s0f1np1 (down), lo (up), wlP9s9 (down)")
+    assert "ip link set enp1s0f1np1 up" in n.hint
+    # a virtual link reports operstate 'unknown': up when its IFF_UP flag is set, down when not
+    tun = "tun0 unknown 0x1091\nlo unknown 0x9\n"
+    res = run(two_node(network__socket_ifname="tun0"), [Replay(f"h{i}", preflight=answer(net=(tun, "", 0))) for i in (1, 2)])
+    assert by_check(res)["network"].status == "ok"
+    with pytest.raises(PreflightFailed):
+        run(two_node(network__socket_ifname="tun0"),
+            [Replay(f"h{i}", preflight=answer(net=("tun0 unknown 0x1090\n", "", 0))) for i in (1, 2)])
+
+
+def test_network_prefix_and_exclusion_follow_nccl():
+    # NCCL_SOCKET_IFNAME=eth matches eth0 (a prefix); =eth needs the exact name; ^docker excludes
+    assert by_check(run(two_node(network__socket_ifname="eth"), [Replay(f"h{i}", preflight=answer()) for i in (1, 2)])
+                    )["network"].detail == "eth0 up"
+    with pytest.raises(PreflightFailed):
+        run(two_node(network__socket_ifname="=eth"), [Replay(f"h{i}", preflight=answer()) for i in (1, 2)])
+    res = run(two_node(network__socket_ifname="^docker,lo"), [Replay(f"h{i}", preflight=answer()) for i in (1, 2)])
+    assert by_check(res)["network"].status == "ok" and "not checked" in by_check(res)["network"].detail
+
+
+def test_network_missing_hca():
+    r = two_node(network__socket_ifname="eth0", network__ib_hca=["rocep1s0f1"])
+    ts = [Replay("h1", preflight=answer(hcas=("rocep1s0f1\n", "", 0))), Replay("h2", preflight=answer())]
+    with pytest.raises(PreflightFailed) as ei:
+        run(r, ts)
+    assert by_check(ei.value.results, "h1")["network"].detail == "eth0 up; RDMA rocep1s0f1 present"
+    n = by_check(ei.value.results, "h2")["network"]
+    assert n.status == "fail"
+    assert n.detail == ("RDMA adapter rocep1s0f1 (NCCL_IB_HCA) not in /sys/class/infiniband on h2; "
+                        "it has: none (no RDMA driver loaded)")
+    # waivable like every other check but ssh
+    res = run(r, ts, skip={"network"})
+    assert by_check(res, "h2")["network"].status == "skipped"
+
+
+def test_network_single_node_is_not_checked():
+    res = run(recipe(network__socket_ifname="nosuch0"), [Replay("h1", preflight=answer())])
+    assert by_check(res)["network"].status == "ok"
+    assert by_check(res)["network"].detail == "single node: no NCCL network to check"
