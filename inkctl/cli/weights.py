@@ -37,6 +37,9 @@ def weights(
     loaded, plan, image = load_target(recipe, hosts, set_, "weights")
     from inkctl.weights.manifest import host_cache_template, read_manifest
 
+    if loaded.recipe.model.local:
+        raise UsageError(f"model.repo is a local directory ({loaded.recipe.model.repo}): `inkctl weights` puts Hub models in the hosts' Hub cache",
+                         hint="put the directory on every host yourself (same path); `inkctl lock` pins its files")
     manifest = read_manifest(loaded)
     if host_cache_template(loaded.recipe) is None:
         raise UsageError("the recipe does not put the Hub cache on the hosts, so there is nowhere to put the weights",

@@ -40,7 +40,7 @@ class ModelWeights(Strict):
 class ModelSpec(Strict):
     """The model served."""
 
-    repo: str = Field(min_length=1, description="Hugging Face repository id, e.g. 'thinkingmachines/Inkling-Small-NVFP4'.")
+    repo: str = Field(min_length=1, description="Hugging Face repository id, e.g. 'thinkingmachines/Inkling-Small-NVFP4', or the absolute path of a local model directory (not on the Hub), which the engine loads as is and `inkctl lock` pins by hashing its files on the machine running inkctl.")
     served_name: Optional[str] = Field(None, description="Name clients use in requests (--served-model-name). Default: the repo id.")
     revision: Optional[str] = Field(None, description="Repository revision (commit) to load.")
     quantization: Optional[str] = Field(None, description="Weight format as released, e.g. 'nvfp4'.")
@@ -54,6 +54,11 @@ class ModelSpec(Strict):
     @property
     def name(self) -> str:
         return self.served_name or self.repo
+
+    @property
+    def local(self) -> bool:
+        """The model is a directory (an absolute path), not a Hub repository."""
+        return self.repo.startswith("/")
 
 
 class Hardware(Strict):

@@ -139,8 +139,9 @@ def host_cache_template(recipe) -> str | None:
 
 
 def managed(recipe) -> bool:
-    """inkctl pins and distributes the weights: the recipe wants it and the cache is on the hosts."""
-    return recipe.model.weights.manage and host_cache_template(recipe) is not None
+    """inkctl pins and distributes the weights: the recipe wants it and the cache is on the hosts.
+    A local model directory is pinned (``inkctl lock``) but not distributed through the Hub cache."""
+    return recipe.model.weights.manage and not recipe.model.local and host_cache_template(recipe) is not None
 
 
 def read_manifest(loaded) -> Manifest | None:

@@ -6,8 +6,13 @@ from inkctl.weights.manifest import Manifest, managed
 
 
 def pin_model(loaded) -> Manifest | None:
-    """The model's pin, asked of the Hub; None when inkctl does not manage the recipe's weights
-    (model.weights.manage is false, or the Hub cache is not on a host path)."""
+    """The model's pin: a local model directory hashed where it lives, else asked of the Hub;
+    None when inkctl does not manage the recipe's weights (model.weights.manage is false, or,
+    for a Hub model, the Hub cache is not on a host path)."""
+    if loaded.recipe.model.local and loaded.recipe.model.weights.manage:
+        from inkctl.weights.localdir import pin_local
+
+        return pin_local(loaded.recipe)
     if not managed(loaded.recipe):
         return None
     from inkctl.weights.hub import pin

@@ -60,7 +60,8 @@ class WeightsCheck:
 
 def weights_check(loaded) -> WeightsCheck | None:
     """The check when the lock pins the model and inkctl manages its files; else None."""
-    if loaded.hosts is None or host_cache_template(loaded.recipe) is None or not loaded.recipe.model.weights.manage:
+    if (loaded.hosts is None or host_cache_template(loaded.recipe) is None or not loaded.recipe.model.weights.manage
+            or loaded.recipe.model.local):  # a local directory: pinned, but not kept in the Hub cache
         return None
     manifest = read_manifest(loaded)
     return WeightsCheck(loaded, manifest) if manifest is not None else None
