@@ -40,7 +40,7 @@ def test_doctor_all_pass_on_two_hosts(cluster, inkctl, inventory, recipe):
     r = inkctl("doctor", rec, "--hosts", inv, "--output", "json")
     assert r.rc == 0, r
     got = checks(r)
-    assert sorted(got) == sorted((h, c) for h in ("h1", "h2") for c in CHECKS)
+    assert sorted(got) == sorted((h, c) for h in ("h1", "h2") for c in CHECKS + ["network"])  # multi-node: NCCL's NIC
     assert {c["status"] for c in got.values()} == {"ok"}, r
     assert got[("h1", "gpus")]["detail"].startswith("1x NVIDIA GB10, sm 12.1, unified memory: MemAvailable")
     assert got[("h1", "paths")]["detail"] == f"present: {cluster.host('h1').hf_dir}"

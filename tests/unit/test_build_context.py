@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import os
+import sys
 import subprocess
 import tarfile
 from pathlib import Path
@@ -235,8 +236,10 @@ def _bin_without_patch(tmp_path: Path) -> str:
 
     d = tmp_path / "bin"
     d.mkdir()
-    for tool in ("sh", "sha256sum", "cut", "cp", "dirname", "grep", "python3"):
+    for tool in ("sh", "sha256sum", "cut", "cp", "dirname", "grep"):
         (d / tool).symlink_to(shutil.which(tool))
+    # this very interpreter: `python3` on PATH may be a shim script (pyenv) needing tools left out here
+    (d / "python3").symlink_to(os.path.realpath(sys.executable))
     return str(d)
 
 
