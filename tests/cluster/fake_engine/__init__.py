@@ -13,6 +13,7 @@ Behaviour knobs (environment):
   FAKE_TOKEN_DELAY     seconds per generated token (default 0.01)
   FAKE_PEER_TIMEOUT    seconds without a heartbeat before a rank declares its peer lost and exits (default 15;
                        600 plays NCCL's long default timeout: an engine that does not notice a lost host)
+  FAKE_PEER_NOTICE_S   seconds a rank takes to notice that a peer's connection closed (default 0.5)
   FAKE_LOG_ENV         1: log every environment variable at start, values and all (engines that dump their env)
   FAKE_NCCL_NET        ib | socket: the network NCCL "chose" (printed with NCCL_DEBUG=INFO; unset: IB only
                        when /sys/class/infiniband has the adapter, else the silent socket fallback)

@@ -227,6 +227,10 @@ class Peer:
             except OSError:
                 chunk = b""
             if not chunk:
+                if not self.lost.is_set():
+                    # NCCL notices a dead peer after its own abort path, not within a millisecond:
+                    # the peer's death is on record first, as on real hosts
+                    time.sleep(knob("FAKE_PEER_NOTICE_S", 0.5))
                 return self._lose("connection closed by peer")
             self.last = time.monotonic()
             buf += chunk
