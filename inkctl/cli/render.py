@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from inkctl.errors import InkctlError, Problem, RecipeInvalid
 from inkctl.plan.quote import command_line
-from inkctl.plan.step import EnvFile, Plan, Put, Run, Smoke, WaitFor, WaitHealth
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from inkctl.plan.step import Plan, Put
 
 _CONSOLES: dict[str, Any] = {}
 
@@ -145,6 +146,8 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
 
 
 def _put_body(step: Put) -> str:
+    from inkctl.plan.step import EnvFile
+
     c = step.content
     if isinstance(c, EnvFile):
         return c.render()
@@ -154,6 +157,8 @@ def _put_body(step: Put) -> str:
 
 
 def step_json(s) -> dict:
+    from inkctl.plan.step import EnvFile, Put, Run, Smoke, WaitFor, WaitHealth
+
     d: dict[str, Any] = {"kind": s.kind, "host": s.host, "rank": s.rank, "purpose": s.purpose}
     if isinstance(s, (Run, WaitFor)):
         d["argv"] = list(s.argv)
@@ -264,6 +269,8 @@ def _put_summary(s: Put) -> str:
 
 
 def _print_concise(out, plan: Plan, only_host: str | None) -> None:
+    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
@@ -304,6 +311,8 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
 
 
 def _step_text(s, files: bool = True) -> str:
+    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+
     pad = "    "
     if isinstance(s, Run):
         if not s.files or not files:
