@@ -295,17 +295,17 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
         out.print("\n[bold]files written first[/] [dim](by each host's launch command, before its container starts;"
                   " inkctl plan --full shows their contents)[/]")
         groups: dict[tuple, list[Put]] = {}
-        for s in puts:  # one entry per file; hosts that get the same one share it
-            groups.setdefault((s.path, s.purpose), []).append(s)
+        for p in puts:  # one entry per file; hosts that get the same one share it
+            groups.setdefault((p.path, p.purpose), []).append(p)
         every = [h for h in hosts if only_host in (None, h)]
         for (path, purpose), same in groups.items():
-            on = list(dict.fromkeys(s.host for s in same))
+            on = list(dict.fromkeys(p.host for p in same))
             where = "every host" if len(every) > 1 and sorted(on) == sorted(every) else ", ".join(on)
             out.print(f"  {escape(path)}")
             out.print(f"      [dim]{escape(purpose)}; on {escape(where)} {_put_summary(same[0])}[/]")
-    for s in after:
-        out.print(f"\n  [dim]# {escape(s.purpose)}[/]")
-        out.print(_step_text(s), markup=False)
+    for a in after:
+        out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
+        out.print(_step_text(a), markup=False)
     out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
               " container this run started is removed (inkctl plan --full: every step)[/]")
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.execute.ssh import LOST_AFTER_S
+from inkctl.execute.hosts.ssh import LOST_AFTER_S
 from tests.cluster.proc import wait_for
 from tests.e2e.conftest import containers, no_traceback
 from tests.e2e.test_guard import Follow, follow, lock_dir, stand_in, state_dir  # noqa: F401  (fixtures)
