@@ -203,11 +203,17 @@ def bench(
                                  provenance=provenance, when=when)
         name = report.point_name(point)
         report.write_json(run_dir / f"{name}.json", data)
+        runlog.event("point", name=name, file=str(run_dir / f"{name}.json"),
+                     **{k: data.get(k) for k in ("completed", "failed", "request_throughput", "output_throughput",
+                                                 "median_ttft_ms", "median_itl_ms") if k in data})
         saved.append(data)
         names.append(name)
         if fmt == "text":
             print(point_line(data), flush=True)
 
+    from inkctl import runlog
+
+    runlog.note(results=str(run_dir), url=target.url)
     points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
                         duration_s=duration, on_point=done, seed=seed)
     report.write_json(run_dir / "run.json", {

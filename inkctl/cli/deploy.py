@@ -65,12 +65,15 @@ def up(
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+    from inkctl import runlog
+
+    runlog.note_plan(plan, recipe)
     needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
     from inkctl.scrub import arm
 
     scrub = arm(secret_values(secrets))
-    sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
+    sink = ScrubbingSink(runlog.recording(JsonLines() if fmt == "json" else _live()), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
     interrupt = threading.Event()
@@ -206,6 +209,10 @@ def down(
     from inkctl.execute.deploy.takedown import take_down
 
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
+    from inkctl import runlog
+
+    runlog.event("down", deployment=plan.deployment, ok=report.ok, removed=report.removed, failed=report.failed,
+                 notices=list(report.notices))
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, "ok": report.ok, "removed": report.removed,
                           "failed": report.failed}, indent=2))

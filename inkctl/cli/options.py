@@ -45,7 +45,11 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
 
     arm_for(loaded.recipe)  # whatever this command prints (an engine's echoed env too) is masked
     inputs = plan_inputs(loaded)
-    return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
+    plan = build_plan(loaded.recipe, loaded.hosts, **inputs)
+    from inkctl import runlog
+
+    runlog.note_plan(plan, recipe)  # the run's record (when this command leaves one)
+    return loaded, plan, inputs.get("image")
 
 
 RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,

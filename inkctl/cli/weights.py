@@ -54,14 +54,17 @@ def weights(
     if source not in names:
         raise UsageError(f"--from {source}: not a host of the inventory ({', '.join(names)})")
 
-    from inkctl.execute.events import JsonLines, Scrubber, ScrubbingSink
+    from inkctl.execute.events import JsonLines, ScrubbingSink
     from inkctl.weights.hub import endpoint, token_secret
     from inkctl.weights.run import run_weights
 
     token_name, token = token_secret(loaded.recipe)
-    scrub = Scrubber([token.reveal()] if token is not None else [])
+    from inkctl import runlog
+    from inkctl.scrub import arm
+
+    scrub = arm([token.reveal()] if token is not None else [])  # the one scrubber: the run's record too
     view = None if fmt == "json" else _view(manifest)
-    sink = ScrubbingSink(JsonLines() if view is None else view, scrub)
+    sink = ScrubbingSink(runlog.recording(JsonLines() if view is None else view), scrub)
     interrupt = threading.Event()
     previous = on_signals(interrupt, lambda: Cancelled(started=True))
     try:
