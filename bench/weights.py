@@ -2,8 +2,11 @@
 """Weights benchmark: putting a model on N hosts, inkctl against hand-written rsync, on the same
 simulated hosts in the same run.
 
-- Hub bytes: ``inkctl weights`` on N fresh hosts fetches the model from the Hub stand-in once;
-  a per-node download (every host pulls it itself) fetches N times. Printed as a ratio.
+- Hub bytes and time, fresh hosts: ``inkctl weights`` on N fresh hosts fetches the model from
+  the Hub stand-in once (then host to host); the baseline, measured in the same run, is the
+  per-node download: every host at once pulls every file itself with curl (the Hub's resolve
+  URLs, one file after another, as a ``huggingface-cli download`` per node does). Both count the
+  bytes the Hub really sent (its own counter) and the wall time.
 - Time: the model is on the head; it must reach the N-1 others.
     inkctl          ``python -m inkctl weights RECIPE --hosts INV`` (whole process: connect, scan
                     every host in the engine image, sender on the head, receivers in parallel,
@@ -98,6 +101,28 @@ class Bench:
         for n in names:
             shutil.rmtree(Path(self.cluster.host(n).hf_dir) / "hub", ignore_errors=True)
 
+    def per_node(self, names: list[str], repo: str) -> tuple[float, int]:
+        """Every host downloads the model from the Hub itself, all at once: (seconds, Hub bytes)."""
+        files = [f.path for f in self.hub.repos[repo].files.values() if _needed(f.path)]
+        procs, dests = [], []
+        before = self.hub.stats["bytes"]
+        t0 = time.monotonic()
+        for n in names:
+            h = self.cluster.host(n)
+            dest = Path(h.hf_dir) / "per-node"
+            dests.append(dest)
+            script = "set -e; " + "; ".join(
+                f"curl -sSfL --create-dirs -o {dest}/{path} {self.hub.url}/{repo}/resolve/main/{path}" for path in files)
+            procs.append(subprocess.Popen(["nsenter", f"--net={h.netns_path}", "--", "sh", "-c", script]))
+        codes = [p.wait() for p in procs]
+        seconds = time.monotonic() - t0
+        sent = self.hub.stats["bytes"] - before
+        for d in dests:
+            shutil.rmtree(d, ignore_errors=True)
+        if any(codes):
+            raise SystemExit(f"per-node download failed: {codes}")
+        return seconds, sent
+
     def rsync_argv(self, src: str, dst_host: str, repo: str) -> list[str]:
         dst = self.hub_dir(dst_host, repo)
         return ["rsync", "-a", "--mkpath", "-e", f"ssh -F {self.cluster.ssh_config}", f"{src}/", f"{dst_host}:{dst}/"]
@@ -116,6 +141,11 @@ class Bench:
         if any(codes):
             raise SystemExit(f"rsync failed: {codes}")
         return seconds
+
+
+def _needed(path: str) -> bool:
+    """The files an engine reads (what inkctl pins): top level, no .bin/.gguf twins."""
+    return "/" not in path and not path.endswith((".bin", ".gguf"))
 
 
 def measure_rss(bench: Bench, rec: Path, inv: Path) -> int:
@@ -149,7 +179,7 @@ def main(argv=None) -> int:
     hub = Hub(net.gateway(args.net_id))
     hub.add(make_model(str(work / "hub"), REPO, args.shards, args.shard_mib))
     hub.add(make_model(str(work / "hub"), BIG, args.shards * 4, args.shard_mib, seed=1))
-    model = sum(f.size for f in hub.repos[REPO].files.values() if "/" not in f.path and not f.path.endswith((".bin", ".gguf")))
+    model = sum(f.size for f in hub.repos[REPO].files.values() if _needed(f.path))
     rows = []
     try:
         hub.start()
@@ -163,6 +193,8 @@ def main(argv=None) -> int:
             before = hub.stats["bytes"]
             fresh = bench.inkctl("weights", rec, "--hosts", inv)
             hub_bytes = hub.stats["bytes"] - before
+            bench.empty(names)
+            node_s, node_bytes = bench.per_node(names, REPO)
             times = {"inkctl": [], "rsync serial": [], "rsync parallel": []}
             for _ in range(args.runs):
                 bench.empty(names[1:])
@@ -172,9 +204,10 @@ def main(argv=None) -> int:
                 bench.empty(names[1:])
                 times["rsync parallel"].append(bench.rsync(names, REPO, parallel=True))
             med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((n, hub_bytes, fresh, med))
-            print(f"N={n}: hub bytes {hub_bytes / model:.2f}x the model (per-node download: {n}.00x); "
-                  f"fresh hosts {fresh:.1f} s; head -> {n - 1} hosts: inkctl {med['inkctl']:.1f} s, "
+            rows.append((n, hub_bytes, fresh, med, node_bytes, node_s))
+            print(f"N={n}: Hub bytes {hub_bytes / model:.2f}x the model (per-node download, measured: "
+                  f"{node_bytes / model:.2f}x); fresh hosts: inkctl {fresh:.1f} s, per-node download {node_s:.1f} s; "
+                  f"head -> {n - 1} hosts: inkctl {med['inkctl']:.1f} s, "
                   f"rsync serial {med['rsync serial']:.1f} s, rsync parallel {med['rsync parallel']:.1f} s", flush=True)
         # memory: the same hosts, a model 4x as large
         n = min(args.sizes)
@@ -191,10 +224,14 @@ def main(argv=None) -> int:
         if not args.keep_cluster:
             cluster.down()
     print()
-    print(f"{'N':>3} {'hub bytes':>10} {'per-node':>9} {'inkctl s':>9} {'rsync serial s':>15} {'rsync par s':>12} "
-          f"{'vs serial':>10} {'vs parallel':>12}")
-    for n, hub_bytes, _, med in rows:
-        print(f"{n:>3} {hub_bytes / model:>9.2f}x {n:>8}.0x {med['inkctl']:>9.2f} {med['rsync serial']:>15.2f} "
+    print("fresh hosts: Hub bytes (x the model) and seconds, inkctl vs every node downloading itself")
+    print(f"{'N':>3} {'inkctl':>8} {'per-node':>9} {'inkctl s':>9} {'per-node s':>11} {'time ratio':>11}")
+    for n, hub_bytes, fresh, _, node_bytes, node_s in rows:
+        print(f"{n:>3} {hub_bytes / model:>7.2f}x {node_bytes / model:>8.2f}x {fresh:>9.2f} {node_s:>11.2f} {fresh / node_s:>10.2f}x")
+    print("head -> N-1 hosts: seconds, inkctl vs rsync")
+    print(f"{'N':>3} {'inkctl s':>9} {'rsync serial s':>15} {'rsync par s':>12} {'vs serial':>10} {'vs parallel':>12}")
+    for n, _, _, med, _, _ in rows:
+        print(f"{n:>3} {med['inkctl']:>9.2f} {med['rsync serial']:>15.2f} "
               f"{med['rsync parallel']:>12.2f} {med['inkctl'] / med['rsync serial']:>9.2f}x "
               f"{med['inkctl'] / med['rsync parallel']:>11.2f}x")
     print(f"\ninkctl peak RSS: {rss[REPO] / 1024:.1f} MiB for {model / 2**20:.0f} MiB, "
@@ -202,7 +239,7 @@ def main(argv=None) -> int:
     last = rows[-1]
     print(f"targets at N={last[0]}: <= 0.5x serial rsync ({last[3]['inkctl'] / last[3]['rsync serial']:.2f}x), "
           f"<= 1.0x parallel rsync ({last[3]['inkctl'] / last[3]['rsync parallel']:.2f}x), "
-          f"hub bytes 1x ({last[1] / model:.2f}x)")
+          f"Hub bytes 1x ({last[1] / model:.2f}x; per-node download {last[4] / model:.2f}x)")
     return 0
 
 

@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     # every installed distribution when the first model is built: a third of `validate`'s own
     # time (bench/startup.py). A recipe needs none; set the variable to "" to have them back.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_plugin_loader()
     args = sys.argv[1:] if argv is None else list(argv)
     STATE["debug"] = os.environ.get("INKCTL_DEBUG", "") not in ("", "0")
     words = [a for a in args if not a.startswith("-")]
@@ -131,6 +132,34 @@ def main(argv: list[str] | None = None) -> None:
             from inkctl import runlog
 
             runlog.finish(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+def _no_plugin_loader() -> None:
+    """With plugins off, pydantic still imports its plugin loader, and with it importlib.metadata
+    (a tenth of `validate`'s start-up), only to hear "no plugins". Answer that here; any other
+    name asked of the loader loads the real one (a pydantic that changed it keeps working)."""
+    import os
+    import types
+
+    name = "pydantic.plugin._loader"
+    if name in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true"):
+        return
+    stub = types.ModuleType(name)
+
+    def get_plugins() -> tuple:
+        return ()
+
+    def real(attr: str) -> Any:
+        if attr.startswith("__"):  # what the import machinery asks of any module (__path__, ...)
+            raise AttributeError(attr)
+        import importlib
+
+        del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
+    stub.get_plugins = get_plugins  # type: ignore[attr-defined]
+    stub.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules[name] = stub
 
 
 def _record(args: list[str]):
