@@ -37,6 +37,7 @@ def up(
     watch: bool = typer.Option(False, "--watch", help="Once healthy, stay and supervise it as `inkctl watch` does (Ctrl-C detaches and leaves it running)."),
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
+    results_dir: Path = typer.Option(Path("bench-results"), "--results-dir", help="Where boot records are saved (boots/<deployment>/) and the previous boot is read."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
@@ -79,6 +80,7 @@ def up(
     said = []
 
     def healthy(outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
+        _boot(plan, outcome, results_dir, sink)
         if fmt == "text":
             _summary(plan, outcome, time.monotonic() - t0)
             said.append(True)
@@ -114,6 +116,7 @@ def up(
     finally:
         restore(previous)
     total = time.monotonic() - t0
+    _boot(plan, outcome, results_dir, sink)
     ready_s, first_ttft = _readiness(plan, outcome)
     sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
                        healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
@@ -128,6 +131,30 @@ def up(
         keep_watching(loaded, plan, recipe, hosts, set_, Watching(
             accept_new=accept_new_host_keys, restart=restart, hook=hook,
             allow_socket_fallback=allow_socket_fallback), Events(fmt))
+
+
+def _boot(plan, outcome, results_dir: Path, sink) -> None:
+    """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
+    (once, also when up stays attached)."""
+    if outcome.boot is None or outcome.boot.get("saved"):
+        return
+    from inkctl.bench import boots
+    from inkctl.execute.bootphases import slower_than
+    from inkctl.execute.events import BootPhases
+
+    record = dict(outcome.boot)
+    before = boots.previous(results_dir, plan.deployment)
+    slower = tuple(slower_than(record, before[1])) if before else ()
+    try:
+        path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
+        record["path"] = str(path)
+    except OSError as e:
+        from inkctl.execute.events import Info
+
+        sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
+    outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
+    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
+                         previous=before[0] if before else ""))
 
 
 def _readiness(plan, outcome) -> tuple[float | None, float | None]:
@@ -174,6 +201,10 @@ def _summary(plan, outcome, total: float, follow: str = "") -> None:
         out.print(f"  ready: answered {since}; first request TTFT {first_ttft * 1000:.0f} ms", markup=False)
     for c in plan.containers:
         out.print(f"  rank {c.rank} ({c.role}) {c.host}: {c.name}", markup=False)
+    if outcome.boot:
+        from inkctl.cli.boottable import boot_table
+
+        out.print(boot_table(outcome.boot, outcome.boot.get("slower") or ()), markup=False, highlight=False)
     if outcome.smoke:
         ok = sum(1 for r in outcome.smoke if r.ok)
         ttfts = [r.ttft_s for r in outcome.smoke if r.ttft_s is not None]

@@ -95,9 +95,14 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         launched = True
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
         runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
+        from inkctl.execute.bootphases import PhaseReader
+
+        runner.phase_reader = PhaseReader(loaded.recipe.engine.kind)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
+            if not outcome.detached:
+                outcome.boot = _boot_record(plan, outcome, runner.phase_reader, loaded.recipe.engine.kind)
         except InkctlError as e:
             if isinstance(existing, OtherVersion):
                 e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
@@ -255,6 +260,28 @@ class _watchdog:
     def __exit__(self, *exc) -> None:
         if self.dog is not None:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _boot_record(plan, outcome, reader, engine: str) -> dict:
+    """inkctl's milestones, in seconds from the start of the stage that starts the head's
+    container, and each rank's phases as its engine reported them."""
+    from inkctl.execute.bootphases import boot_record
+    from inkctl.smoke.ready import HEAD_START_STAGES
+
+    order = [s.name for s in plan.stages]
+    start = next((i for i, n in enumerate(order) if n in HEAD_START_STAGES), None)
+    marks: dict[str, float] = {}
+    if start is not None and "health" in order and all(n in outcome.stage_seconds for n in order[start:order.index("health")]):
+        container = outcome.stage_seconds[order[start]]
+        before_health = sum(outcome.stage_seconds[n] for n in order[start:order.index("health")])
+        marks["container"] = container
+        if outcome.port_open_s is not None:
+            marks["port_open"] = before_health + outcome.port_open_s
+        if outcome.healthy_after_s is not None:
+            marks["health"] = before_health + outcome.healthy_after_s
+        if outcome.first_answer is not None and "health" in outcome.stage_seconds:
+            marks["first_token"] = before_health + outcome.stage_seconds["health"]
+    return boot_record(engine, reader.phases() if reader is not None else [], marks)
 
 
 def _transport_check(loaded, sink, allow: bool):

@@ -16,6 +16,7 @@ calls when started with a tool-call parser, and has the real engines' bad habits
 """
 
 import json
+import signal
 import os
 import re
 import threading
@@ -40,7 +41,8 @@ class Server:
         self.api_key, self.version = api_key, version
         self.ready = threading.Event()
         self.created = int(time.time())
-        self.stats = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "running": 0}
+        self.stats = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "running": 0, "waiting": 0}
+        self.core_stopped = threading.Event()  # SIGUSR1: the engine core hangs, the API server answers on
         self.lock = threading.Lock()
         self.httpd = None
 
@@ -51,10 +53,18 @@ class Server:
         class Handler(_Handler):
             srv = server
 
+        try:  # vllm#39863: the core is stuck or dead, /health and /version still answer 200
+            signal.signal(signal.SIGUSR1, lambda *_: self.stop_core())
+        except ValueError:  # not the main thread (in-process tests)
+            pass
         ThreadingHTTPServer.request_queue_size = 2048  # uvicorn's backlog; the stdlib's 5 resets bursts of clients
         self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True, name="http").start()
+
+    def stop_core(self):
+        self.core_stopped.set()
+        self.log("EngineCore stopped making progress (SIGUSR1)", level="WARNING", src="core.py:1")
 
     def stop(self):
         if self.httpd is not None:
@@ -182,6 +192,13 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "tool_calls" if tool else ("length" if n >= limit else "stop")
         usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
+        if s.core_stopped.is_set():  # queued for a core that never schedules it
+            with s.lock:
+                s.stats["waiting"] += 1
+            time.sleep(s.knob("FAKE_STUCK_HOLD_S", 3600))
+            with s.lock:
+                s.stats["waiting"] -= 1
+            return self._error(503, "The engine core is not responding", "ServiceUnavailableError")
         with s.lock:
             s.stats["requests"] += 1
             s.stats["prompt_tokens"] += usage["prompt_tokens"]
@@ -305,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             f"# TYPE {p}num_requests_running gauge",
             f"{p}num_requests_running{label} {st['running']}",
             f"# TYPE {p}num_requests_waiting gauge",
-            f"{p}num_requests_waiting{label} 0",
+            f"{p}num_requests_waiting{label} {st['waiting']}",
             f"# TYPE {p}gpu_cache_usage_perc gauge",
             f"{p}gpu_cache_usage_perc{label} 0.0",
             f"# TYPE {p}prompt_tokens_total counter",
