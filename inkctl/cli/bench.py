@@ -263,15 +263,41 @@ def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dic
 
 # ---------------------------------------------------------------------------------- results
 
+def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
+    from inkctl.bench import boots
+    from inkctl.cli.boottable import boot_compare, boot_table
+
+    if not refs:
+        listing = boots.list_boots(results_dir)
+        if fmt == "json":
+            print(json.dumps(listing, indent=2))
+        elif not listing:
+            print(f"no boot records under {results_dir / boots.SUBDIR} (inkctl up saves one per boot)")
+        else:
+            for b in listing:
+                print(b["id"])
+        return
+    loaded = [boots.load(results_dir, r) for r in refs]
+    if fmt == "json":
+        print(json.dumps({i: rec for i, rec in loaded} if len(loaded) == 2 else loaded[0][1], indent=2))
+    elif len(loaded) == 1:
+        print(loaded[0][0])
+        print(boot_table(loaded[0][1]))
+    else:
+        print(boot_compare(loaded[0][0], loaded[0][1], loaded[1][0], loaded[1][1]))
+
+
 @app.command()
 def results(
     runs: Optional[List[str]] = typer.Argument(None, help="No run: list them. One run: show it. Two runs: compare them (B against A)."),
     recipe: Optional[Path] = typer.Option(None, "--recipe", help="Compare the run with the results: this recipe records."),
     plot: bool = typer.Option(False, "--plot", help="Write plot.png into the run's directory (needs matplotlib)."),
+    boots: bool = typer.Option(False, "--boots", help="Boot records (saved by up) instead of bench runs: none to list, one to show its phases, two to compare."),
     results_dir: Path = ResultsDirOpt,
     output: str = OutputOpt,
 ) -> None:
-    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe."""
+    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe.
+    With --boots: the same for the boot records up saves (where each boot's time went)."""
     from inkctl.bench import compare, report
     from inkctl.bench.table import compare_table, point_header, point_line, recipe_table, runs_table
 
@@ -279,6 +305,11 @@ def results(
     runs = list(runs or [])
     if len(runs) > 2:
         raise UsageError("results takes at most two runs")
+    if boots:
+        if recipe or plot:
+            raise UsageError("--recipe and --plot are for bench runs, not --boots")
+        _boots(results_dir, runs, fmt)
+        return
     if not runs:
         if recipe or plot:
             raise UsageError("--recipe and --plot need a run")

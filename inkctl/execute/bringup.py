@@ -134,9 +134,40 @@ def _get_ready(loaded, plan, transports, sink, answers, skip: list[str]) -> Inkc
         report = _ensure_image(loaded, plan, transports, sink, answers, image)
         _refresh_image(report, answers, transports, plan, image)
         _preflight(loaded.recipe, plan, transports, skip, sink, answers, weights=_weights(loaded))
+        _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e
     return None
+
+
+def _compile_cache(loaded, plan, transports, sink) -> None:
+    """With the compile cache pinned in the lock file: every host's cache, where present, is
+    the pinned one (a corrupt cache fails the boot before anything starts: engines trust it)."""
+    if not loaded.recipe.compile_cache.enabled:
+        return
+    from pathlib import PurePosixPath
+
+    from inkctl.execute import cachesync
+    from inkctl.execute.events import Info
+    from inkctl.recipe.lockfile import read_pins
+
+    dirs = {s.host: s.argv[-1] for st in plan.stages if st.name == "compile-cache" for s in st.steps}
+    if not dirs:
+        return
+    pin = read_pins(loaded).get(cachesync.PIN_PREFIX + PurePosixPath(next(iter(dirs.values()))).name)
+    if pin is None:
+        return
+    states = cachesync.scan(transports, dirs)
+    bad = [s for s in states.values() if s.present and s.files and s.digest != pin]
+    warm = [s.host for s in states.values() if s.digest == pin]
+    if bad:
+        raise InkctlError("compile cache corrupt: " + "; ".join(
+            f"{s.host}: {s.dir} has sha256 {s.digest[:16]}, the lock file pins {pin[:16]}" for s in bad),
+            hint=f"inkctl cache {loaded.path} --verify names the files; inkctl cache {loaded.path} copies the "
+                 "pinned one over it")
+    sink.emit(Info(text=f"compile cache: pinned cache on {', '.join(warm) or 'no host'}"
+                        + (f"; the others compile ({', '.join(h for h in dirs if h not in warm)})"
+                           if len(warm) < len(dirs) else "")))
 
 
 def _ensure_image(loaded, plan, transports, sink, answers, image: str):
