@@ -18,6 +18,8 @@ import pytest
 
 from tests.e2e.conftest import containers, no_traceback
 
+pytestmark = pytest.mark.cluster
+
 
 BUSY = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-busy"
 GB10_UUID = "GPU-a1b2c3d4-0b10-5e7f-8a9b-0c1d2e3f4a5b"  # tests/fixtures/nvidia-smi/profiles/gb10.csv
