@@ -16,7 +16,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, load_target, output_format,
+from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, load_target, output_format,
                                 overrides)
 from inkctl.cli.signals import on_signals, restore
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
@@ -37,6 +37,7 @@ def up(
     watch: bool = typer.Option(False, "--watch", help="Once healthy, stay and supervise it as `inkctl watch` does (Ctrl-C detaches and leaves it running)."),
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
+    stuck_after: float = StuckAfterOpt,
     results_dir: Path = typer.Option(Path("bench-results"), "--results-dir", help="Where boot records are saved (boots/<deployment>/) and the previous boot is read."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
@@ -129,7 +130,7 @@ def up(
         from inkctl.cli.watch import Events, Watching, keep_watching
 
         keep_watching(loaded, plan, recipe, hosts, set_, Watching(
-            accept_new=accept_new_host_keys, restart=restart, hook=hook,
+            accept_new=accept_new_host_keys, restart=restart, hook=hook, stuck_after=stuck_after,
             allow_socket_fallback=allow_socket_fallback), Events(fmt))
 
 

@@ -20,7 +20,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
-                                SetOpt, SocketFallbackOpt, load_target, output_format)
+                                SetOpt, SocketFallbackOpt, StuckAfterOpt, load_target, output_format)
 from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 
 
@@ -49,15 +49,17 @@ def watch(
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
     interval: float = IntervalOpt,
+    stuck_after: float = StuckAfterOpt,
     max_restarts_per_hour: int = MaxRestartsOpt,
     backoff: float = BackoffOpt,
     allow_socket_fallback: bool = SocketFallbackOpt,
 ) -> None:
-    """Supervise a running deployment: every rank, every host, health, memory and fatal log lines."""
+    """Supervise a running deployment: every rank, every host, health, memory, fatal log lines,
+    and progress (requests waiting while no token is generated: a stuck engine core)."""
     fmt = output_format(output)
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
     keep_watching(loaded, plan, recipe, hosts, set_, Watching(
-        accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,
+        accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,
         max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
         allow_socket_fallback=allow_socket_fallback), Events(fmt))
 
@@ -70,6 +72,7 @@ class Watching:
     restart: bool = False
     hook: Optional[str] = None
     interval: float = 2.0
+    stuck_after: float = 300.0
     max_restarts_per_hour: int = 3
     backoff: float = 5.0
     allow_socket_fallback: bool = False
@@ -86,7 +89,7 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
     up_flags = ["--allow-socket-fallback"] if how.allow_socket_fallback else []
     try:
         while True:
-            failure = supervise(loaded, plan, how.accept_new, how.interval, emit)
+            failure = supervise(loaded, plan, how.accept_new, how.interval, emit, stuck_after=how.stuck_after)
             emit("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
             if how.hook:
                 _run_hook(how.hook, failure, emit)
@@ -114,7 +117,7 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def supervise(loaded, plan, accept_new: bool, interval: float, emit):
+def supervise(loaded, plan, accept_new: bool, interval: float, emit, stuck_after: float = 0.0):
     """Connect (retrying while a host is away), then supervise until the first failure."""
     from inkctl.execute.connect import close_all, connect_each
     from inkctl.execute.watch import Supervisor
@@ -126,7 +129,7 @@ def supervise(loaded, plan, accept_new: bool, interval: float, emit):
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
-        sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval,
+        sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval, stuck_after_s=stuck_after or None,
                          on_state=lambda text: emit("ok", text))
         return sup.run()
     finally:

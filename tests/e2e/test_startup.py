@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.cluster.proc import wait_for
 from tests.e2e.conftest import containers, no_traceback
+from tests.e2e.test_guard import Follow, follow, lock_dir, stand_in, state_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.cluster
 
@@ -156,3 +158,36 @@ def test_a_gpu_held_by_another_process_refuses_up_and_skip_check_waives_it(clust
     finally:
         apps.unlink(missing_ok=True)
     assert inkctl("down", str(r), "--hosts", str(inv)).rc == 0
+
+
+def test_watch_fails_an_engine_whose_core_is_stuck_while_health_answers(cluster, inkctl, follow, inventory, recipe):
+    import threading
+
+    import httpx
+
+    rec = recipe("single", name="e2e-stuck", smoke={"enabled": False})
+    inv = inventory("h1")
+    assert inkctl("up", rec, "--hosts", inv).rc == 0
+    f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5", "--stuck-after", "3")
+    wait_for("watch to see the rank", lambda: f.saw('"event": "ok"'), timeout=60)
+    base = f"http://{cluster.host('h1').address}:18000"
+    ok = httpx.post(base + "/v1/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": "hi"}],
+                                                          "max_tokens": 4}, timeout=30, trust_env=False)
+    assert ok.status_code == 200  # tokens flowed: generation_tokens_total moved
+    cluster.docker("h1", "kill", "--signal", "USR1", "inkctl-e2e-stuck-r0", check=True)  # the core stops
+
+    def ask():  # a request that waits for a core that never schedules it
+        try:
+            httpx.post(base + "/v1/chat/completions", json={"model": "fake", "messages": [{"role": "user", "content": "x"}]},
+                       timeout=60, trust_env=False)
+        except httpx.HTTPError:
+            pass
+
+    threading.Thread(target=ask, daemon=True).start()
+    assert f.end(timeout=60) == 1, f.text
+    fail = [json.loads(ln) for ln in f.text.splitlines() if ln.startswith("{") and '"failure"' in ln]
+    assert fail and fail[0]["cause"] == "stuck" and fail[0]["host"] == "h1" and fail[0]["rank"] == 0, f.text
+    assert "while 1 request(s) wait" in fail[0]["message"] and "/metrics" in fail[0]["message"], fail
+    assert httpx.get(base + "/health", timeout=5, trust_env=False).status_code == 200  # HTTP still answers
+    assert containers(cluster, "h1", "e2e-stuck") == ["inkctl-e2e-stuck-r0 running"]
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
