@@ -342,10 +342,10 @@ def _gpu_free(h: _Host, s: Sections) -> None:
     holders = gpu_probe.parse_holders(uuids, apps)
     planned = planned_gpus(h.plan, h.name)
     ours = [x for x in holders if planned is None or x.gpu is None or x.gpu in planned]
-    which = "GPUs " + ",".join(map(str, planned)) if planned is not None else "every GPU"
+    which = ("GPU " if len(planned) == 1 else "GPUs ") + ",".join(map(str, planned)) if planned is not None else "any GPU"
     if not ours:
         others = f" ({len(holders)} process(es) on GPUs this plan does not use)" if holders else ""
-        h.put("gpu-free", OK, f"no other process holds {which}{others}")
+        h.put("gpu-free", OK, f"no other process holds memory on {which}{others}")
         return
     pids = " ".join(str(x.pid) for x in ours if x.pid is not None)
     h.put("gpu-free", FAIL, f"{len(ours)} process(es) hold GPU memory the plan needs on {h.name}: "

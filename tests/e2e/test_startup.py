@@ -191,3 +191,29 @@ def test_watch_fails_an_engine_whose_core_is_stuck_while_health_answers(cluster,
     assert httpx.get(base + "/health", timeout=5, trust_env=False).status_code == 200  # HTTP still answers
     assert containers(cluster, "h1", "e2e-stuck") == ["inkctl-e2e-stuck-r0 running"]
     assert inkctl("down", rec, "--hosts", inv).rc == 0
+
+
+def test_doctor_network_runs_the_all_reduce_in_the_engine_image_and_says_what_it_lacks(cluster, inkctl, inventory,
+                                                                                      recipe):
+    """The test image has no torch (and no nccl-tests): the check still starts one container per
+    host from the engine image across the pair, with the ranks' NCCL env, and says so; the
+    parsers are held to real H200 output in tests/unit/test_startup.py."""
+    r = recipe("vllm-native-2", name="e2e-net")
+    inv = inventory("h1", "h2")
+    d = inkctl("doctor", str(r), "--hosts", str(inv), "--network", "-o", "json")
+    assert d.rc != 0, d
+    rep = json.loads(d.stdout)
+    (pair,) = rep["network"]["pairs"]
+    assert pair["hosts"] == ["h1", "h2"] and pair["verdict"] == "failed"
+    assert "No module named 'torch'" in pair["error"], pair
+    assert [h["nccl_tests"] for h in rep["network"]["hosts"]] == [False, False]
+    assert "network check failed: h1 <-> h2: failed" in d.stderr and "has no torch" in d.stderr, d
+    text = inkctl("doctor", str(r), "--hosts", str(inv), "--network")
+    assert text.rc != 0 and "h1 <-> h2" in text.stdout and "the image has no torch" in text.stdout, text
+    assert "all_reduce_perf is not in the image" in text.stdout
+    mine = text.stdout[text.stdout.index("network: NCCL all-reduce"):]
+    assert all(len(line) <= 80 for line in mine.splitlines()), mine
+    for h in ("h1", "h2"):  # nothing left behind
+        out = cluster.docker(h, "ps", "--all", "--filter", "label=inkctl.netcheck", "--format", "{{.Names}}").stdout
+        assert out.strip() == ""
+    assert no_traceback(d.out) and no_traceback(text.out)

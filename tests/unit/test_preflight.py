@@ -705,3 +705,11 @@ def test_gpu_held_can_be_skipped_knowingly():
     t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
     r = by_check(run(recipe(), [t], skip={"gpu-free"}))["gpu-free"]
     assert r.status == "skipped" and "pid 445" in r.detail
+
+
+def test_network_rdma_false_stops_requiring_the_adapters():
+    r = two_node(network__socket_ifname="eth0", network__ib_hca=["rocep1s0f1"], network__rdma=False)
+    ts = [Replay("h1", preflight=answer()), Replay("h2", preflight=answer())]
+    res = by_check(run(r, ts), "h2")["network"]
+    assert res.status == "ok"
+    assert res.detail.startswith("eth0 up; RDMA adapter rocep1s0f1 absent: not required (network.rdma: false)")
