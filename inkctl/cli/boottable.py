@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inkctl.execute.bootphases import INKCTL_PHASES, LABELS, ORDER, slowest
+from inkctl.execute.supervise.bootphases import INKCTL_PHASES, LABELS, ORDER, slowest
 
 MAX_RANK_COLUMNS = 4  # more ranks: the fastest and the slowest rank per phase
 

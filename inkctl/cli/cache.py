@@ -47,8 +47,8 @@ def cache(
     names = list(dirs)
     if from_ is not None and from_ not in names:
         raise UsageError(f"--from {from_}: not a host of the inventory ({', '.join(names)})")
-    from inkctl.execute import cachesync
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.deploy import cachesync
+    from inkctl.execute.hosts.connect import close_all, connect_all
     from inkctl.recipe.lockfile import read_lock, render, lock_path
 
     key = Path(next(iter(dirs.values()))).name
@@ -118,7 +118,7 @@ def _verify(states, pin, pin_key, fmt, loaded) -> None:
         elif s.digest == pin:
             status, detail = "ok", f"{len(s.files)} files match the pin"
         else:
-            from inkctl.execute.cachesync import differing
+            from inkctl.execute.deploy.cachesync import differing
 
             diff = differing(good.files, s.files) if good is not None else []
             status = "corrupt"
@@ -142,7 +142,7 @@ def _verify(states, pin, pin_key, fmt, loaded) -> None:
 def _copy(transports, states, source, pin, fmt) -> None:
     """Without a pin: every host of the source's GPU architecture gets the union of their caches
     (each boot leaves its own ranks' artefacts). With one: hosts not holding it get the pinned one."""
-    from inkctl.execute import cachesync
+    from inkctl.execute.deploy import cachesync
 
     rows: dict[str, tuple[str, str]] = {}
     same = [s for s in states.values() if s.arch == source.arch]

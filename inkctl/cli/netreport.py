@@ -28,7 +28,7 @@ class NetReport:
     def hint(self) -> str:
         fixes = [f for p in self.pairs for d in p.diagnoses.values() for _, f in d.problems if f]
         if any((p.probe.error or {}).get("reason") == "no-torch" for p in self.pairs):
-            from inkctl.execute.netcheck import NO_TORCH_HINT
+            from inkctl.execute.deploy.netcheck import NO_TORCH_HINT
 
             fixes.append(NO_TORCH_HINT)
         if any(p.verdict == "slow" for p in self.pairs):
@@ -45,8 +45,8 @@ class NetReport:
 
 
 def measure(loaded, plan, transports, results, port: int) -> NetReport:
-    from inkctl.execute import netcheck
-    from inkctl.execute.preflight import planned_image
+    from inkctl.execute.deploy import netcheck
+    from inkctl.execute.deploy.preflight import planned_image
 
     failed = {}
     for r in results:

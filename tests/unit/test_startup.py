@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.execute import bootphases, cachesync, netcheck, progress
-from inkctl.execute.bootphases import PhaseReader, read_log, slower_than
+from inkctl.execute.deploy import cachesync, netcheck
+from inkctl.execute.supervise import bootphases, progress
+from inkctl.execute.supervise.bootphases import PhaseReader, read_log, slower_than
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
