@@ -187,7 +187,7 @@ def bench(
     prompts = (load.file_prompts(dataset, output_len) if dataset else
                load.random_prompts(max(n_prompts or 0, biggest, 16), input_len, output_len, seed, tok))
     target = load.Target(where.base_url, where.model, api=api, api_key=_api_key(api_key_env), timeout_s=timeout)
-    provenance = _provenance(where, accept_new_host_keys, tokenizer)
+    provenance = _provenance(where, accept_new_host_keys, tokenizer, results_dir)
     when = report.now()
     run_dir = report.new_run_dir(results_dir, where.model, when)
     saved: list[dict] = []
@@ -251,13 +251,18 @@ def _require_matplotlib() -> None:
                           hint="pip install 'inkctl[plot]' (or pip install matplotlib), or leave --plot out")
 
 
-def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dict:
+def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
     prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
     if where.loaded is None:
         return prov
     from inkctl.bench.provenance import deployment_provenance
 
     prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
+    if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
+        from inkctl.bench import boots
+
+        last = boots.previous(results_dir, where.plan.deployment)
+        prov["boot"] = {"id": last[0], **last[1]} if last else None
     return prov
 
 

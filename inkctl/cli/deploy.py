@@ -38,7 +38,7 @@ def up(
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
     stuck_after: float = StuckAfterOpt,
-    results_dir: Path = typer.Option(Path("bench-results"), "--results-dir", help="Where boot records are saved (boots/<deployment>/) and the previous boot is read."),
+    results_dir: Path = typer.Option(Path("bench-results"), "--results-dir", help="Where boot records are saved (boots/DEPLOYMENT/) and the previous boot is read."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
