@@ -49,7 +49,7 @@ def cache(
         raise UsageError(f"--from {from_}: not a host of the inventory ({', '.join(names)})")
     from inkctl.execute.deploy import cachesync
     from inkctl.execute.hosts.connect import close_all, connect_all
-    from inkctl.recipe.lockfile import read_lock, render, lock_path
+    from inkctl.recipe.lockfile import read_lock
 
     key = Path(next(iter(dirs.values()))).name
     pin_key = cachesync.PIN_PREFIX + key
@@ -122,9 +122,10 @@ def _verify(states, pin, pin_key, fmt, loaded) -> None:
 
             diff = differing(good.files, s.files) if good is not None else []
             status = "corrupt"
-            detail = (f"sha256 {s.digest[:16]} is not the pinned {pin[:16]}"
-                      + (f"; differs from {good.host} in {len(diff)} file(s): " + ", ".join(diff[:4])
-                         + (" ..." if len(diff) > 4 else "") if diff else ""))
+            detail = f"sha256 {(s.digest or '')[:16]} is not the pinned {pin[:16]}"
+            if good is not None and diff:
+                detail += (f"; differs from {good.host} in {len(diff)} file(s): " + ", ".join(diff[:4])
+                           + (" ..." if len(diff) > 4 else ""))
             bad.append(s.host)
         rows.append({"host": s.host, "dir": s.dir, "status": status, "detail": detail, "arch": s.arch,
                      "sha256": s.digest})

@@ -96,7 +96,7 @@ def build_plan(
 
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
         d = planned[c.rank].state_dir
-        mounts = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
+        mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
         if recipe.compile_cache.enabled:
             mounts += (compilecache.mount(recipe, cache_root(c), image),)
         entry, cmd = command[0], command[1:]

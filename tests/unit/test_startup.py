@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from inkctl.execute.deploy import cachesync, netcheck
 from inkctl.execute.supervise import bootphases, progress
 from inkctl.execute.supervise.bootphases import PhaseReader, read_log, slower_than

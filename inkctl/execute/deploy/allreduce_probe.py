@@ -28,8 +28,8 @@ def main(argv):
     hi = int(argv[1]) if len(argv) > 1 else 1 << 28
     iters = int(argv[2]) if len(argv) > 2 else 20
     try:
-        import torch
-        import torch.distributed as dist
+        import torch  # type: ignore[import-not-found]  # the engine image's, not inkctl's
+        import torch.distributed as dist  # type: ignore[import-not-found]
     except ImportError as e:
         emit("error", reason="no-torch", detail=str(e))
         return 3

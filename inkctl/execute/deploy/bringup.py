@@ -167,7 +167,7 @@ def _compile_cache(loaded, plan, transports, sink) -> None:
     warm = [s.host for s in states.values() if s.digest == pin]
     if bad:
         raise InkctlError("compile cache corrupt: " + "; ".join(
-            f"{s.host}: {s.dir} has sha256 {s.digest[:16]}, the lock file pins {pin[:16]}" for s in bad),
+            f"{s.host}: {s.dir} has sha256 {(s.digest or '')[:16]}, the lock file pins {pin[:16]}" for s in bad),
             hint=f"inkctl cache {loaded.path} --verify names the files; inkctl cache {loaded.path} copies the "
                  "pinned one over it")
     sink.emit(Info(text=f"compile cache: pinned cache on {', '.join(warm) or 'no host'}"

@@ -144,7 +144,7 @@ def merge(transports: dict[str, Transport], members: list[HostCache]) -> tuple[d
     got: dict[str, int] = {}
     failed: dict[str, str] = {}
     blobs: dict[tuple[str, tuple[str, ...]], bytes] = {}
-    for sender, receiver, paths in moves:
+    for sender, _receiver, paths in moves:
         k = (sender, tuple(paths))
         if k not in blobs:
             blobs[k] = _tar(transports[sender], by[sender].dir, paths)

@@ -8,7 +8,7 @@ there and nowhere else: no half-up clusters.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import enum
 import hashlib
@@ -103,7 +103,7 @@ class Runner:
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
         self.stage: str | None = None  # the stage in progress (or the last one started)
         self.on_rank_line = None  # (watched rank, log line) during the health wait: the NCCL transport check
-        self.phase_reader = None  # the same, for the boot phases each engine reports (execute.bootphases)
+        self.phase_reader: Any = None  # the same, for the boot phases each engine reports (execute.bootphases)
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
