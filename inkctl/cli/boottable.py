@@ -31,11 +31,13 @@ def boot_table(record: dict, slower: tuple[str, ...] | list[str] = ()) -> str:
             cells = [f"{lo[0]:.1f} r{lo[1]}", f"{hi[0]:.1f} r{hi[1]}"]
         else:
             cells = [_cell(v) for v in vals]
+        label = LABELS[key]
         if key == "compile":
-            caches = {r.get("compile_cache") for r in ranks} - {None}
-            label = f"torch.compile ({'/'.join(sorted(caches))})" if caches else LABELS[key]
-        else:
-            label = LABELS[key]
+            states = [r.get("compile_cache") for r in ranks]
+            if len(set(states)) == 1 and states[0]:
+                label = f"torch.compile ({states[0]})"
+            elif not many:  # ranks differ: each cell says whether it came from the cache
+                cells = [f"{c} {st}" if st else c for c, st in zip(cells, states)]
         lines.append(f"{label:<22}{'':>7}  " + "".join(f"{c:>12}" for c in cells))
     for text in slower:
         lines.append(f"slower than before: {text}")
