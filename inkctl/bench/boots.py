@@ -32,6 +32,12 @@ def save(base: Path, deployment: str, record: dict, when: datetime | None = None
     return path
 
 
+def _order(f: Path) -> tuple[str, int]:
+    """Oldest first: the date stem, then the counter a second boot within that second got."""
+    m = re.fullmatch(r"(\d{8}-\d{6})(?:-(\d+))?", f.stem)
+    return (m.group(1), int(m.group(2) or 1)) if m else (f.stem, 0)
+
+
 def list_boots(base: Path, deployment: str | None = None) -> list[dict]:
     """Every boot record, oldest first (per deployment): id (deployment/stem), path, date."""
     root = base / SUBDIR
@@ -41,7 +47,7 @@ def list_boots(base: Path, deployment: str | None = None) -> list[dict]:
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
         if deployment is not None and d.name != _slug(deployment):
             continue
-        for f in sorted(d.glob("*.json")):
+        for f in sorted(d.glob("*.json"), key=_order):
             out.append({"id": f"{d.name}/{f.stem}", "path": str(f), "deployment": d.name})
     return out
 

@@ -733,3 +733,17 @@ def test_network_rdma_false_stops_requiring_the_adapters():
     res = by_check(run(r, ts), "h2")["network"]
     assert res.status == "ok"
     assert res.detail.startswith("eth0 up; RDMA adapter rocep1s0f1 absent: not required (network.rdma: false)")
+
+
+def test_gpu_held_only_counts_on_the_gpus_the_plan_gives_the_host():
+    from inkctl.execute.deploy.preflight import planned_gpus
+
+    apps = (BUSY / "busy-compute-apps.csv").read_text()  # GPU 3 held
+    r = recipe(hardware__gpus_per_host=2)
+    h = [Host(name="h1", address="10.231.0.11", gpus="0,1", vars={"HF_HOME": "/data/hf1"})]
+    plan = build_plan(r, h)
+    assert planned_gpus(plan, "h1") == [0, 1]
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
+    res = by_check(run_preflight(r, plan, {"h1": t}))["gpu-free"]
+    assert (res.status, res.detail) == ("ok", "no other process holds memory on GPUs 0,1 "
+                                              "(1 process(es) on GPUs this plan does not use)")

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from inkctl.execute.deploy import cachesync, netcheck
 from inkctl.execute.supervise import bootphases, progress
 from inkctl.execute.supervise.bootphases import PhaseReader, read_log, slower_than
@@ -239,3 +241,50 @@ def test_manifest_digest_and_the_merge_of_per_rank_caches():
     assert union == {"r0": ("a" * 64, "h1"), "shared": ("c" * 64, "h1"), "r1": ("b" * 64, "h2")}
     assert sorted(moves) == [("h1", "h2", ["r0", "shared"]), ("h1", "h3", ["r0", "shared"]), ("h2", "h1", ["r1"]),
                              ("h2", "h3", ["r1"])]
+
+
+def test_boot_records_saved_listed_and_the_previous_one_found(tmp_path):
+    from datetime import datetime, timezone
+
+    from inkctl.bench import boots
+
+    assert boots.previous(tmp_path, "d") is None and boots.list_boots(tmp_path) == []
+    t = datetime(2026, 12, 1, 23, 0, tzinfo=timezone.utc)
+    a = boots.save(tmp_path, "d", _record(5.0, 20.0), when=t)
+    b = boots.save(tmp_path, "d", _record(1.0, 15.0), when=t)  # same second: a second file
+    boots.save(tmp_path, "other", _record(1.0, 15.0), when=t)
+    assert (a.name, b.name) == ("20261201-230000.json", "20261201-230000-2.json")
+    prev = boots.previous(tmp_path, "d")
+    assert prev is not None and prev[0] == "d/20261201-230000-2" and prev[1]["inkctl"]["health"] == 15.0
+    assert [x["id"] for x in boots.list_boots(tmp_path)] == ["d/20261201-230000", "d/20261201-230000-2",
+                                                             "other/20261201-230000"]
+    assert boots.load(tmp_path, "other/")[0] == "other/20261201-230000"
+    from inkctl.errors import InkctlError
+
+    with pytest.raises(InkctlError, match="2 boots"):
+        boots.load(tmp_path, "d/")
+
+
+def test_compile_cache_in_the_plan_only_when_enabled():
+    from inkctl.plan.deploy import build_plan
+    from inkctl.recipe.hosts import Host
+    from inkctl.recipe.model import Recipe
+
+    doc = {"name": "x", "model": {"repo": "org/m"}, "engine": {"kind": "sglang", "version": "0.5.0",
+           "image": {"ref": "lmsysorg/sglang:v0.5.0"}, "args": {"tensor_parallel": 2}},
+           "hardware": {"accelerator": "h200", "compute_capability": "9.0", "nodes": 2, "gpus_per_host": 1},
+           "container": {"network": "host"}, "network": {"socket_ifname": "eth0"}}
+    hosts = [Host(name=f"h{i}", address=f"10.0.0.{i}", vars={"CC": f"/cache{i}"}) for i in (1, 2)]
+    off = build_plan(Recipe.model_validate(doc), hosts)
+    assert "compile-cache" not in [s.name for s in off.stages]
+    on = build_plan(Recipe.model_validate({**doc, "compile_cache": {"enabled": True, "path": "${CC}/c"}}), hosts)
+    assert on.recipe_hash != off.recipe_hash
+    (stage,) = [s for s in on.stages if s.name == "compile-cache"]
+    dirs = [s.argv[-1] for s in stage.steps]
+    assert dirs[0].startswith("/cache1/c/sglang-sm90-") and dirs[1].startswith("/cache2/c/sglang-sm90-")
+    launch = next(s for s in on.stages if s.name == "launch")
+    spec = launch.steps[0].container
+    assert any(m.target == "/root/.cache/inkctl-compile" and m.source == dirs[0] and not m.read_only for m in spec.mounts)
+    env = dict(spec.env)
+    assert env["SGLANG_DG_CACHE_DIR"] == "/root/.cache/inkctl-compile/deep_gemm"
+    assert env["TRITON_CACHE_DIR"] == "/root/.cache/inkctl-compile/triton" and "VLLM_CACHE_ROOT" not in env
