@@ -11,10 +11,11 @@ import typer
 from inkctl.cli.app import app
 
 export_app = typer.Typer(
-    help="Write a deployment out for another runner (Kubernetes manifests, a systemd unit).",
+    help="Write a deployment out for another runner (Kubernetes manifests, a Slurm batch script, a systemd unit).",
     no_args_is_help=True,
 )
 app.add_typer(export_app, name="export")
 
 import inkctl.cli.export_k8s  # noqa: E402,F401  (registers `export k8s`)
 import inkctl.cli.export_systemd  # noqa: E402,F401  (registers `export systemd`)
+import inkctl.cli.export_slurm  # noqa: E402,F401  (registers `export slurm`)

@@ -1,0 +1,253 @@
+"""``--slurm`` on up, down, status, logs and watch: thin; the work is in ``execute.slurm_run``.
+
+The job is found by its name (``inkctl-<deployment>``, this user's, ``squeue``); its files by
+``scontrol show job`` (WorkDir, StdOut), so no record is kept on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
+
+SlurmFlag = typer.Option(False, "--slurm", help="Run it as a Slurm job from this login node (sbatch, squeue, scancel): no --hosts.")
+PartitionOpt = typer.Option(None, "--partition", "-p", help="With --slurm: the partition (default: Slurm's default).")
+AccountOpt = typer.Option(None, "--account", "-A", help="With --slurm: the account to charge.")
+TimeOpt = typer.Option(None, "--time", help="With --slurm: the job's time limit, e.g. 4:00:00.")
+JobDirOpt = typer.Option(None, "--job-dir", help="With --slurm: a directory every node shares for the job's files (default: here).")
+
+
+def _say(fmt: str):
+    from inkctl.scrub import active
+
+    def say(text: str) -> None:
+        text = active().text(text)
+        if fmt == "json":
+            print(json.dumps({"event": "slurm", "text": text}), flush=True)
+        else:
+            print(text, flush=True)
+    return say
+
+
+def _load(recipe: Path, set_):
+    from inkctl.cli.options import overrides
+    from inkctl.recipe.source import load_recipe
+
+    return load_recipe(recipe, overrides(set_))
+
+
+def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
+       container="runtime", timeout: Optional[float], keep_on_failure: bool, fmt: str) -> None:
+    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.execute import slurm_run as sr
+    from inkctl.execute.secrets import resolve_secrets, secret_values
+    from inkctl.export.slurm import SlurmOptions
+    from inkctl.export.slurm_inputs import job_for
+    from inkctl.scrub import arm
+
+    t0 = time.monotonic()
+    say = _say(fmt)
+    loaded = _load(recipe, set_)
+    r = loaded.recipe
+    secrets = resolve_secrets(r.secrets) if r.secrets else {}
+    arm(secret_values(secrets))
+    part = ctl.partition(partition)
+    gpus = r.hardware.gpus_per_host if gpus_per_node is None else gpus_per_node
+    if gpus_per_node is None and part.gpus and not any(part.gpus.values()):
+        say(f"partition {part.name} has no GPU GRES: the job asks for none (nodes are --exclusive)")
+        gpus = 0
+    options = SlurmOptions(partition=part.name, account=account, time=time_limit, gpus_per_node=gpus,
+                           container=container, job_dir=str(Path(job_dir).resolve()) if job_dir else None)
+    job = job_for(loaded, options)
+    sr.check_request(job, r.hardware.nodes, gpus, part)
+    hidden = [s.env for s in r.secrets.values() if s.env]
+    cancel = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: cancel.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    job_id, script, secrets_file = sr.submit(job, options, part, secrets=secrets, hidden=hidden, say=say)
+    try:
+        run = sr.follow_up(job, job_id, r, timeout=timeout or r.health.timeout_s, say=say, cancel=cancel)
+    except (InkctlError, Cancelled) as e:
+        interrupted = isinstance(e, Cancelled)
+        if keep_on_failure and not interrupted:
+            say(f"--keep-on-failure: job {job_id} left as it is; end it with: inkctl down {recipe} --slurm")
+        else:
+            say(f"cancelling job {job_id} ...")
+            st = sr.cancel_and_wait(job_id)
+            sr.remove_secrets(secrets_file)
+            left = [f"rank {rk} on {n}: {w}" for rk, n, w in sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)
+                    if w == "running"]
+            say(f"job {job_id} is {st.state.lower()}" + (f"; still marked running: {'; '.join(left)}" if left else
+                                                         "; every rank removed its container"))
+        if interrupted:
+            raise InkctlError(f"interrupted: job {job_id} was cancelled", exit_code=EXIT_INTERRUPTED) from None
+        tail = sr.output_tail(ctl.job(job_id).stdout or "", None, 12)
+        if tail and fmt == "text":
+            say("last lines of the job's output:\n" + "\n".join(f"  | {ln}" for ln in tail))
+        raise
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    total = time.monotonic() - t0
+    if fmt == "json":
+        print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": job_id, "nodes": list(run.nodes),
+                          "url": run.url, "healthy_after_s": round(run.healthy_after_s or 0, 3),
+                          "first_ttft_s": round(run.first_ttft_s or 0, 4), "script": script}))
+        return
+    say(f"{r.name} is up: {run.url} (job {job_id}, healthy after {run.healthy_after_s:.1f} s, {total:.1f} s in all)")
+    say(f"  first request TTFT {run.first_ttft_s * 1000:.0f} ms")
+    for i, n in enumerate(run.nodes):
+        say(f"  rank {i} ({'head' if i == 0 else 'worker'}) {n}")
+    if run.smoke:
+        say(f"  smoke: {sum(1 for x in run.smoke if x.ok)}/{len(run.smoke)} checks passed")
+    say(f"  output: {run.output}; stop it with: inkctl down {recipe} --slurm")
+
+
+def _jobs(name: str) -> list[str]:
+    from inkctl.execute import slurm_ctl as ctl
+
+    return ctl.jobs_named(name)
+
+
+def down(recipe: Path, set_, fmt: str) -> None:
+    from inkctl.execute import slurm_run as sr
+    from inkctl.export.slurm import job_name
+
+    say = _say(fmt)
+    r = _load(recipe, set_).recipe
+    ids = _jobs(job_name(r.name))
+    if not ids:
+        say(f"{r.name}: no Slurm job named {job_name(r.name)}; nothing to cancel")
+        return
+    for job_id in ids:
+        st = sr.cancel_and_wait(job_id)
+        ranks = sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)
+        left = [f"rank {rk} on {n}" for rk, n, w in ranks if w == "running"]
+        sr.remove_secrets(str(Path(st.workdir, f".{job_name(r.name)}.secrets")) if st.workdir else None)
+        if left:
+            raise InkctlError(f"job {job_id} ended but {', '.join(left)} did not report its container removed",
+                              hint="look on that node: docker ps --filter label=inkctl.deployment=" + r.name)
+        say(f"job {job_id} cancelled ({st.state.lower()}); every rank removed its container")
+    say(f"{r.name} is down")
+
+
+def status(recipe: Path, set_, fmt: str) -> None:
+    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.execute import slurm_run as sr
+    from inkctl.execute.health import check_once
+    from inkctl.export.slurm import job_name
+
+    r = _load(recipe, set_).recipe
+    ids = _jobs(job_name(r.name))
+    if not ids:
+        if fmt == "json":
+            print(json.dumps({"deployment": r.name, "jobs": []}))
+        else:
+            print(f"{r.name}: no Slurm job named {job_name(r.name)}")
+        raise typer.Exit(1)
+    out = []
+    healthy = False
+    for job_id in ids:
+        st = ctl.job(job_id)
+        entry = {"job": job_id, "state": st.state, "reason": st.reason, "nodes": list(st.nodes), "output": st.stdout,
+                 "ranks": [{"rank": rk, "node": n, "state": w}
+                           for rk, n, w in sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)]}
+        if st.state == "RUNNING" and st.nodes:
+            import socket
+
+            url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
+            ok, seen = check_once(url)
+            entry["health"] = {"url": url, "ok": ok, "seen": seen}
+            healthy = healthy or ok
+        out.append(entry)
+    if fmt == "json":
+        print(json.dumps({"deployment": r.name, "jobs": out}, indent=2))
+    else:
+        for e in out:
+            print(f"job {e['job']}: {e['state'].lower()} on {', '.join(e['nodes']) or '-'}"
+                  + (f" ({e['reason']})" if e["reason"] not in ("None", "") else ""))
+            for k in e["ranks"]:
+                print(f"  rank {k['rank']} {k['node']}: {k['state']}")
+            if "health" in e:
+                h = e["health"]
+                print(f"  health {h['url']}: {'ok' if h['ok'] else h['seen']}")
+    if not healthy:
+        raise typer.Exit(1)
+
+
+def logs(recipe: Path, set_, *, follow: bool, rank: Optional[int], tail: Optional[str]) -> None:
+    """The job's output: every rank's lines, prefixed 'RANK: ' by srun --label."""
+    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.export.slurm import job_name
+    from inkctl.scrub import arm_for
+
+    r = _load(recipe, set_).recipe
+    scrub = arm_for(r)
+    ids = _jobs(job_name(r.name))
+    if not ids:
+        raise InkctlError(f"{r.name}: no Slurm job named {job_name(r.name)}", exit_code=1)
+    st = ctl.job(ids[-1])
+    path = Path(st.stdout)
+    if not st.stdout or not path.exists():
+        raise InkctlError(f"job {st.id}: its output {st.stdout or '(unknown)'} is not readable here",
+                          hint="read it on a node that shares the job's directory", exit_code=1)
+    n = None if tail in (None, "all") else int(tail)
+
+    def wanted(line: str) -> bool:
+        return rank is None or line.startswith(f"{rank}: ")
+
+    with path.open(errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if wanted(ln)]
+        for ln in lines[-n:] if n else lines:
+            print(scrub.text(ln), flush=True)
+        while follow:
+            line = f.readline()
+            if line:
+                if wanted(line):
+                    print(scrub.text(line.rstrip("\n")), flush=True)
+                continue
+            if ctl.job(st.id).ended:
+                break
+            time.sleep(0.3)
+
+
+def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
+    """Follow the job: its state, every rank's status, health. The job ending or a rank failing: exit 1."""
+    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.execute import slurm_run as sr
+    from inkctl.execute.health import check_once
+    from inkctl.export.slurm import job_name
+
+    say = _say(fmt)
+    r = _load(recipe, set_).recipe
+    ids = _jobs(job_name(r.name))
+    if not ids:
+        raise InkctlError(f"{r.name}: no Slurm job named {job_name(r.name)}", exit_code=1)
+    job_id = ids[-1]
+    import socket
+
+    st = ctl.job(job_id)
+    if st.state != "RUNNING" or not st.nodes:
+        raise InkctlError(f"job {job_id} is {st.state.lower()}, not running", exit_code=1)
+    url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
+    say(f"watching job {job_id} on {', '.join(st.nodes)}: {url} (Ctrl-C stops watching, the job runs on)")
+    misses = 0
+    try:
+        while True:
+            st = ctl.job(job_id)
+            if st.state != "RUNNING":
+                raise InkctlError(f"job {job_id} is {st.state.lower()}: {sr.failure_of(st, r.name, r.hardware.nodes)}",
+                                  hint=f"its output: {st.stdout}", exit_code=1)
+            ok, seen = check_once(url)
+            misses = 0 if ok else misses + 1
+            if misses >= 3:
+                raise InkctlError(f"job {job_id}: {url} stopped answering ({seen}, 3 times in a row)", exit_code=1)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED) from None
