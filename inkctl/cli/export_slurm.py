@@ -30,6 +30,7 @@ def slurm(
     gpus_per_node: Optional[int] = GpusOpt,
     container: str = ContainerOpt,
     job_dir: Optional[str] = JobDirOpt,
+    image: Optional[str] = typer.Option(None, "--image", help="Image to run (default: the recipe's; a patched one: the pushed build, else the built tag)."),
     var: Optional[List[str]] = typer.Option(None, "--var", help="Value for a recipe ${VAR} on every node: NAME=VALUE (repeatable). Default: the job's environment."),
     set_: Optional[List[str]] = SetOpt,
     output: str = typer.Option("text", "--output", help="text or json."),
@@ -50,7 +51,7 @@ def slurm(
     loaded = load_recipe(recipe, overrides(set_), hosts_file=hosts_file) if hosts_file else load_recipe(recipe, overrides(set_))
     options = SlurmOptions(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
                            container=container, job_dir=job_dir, vars=tuple(_vars(var)))
-    job = job_for(loaded, options, inventory=hosts_file is not None)
+    job = job_for(loaded, options, inventory=hosts_file is not None, image=image)
     if out is not None:
         out.write_text(job.script)
         out.chmod(0o755)

@@ -94,6 +94,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
+    sr.remove_secrets(secrets_file)  # every rank has read it: its container runs
     total = time.monotonic() - t0
     if fmt == "json":
         print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": job_id, "nodes": list(run.nodes),

@@ -50,26 +50,34 @@ def job_dir_of(state: ctl.JobState, deployment: str) -> str:
     return f"{state.workdir}/{job_name(deployment)}-{state.id}"
 
 
-def rank_status(job_dir: str, nodes: int) -> list[tuple[int, str, str]]:
-    """(rank, node, what) from the ranks' status files: 'running', 'stopped', 'failed REASON'."""
+def rank_status(job_dir: str, nodes: int, *, by_time: bool = False) -> list[tuple[int, str, str]]:
+    """(rank, node, what) from the ranks' status files: 'running', 'stopped', 'failed REASON'
+    (``by_time``: in the order they were last written, the first failure first)."""
     out = []
     for r in range(nodes):
+        path = Path(job_dir, STATUS_DIR, f"rank{r}")
         try:
-            text = Path(job_dir, STATUS_DIR, f"rank{r}").read_text().strip()
+            text, when = path.read_text().strip(), path.stat().st_mtime
         except OSError:
-            out.append((r, "?", "not started"))
+            out.append((float("inf"), r, "?", "not started"))
             continue
         node, _, what = text.partition(" ")
-        out.append((r, node, what))
-    return out
+        out.append((when, r, node, what))
+    if by_time:
+        out.sort(key=lambda x: x[0])
+    return [(r, n, w) for _, r, n, w in out]
 
 
 def failure_of(state: ctl.JobState, deployment: str, nodes: int) -> str:
     """The sentence that names the failing rank: the first 'failed' status, else the job's own state."""
-    ranks = rank_status(job_dir_of(state, deployment), nodes)
+    ranks = rank_status(job_dir_of(state, deployment), nodes, by_time=True)
     failed = [(r, n, w) for r, n, w in ranks if w.startswith("failed")]
     if failed:
-        return "; ".join(f"rank {r} on {n}: {w[len('failed '):]}" for r, n, w in failed)
+        (r, n, w), rest = failed[0], failed[1:]
+        text = f"rank {r} on {n} failed first: {w[len('failed '):]}"
+        if rest:
+            text += "; then " + "; ".join(f"rank {r2} on {n2}: {w2[len('failed '):]}" for r2, n2, w2 in rest)
+        return text
     return f"the job ended {state.state} (exit {state.exit_code}, reason {state.reason})"
 
 

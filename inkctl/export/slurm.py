@@ -149,6 +149,22 @@ class _Script:
     def sh(self, argv) -> str:
         return shell_words(list(argv), self.tokens)
 
+    def wrapped(self, prefix: str, argv, indent: str) -> list[str]:
+        """``prefix ARGV`` on one line, or when long, one option (and its value) per line."""
+        words = [self.sh([a]) for a in argv]
+        line = f"{prefix} {' '.join(words)}"
+        if len(indent) + len(line) <= 100:
+            return [line]
+        out, cur = [], prefix
+        for w in words:
+            if w.startswith("-") and cur != prefix and len(cur) > len(prefix) + 12:
+                out.append(cur + " \\")
+                cur = "    " + w
+            else:
+                cur += " " + w
+        out.append(cur)
+        return out
+
     def job(self) -> SlurmJob:
         lines = self._header() + self._sbatch() + self._prologue() + self._files() + self._rank_script() + self._launch()
         return SlurmJob(self.name, "\n".join(lines) + "\n", self.plan, tuple(self.r.secrets), tuple(self.env_vars),
@@ -263,7 +279,8 @@ class _Script:
         steps = []
         env = next((p for p in self.plan.puts() if p.rank == rank and isinstance(p.content, EnvFile)), None)
         if env is not None:
-            steps.append("secret_env " + self.sh([env.path]) + " " + " ".join(env.content.secret_names))
+            out.insert(2, f"INK_ENV_FILE={self.sh([env.path])}")
+            steps.append('secret_env "$INK_ENV_FILE" ' + " ".join(env.content.secret_names))
         steps.append("remove_container")
         starts = [s for st in self.plan.stages for s in st.steps
                   if getattr(s, "rank", None) == rank and isinstance(s, (Run, WaitFor))]
@@ -281,9 +298,9 @@ class _Script:
                 expect = command_line([s.expect or "", str(s.expect_count)])
                 steps.append(f"wait_until {int(s.timeout_s)} {expect} {self.sh(s.argv)}")
             elif s.container is not None:
-                steps.append(f"start_container {self.sh(s.argv)}")
+                steps += self.wrapped("start_container", s.argv, "      ")
             else:
-                steps.append(f"run_step {self.sh(s.argv)}")
+                steps += self.wrapped("run_step", s.argv, "      ")
         return out + ["  " + x for x in steps] + ["}"]
 
     # --- the step and the health wait ----------------------------------------------------------

@@ -29,7 +29,7 @@ stop_rank() {  # scancel, the time limit, or another rank's failure: take the co
 secret_env() {  # FILE NAME...: 0600, each value from $INKCTL_SECRETS_FILE, else the environment
   local file=$1 name value line
   shift
-  (umask 077 && : > "$file") || fail "cannot write $file"
+  mkdir -p "$(dirname "$file")" && (umask 077 && : > "$file") || fail "cannot write $file"
   for name in "$@"; do
     value=
     if [ -n "${INKCTL_SECRETS_FILE:-}" ]; then
@@ -77,6 +77,7 @@ wait_until() {  # TIMEOUT EXPECT COUNT ARGV...: until ARGV exits 0 (its output h
 run_step() { "$@" || fail "exit $?: $*"; }
 start_container() {
   "$@" >/dev/null || fail "the container did not start (exit $?)"
+  [ -z "${INK_ENV_FILE:-}" ] || rm -f "$INK_ENV_FILE"  # read by the runtime's client: no secret left on disk
   note "running"
   echo "inkctl: rank $INK_RANK started $INK_CONTAINER on $SLURMD_NODENAME ($INK_NODE_ADDR)"
 }

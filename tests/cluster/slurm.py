@@ -23,7 +23,7 @@ from . import net
 from .proc import HarnessError, alive, kill_all, read_pid, run, spawn, wait_for
 
 HOSTS_FILE = "/etc/hosts"
-GPUS_PER_NODE = 2
+GPUS_PER_NODE = 8
 
 
 def _tag(net_id: int) -> str:
@@ -66,6 +66,16 @@ class Slurm:
     def node(self, host_name: str) -> str:
         return node_name(host_name, self.net_id)
 
+    def node_env(self, host_name: str, env: dict | None) -> None:
+        """Environment that jobs get on one node only (a site's per-node settings); None clears it."""
+        path = os.path.join(self.dir, "node-env", self.node(host_name))
+        if not env:
+            if os.path.exists(path):
+                os.remove(path)
+            return
+        with open(path, "w") as f:
+            f.writelines(f"export {k}={v}\n" for k, v in env.items())
+
     def run(self, argv, check=True, timeout=60):
         return run(argv, check=check, timeout=timeout, env=dict(os.environ, **self.env))
 
@@ -87,7 +97,7 @@ def start(cluster, host_names=("h1", "h2"), partition: str | None = None, timeou
     net_id = cluster.net_id
     hosts = [cluster.host(n) for n in host_names]
     s = Slurm(cluster.state, net_id, hosts, partition or f"ink{net_id}")
-    if _running(s) and s.idle():
+    if _running(s) and s.idle() and _same_shape(s):
         return s
     stop(cluster.state, net_id)
     os.makedirs(s.dir, mode=0o755, exist_ok=True)
@@ -123,6 +133,16 @@ def stop(state: str, net_id: int) -> None:
     kill_all([p for p in pids if p and alive(p)], timeout=10)
     _drop_hosts_lines(net_id)
     shutil.rmtree(d, ignore_errors=True)
+
+
+def _same_shape(s: Slurm) -> bool:
+    """The running Slurm was started from this harness's config (GPUs, nodes)."""
+    try:
+        with open(s.conf) as f:
+            text = f.read()
+    except OSError:
+        return False
+    return f"Gres=gpu:{GPUS_PER_NODE} " in text and all(f"NodeName={n} " in text for n in s.nodes())
 
 
 def _running(s: Slurm) -> bool:
@@ -205,9 +225,13 @@ def _config(s: Slurm) -> None:
     cases = "".join(f'  {s.node(h.name)})\n    echo "export DOCKER_HOST=unix://{h.socket}"\n'
                     f'    echo "export PATH={h.bin_dir}:$PATH"\n    echo "export INKCTL_TEST_HOST={h.name}" ;;\n'
                     for h in s.hosts)
+    node_env = os.path.join(d, "node-env")
+    os.makedirs(node_env, exist_ok=True)
     with open(prolog, "w") as f:
         f.write(f'#!/bin/sh\n# the node\'s own dockerd and tools for every task (slurmd\'s environment does not reach jobs)\n'
-                f'case "$SLURMD_NODENAME" in\n{cases}esac\n')
+                f'case "$SLURMD_NODENAME" in\n{cases}esac\n'
+                f'# what a test gives one node only (Slurm.node_env): `export NAME=value` lines\n'
+                f'[ ! -f "{node_env}/$SLURMD_NODENAME" ] || cat "{node_env}/$SLURMD_NODENAME"\n')
     os.chmod(prolog, 0o755)
     node_lines = "".join(f"NodeName={s.node(h.name)} NodeAddr={h.address} CPUs={os.cpu_count() or 1} RealMemory=1000 "
                          f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN\n" for h in s.hosts)
