@@ -89,7 +89,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
             raise InkctlError(f"interrupted: job {job_id} was cancelled", exit_code=EXIT_INTERRUPTED) from None
         tail = sr.output_tail(ctl.job(job_id).stdout or "", None, 12)
         if tail and fmt == "text":
-            say("last lines of the job's output:\n" + "\n".join(f"  | {ln}" for ln in tail))
+            say("last lines of the job's output:\n" + "\n".join(_fit(f"  | {ln}") for ln in tail))
         raise
     finally:
         for s, h in previous.items():
@@ -108,6 +108,10 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     if run.smoke:
         say(f"  smoke: {sum(1 for x in run.smoke if x.ok)}/{len(run.smoke)} checks passed")
     say(f"  output: {run.output}; stop it with: inkctl down {recipe} --slurm")
+
+
+def _fit(line: str, width: int = 80) -> str:
+    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def _jobs(name: str) -> list[str]:

@@ -172,7 +172,7 @@ def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threadin
                                  hint=f"its output: {st.stdout}" if st.stdout else None)
         if st.state == "PENDING" and any(st.reason.startswith(h) for h in ctl.HOPELESS):
             raise SlurmJobFailed(f"job {job_id} cannot start: pending with reason {st.reason}")
-        text = f"job {job_id}: {st.state.lower()} ({st.reason})"
+        text = f"job {job_id}: {st.state.lower()}" + (f" ({st.reason})" if st.reason not in ("None", "") else "")
         if text != last:
             say(text)
             last = text
@@ -216,7 +216,7 @@ def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel
         st = ctl.job(job_id)
         if st.ended or st.state not in ("RUNNING", "COMPLETING"):
             why = failure_of(st, recipe.name, nodes)
-            raise SlurmJobFailed(f"job {job_id} failed before {url} answered: {why}",
+            raise SlurmJobFailed(f"job {job_id} failed before the head answered: {why}",
                                  hint=f"its output: {st.stdout or run.output}")
         ok, seen = check_once(url, timeout=2.0)
         if ok:
