@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError
+from inkctl.export.slurm_containers import PYXIS, apptainer_argv, not_expressed, pyxis_srun_flags
 from inkctl.export.slurm_rank import RANK_FUNCTIONS, STATUS_DIR, batch_functions
 from inkctl.plan import runtime
 from inkctl.plan.deploy import build_plan
@@ -166,6 +167,16 @@ class _Script:
         return out
 
     def job(self) -> SlurmJob:
+        if self.o.container != "runtime":
+            eng = self.r.engine
+            if eng.kind == "vllm" and self.r.multinode and getattr(eng, "multinode", None) == "ray":
+                raise InkctlError(f"vLLM over Ray runs `vllm serve` inside the Ray head's container: --container "
+                                  f"{self.o.container} has no such container", exit_code=2,
+                                  hint="use --container runtime (docker/podman on the nodes), or engine.multinode: native")
+            for c in self.plan.containers:
+                for gap in not_expressed(self._spec(c.rank), self.o.container):
+                    if gap not in self.notes:
+                        self.notes.append(gap)
         lines = self._header() + self._sbatch() + self._prologue() + self._files() + self._rank_script() + self._launch()
         return SlurmJob(self.name, "\n".join(lines) + "\n", self.plan, tuple(self.r.secrets), tuple(self.env_vars),
                         tuple(self.notes))
@@ -264,23 +275,25 @@ class _Script:
                  "esac",
                  'if [ "${1:-}" = cleanup ]; then remove_container; exit 0; fi',
                  "trap stop_rank TERM INT HUP",
-                 "rank_steps",
-                 "follow_container"]
+                 "rank_steps"]
         return ["", "# the rank script: every rank's steps from the plan", f'cat > "$INK_DIR/rank.sh" <<\'{_EOF_RANK}\'',
                 *body, _EOF_RANK, 'chmod 755 "$INK_DIR/rank.sh"']
 
     def _rank_body(self, c) -> list[str]:
-        rank, rt = c.rank, self.rt
-        out = [f"INK_RANK={rank}", f"INK_CONTAINER={c.name}",
-               f"INK_RM=({self.sh(runtime.remove(rt, c.name))})",
-               f"INK_LOGS=({self.sh(runtime.logs(rt, c.name, follow=True))})",
-               f"INK_WAIT=({self.sh(runtime.wait(rt, c.name))})",
-               "rank_steps() {"]
+        rank, rt, mode = c.rank, self.rt, self.o.container
+        out = [f"INK_RANK={rank}", f"INK_CONTAINER={c.name}"]
+        if mode == "runtime":
+            out += [f"INK_RM=({self.sh(runtime.remove(rt, c.name))})",
+                    f"INK_LOGS=({self.sh(runtime.logs(rt, c.name, follow=True))})",
+                    f"INK_WAIT=({self.sh(runtime.wait(rt, c.name))})"]
+        out.append("rank_steps() {")
         steps = []
         env = next((p for p in self.plan.puts() if p.rank == rank and isinstance(p.content, EnvFile)), None)
         if env is not None:
             out.insert(2, f"INK_ENV_FILE={self.sh([env.path])}")
             steps.append('secret_env "$INK_ENV_FILE" ' + " ".join(env.content.secret_names))
+        if mode != "runtime":
+            return out + ["  " + x for x in steps + self._foreground(rank)] + ["}"]
         steps.append("remove_container")
         starts = [s for st in self.plan.stages for s in st.steps
                   if getattr(s, "rank", None) == rank and isinstance(s, (Run, WaitFor))]
@@ -301,14 +314,38 @@ class _Script:
                 steps += self.wrapped("start_container", s.argv, "      ")
             else:
                 steps += self.wrapped("run_step", s.argv, "      ")
+        steps.append("follow_container")
         return out + ["  " + x for x in steps] + ["}"]
+
+    def _spec(self, rank: int):
+        return next(s.container for s in self.plan.steps()
+                    if isinstance(s, Run) and s.rank == rank and s.container is not None)
+
+    def _foreground(self, rank: int) -> list[str]:
+        """pyxis (this script already runs inside the image) or apptainer: the engine in the foreground."""
+        spec = self._spec(rank)
+        steps = [f"run_step {self.sh(s.argv)}" for st in self.plan.stages for s in st.steps
+                 if isinstance(s, Run) and s.rank == rank and s.container is None]
+        if self.o.container == PYXIS:
+            if spec.env_file:
+                steps.append('load_env "$INK_ENV_FILE"')
+            steps += [f"export {self.sh([f'{k}={v}'])}" for k, v in spec.env]
+            return steps + self.wrapped("run_foreground", [spec.entrypoint, *spec.command], "      ")
+        if spec.env_file:
+            steps.append('load_env "$INK_ENV_FILE" APPTAINERENV_')
+        gpus = any(o in ("--gpus", "--device") for o in spec.options)
+        return steps + self.wrapped("run_foreground", apptainer_argv(spec, gpus), "      ")
 
     # --- the step and the health wait ----------------------------------------------------------
     def _launch(self) -> list[str]:
         health = next(s for s in self.plan.steps() if isinstance(s, WaitHealth))
         url = self.sh([health.url])
+        srun = ["--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label"]
+        if self.o.container == PYXIS:
+            srun += pyxis_srun_flags(self._spec(0), STATE)
+        step = self.wrapped("srun", [*srun, "bash", f"{STATE}/rank.sh"], "")
         return ["", "# one step, every rank; a rank that fails ends the others (--kill-on-bad-exit)",
-                'srun --ntasks-per-node=1 --kill-on-bad-exit=1 --label bash "$INK_DIR/rank.sh" &',
+                *step[:-1], step[-1] + " &",
                 "INK_STEP=$!",
                 f"wait_health {url} {int(health.timeout_s)} {health.interval_s:g}",
                 "INK_RC=$?",

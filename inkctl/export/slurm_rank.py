@@ -21,6 +21,7 @@ fail() {
 remove_container() { [ -z "${INK_RM+x}" ] || "${INK_RM[@]}" >/dev/null 2>&1; }
 stop_rank() {  # scancel, the time limit, or another rank's failure: take the container with us
   trap - TERM INT HUP
+  [ -n "${INK_ENGINE_PID:-}" ] && kill "$INK_ENGINE_PID" 2>/dev/null
   [ -n "${INK_LOGS_PID:-}" ] && kill "$INK_LOGS_PID" 2>/dev/null
   remove_container
   note "stopped"
@@ -73,6 +74,19 @@ wait_until() {  # TIMEOUT EXPECT COUNT ARGV...: until ARGV exits 0 (its output h
     [ "$SECONDS" -lt "$end" ] || fail "timed out after $1 s: $*"
     sleep 1
   done
+}
+load_env() {  # FILE [PREFIX]: export its NAME=value lines literally (no shell evaluation), then remove it
+  local line
+  while IFS= read -r line; do export "${2:-}$line"; done < "$1"
+  rm -f "$1"
+}
+run_foreground() {  # the engine in this task's foreground (pyxis, apptainer): its exit ends the rank
+  note "running"
+  echo "inkctl: rank $INK_RANK starts the engine on $SLURMD_NODENAME ($INK_NODE_ADDR)"
+  "$@" &
+  INK_ENGINE_PID=$!
+  wait "$INK_ENGINE_PID"
+  fail "the engine exited with code $?"
 }
 run_step() { "$@" || fail "exit $?: $*"; }
 start_container() {

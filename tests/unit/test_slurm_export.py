@@ -166,3 +166,40 @@ def test_scontrol_fields_keep_values_with_spaces():
                "NodeList=n[1-2] StdOut=/shared/a b/x.out")
     assert f["JobState"] == "PENDING" and f["Reason"] == "ReqNodeNotAvail, UnavailableNodes:n3"
     assert f["NodeList"] == "n[1-2]" and f["StdOut"] == "/shared/a b/x.out"
+
+
+def test_pyxis_starts_the_tasks_in_the_image_and_lists_what_it_cannot_do():
+    loaded = load_recipe(E2E / "sglang-2.yaml")
+    job = export_slurm(loaded.recipe, SlurmOptions(container="pyxis"))
+    for text in (job.script, _rank_script(job.script)):
+        assert subprocess.run(["bash", "-n"], input=text, capture_output=True, text=True).returncode == 0
+    assert "--container-image=inkctl-fake-engine:latest" in job.script
+    assert '--container-mounts="${INK_DIR}":"${INK_DIR}"' in job.script
+    assert "run_foreground python3 -m sglang.launch_server" in job.script and "docker run" not in job.script
+    assert job.notes == ("container options --ipc have no pyxis form (not applied)",)
+
+
+def test_apptainer_runs_the_plans_command_and_keeps_secrets_off_its_argv(tmp_path):
+    doc = yaml.safe_load((E2E / "vllm-native-2.yaml").read_text())
+    doc["secrets"] = {"HF_TOKEN": {"env": "UNIT_TOKEN"}}
+    rec = tmp_path / "r.yaml"
+    rec.write_text(yaml.safe_dump(doc))
+    job = export_slurm(load_recipe(rec).recipe, SlurmOptions(container="apptainer"))
+    assert subprocess.run(["bash", "-n"], input=_rank_script(job.script), capture_output=True, text=True).returncode == 0
+    assert "run_foreground apptainer exec \\\n          --cleanenv --nv docker://inkctl-fake-engine:latest vllm serve" in job.script
+    assert 'load_env "$INK_ENV_FILE" APPTAINERENV_' in job.script and "--env-file" not in job.script
+
+
+def test_pyxis_refuses_vllm_over_ray():
+    from inkctl.errors import InkctlError
+
+    with pytest.raises(InkctlError, match="--container pyxis has no such container"):
+        export_slurm(load_recipe(E2E / "vllm-ray-2.yaml").recipe, SlurmOptions(container="pyxis"))
+
+
+def test_pyxis_image_names_use_enroots_registry_syntax():
+    from inkctl.export.slurm_containers import _pyxis_image
+
+    assert _pyxis_image("nvcr.io/nvidia/pytorch:24.01") == "nvcr.io#nvidia/pytorch:24.01"
+    assert _pyxis_image("vllm/vllm-openai:v0.11.0") == "vllm/vllm-openai:v0.11.0"
+    assert _pyxis_image("/shared/images/vllm.sqsh") == "/shared/images/vllm.sqsh"
