@@ -256,3 +256,23 @@ def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
             time.sleep(interval)
     except KeyboardInterrupt:
         raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED) from None
+
+
+def partition_target(recipe: Path, set_, partition: str, hosts_file: Optional[Path], command: str):
+    """(loaded, plan, image) for a command on every node of a Slurm partition (``weights``): the
+    hosts from sinfo, in Slurm's order; ``--hosts FILE`` gives per-node settings by node name."""
+    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.source import load_inventory
+    from inkctl.scrub import arm_for
+
+    loaded = _load(recipe, set_)
+    known = load_inventory(hosts_file) if hosts_file else None
+    hosts = ctl.partition_hosts(partition, known)
+    loaded.hosts, loaded.hosts_source = hosts, f"--partition {partition}"
+    arm_for(loaded.recipe)
+    inputs = plan_inputs(loaded)
+    # every node of the partition, whatever hardware.nodes says: any of them may run the job
+    planned = loaded.recipe.model_copy(update={"hardware": loaded.recipe.hardware.model_copy(update={"nodes": len(hosts)})})
+    return loaded, build_plan(planned, hosts, **inputs), inputs.get("image")

@@ -147,3 +147,26 @@ def _whoami() -> str:
 
 def cancel(job_id: str) -> None:
     slurm(["scancel", job_id], check=False)
+
+
+def partition_hosts(name: str | None, known: list | None = None) -> list:
+    """The partition's nodes as inventory hosts, in Slurm's order: a node that ``known`` (an
+    inventory) lists by name keeps its entry (user, key, vars); the others get their resolved address."""
+    import socket
+
+    from inkctl.recipe.hosts import Host
+
+    part = partition(name)
+    by_name = {h.name: h for h in known or []}
+    out = []
+    for node in part.nodes:
+        if node in by_name:
+            out.append(by_name[node])
+            continue
+        try:
+            address = socket.gethostbyname(node)
+        except OSError as e:
+            raise InkctlError(f"node {node} of partition {part.name} does not resolve here: {e}",
+                              hint="list it with its address in --hosts FILE", exit_code=2) from None
+        out.append(Host(name=node, address=address))
+    return out

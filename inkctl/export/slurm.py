@@ -299,7 +299,7 @@ class _Script:
                   if getattr(s, "rank", None) == rank and isinstance(s, (Run, WaitFor))]
         image = next((s.container.image for s in starts if isinstance(s, Run) and s.container is not None), None)
         if image and self.image_pin:
-            inspect = runtime.image_inspect(rt, image, format='{{.Id}} {{join .RepoDigests " "}}')
+            inspect = runtime.image_inspect(rt, image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
             steps.append(f"check_image {command_line([self.image_pin])} {self.sh(inspect)}")
         for path, size in self.weights_check:
             steps.append(f"check_size {self.sh([path])} {size}")

@@ -186,3 +186,59 @@ def test_scancel_alone_leaves_nothing(sl, slurm, cluster, recipe, tmp_path):
     status = sorted(p.read_text().split()[1] for p in Path(sl.jobs, f"inkctl-e2e-slurm-plain-{job}", "status").glob("rank*"))
     assert status == ["stopped", "stopped"]
     assert os.path.exists(out)
+
+
+def test_weights_on_a_partition_then_the_job_asserts_the_locks_pins(sl, slurm, cluster, recipe, inkctl, tmp_path):
+    """`weights --partition` fills every node of the partition (h1, h2; not h4); the job then checks
+    the lock's image and every pinned model file on each node before its engine starts."""
+    import shutil
+
+    from tests.cluster import net
+    from tests.cluster.hub import Hub, make_model
+
+    repo = "test/weights-model"
+    caches = {h: Path(cluster.host(h).hf_dir) / "hub" for h in ("h1", "h2", "h4")}
+    for c in caches.values():
+        shutil.rmtree(c, ignore_errors=True)
+    base = {h["name"]: h for h in yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]}
+    inv = tmp_path / "nodes.yaml"  # per-node settings by Slurm node name
+    inv.write_text(yaml.safe_dump({"hosts": [dict(base[h], name=slurm.node(h)) for h in PARTITION_HOSTS]}))
+    rec = recipe("weights", name="e2e-slurm-weights")
+    env = {"E2E_HF_TOKEN": "hf_e2e_slurm_weights_token", **slurm.env}
+    with Hub(net.gateway(cluster.net_id)) as hub:
+        hub.add(make_model(str(tmp_path / "hub"), repo, shards=2, shard_mib=1))
+        env["HF_ENDPOINT"] = hub.url
+        lock = inkctl("lock", rec, "--hosts", inv, env=env)
+        assert lock.rc == 0, lock
+        w = inkctl("weights", rec, "--partition", slurm.partition, "--hosts", inv, env=env, timeout=180)
+    assert w.rc == 0, w
+    assert no_traceback(w.out)
+    pinned = json.loads(rec.with_name(rec.stem + ".lock.json").read_text())
+    files = {f["path"]: f["size"] for f in pinned["model"]["files"]}
+    for h in PARTITION_HOSTS:
+        snap = next((caches[h] / ("models--" + repo.replace("/", "--")) / "snapshots").iterdir())
+        assert {p: (snap / p).stat().st_size for p in files} == files
+    assert not caches["h4"].exists()  # not a node of the partition
+
+    # the job: each node's own HF_HOME (a site's per-node setting), the pins checked there
+    for h in PARTITION_HOSTS:
+        slurm.node_env(h, {"HF_HOME": cluster.host(h).hf_dir})
+    try:
+        up = sl("up", rec, "--slurm", "--partition", slurm.partition, env=env)
+        assert up.rc == 0, up
+        script = Path(sl.jobs, "inkctl-e2e-slurm-weights.sbatch").read_text()
+        assert script.count("      check_size ") == 2 * len(files) and script.count("      check_image ") == 2
+        assert sl("down", rec, "--slurm").rc == 0
+        snap = next((caches["h2"] / ("models--" + repo.replace("/", "--")) / "snapshots").iterdir())
+        shard = next(p for p in files if p.endswith(".safetensors"))
+        (snap / shard).resolve().unlink()
+        bad = sl("up", rec, "--slurm", "--partition", slurm.partition, env=env)
+    finally:
+        for h in PARTITION_HOSTS:
+            slurm.node_env(h, None)
+        sl("down", rec, "--slurm")
+    assert bad.rc == 1, bad
+    assert f"rank 1 on {slurm.node('h2')} failed first: pinned model file" in bad.stderr and shard in bad.stderr, bad
+    assert _no_jobs(slurm) == []
+    for h in PARTITION_HOSTS:
+        assert containers(cluster, h, "e2e-slurm-weights") == []
