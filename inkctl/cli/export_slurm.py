@@ -8,7 +8,6 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.export import export_app
 from inkctl.cli.options import SetOpt, output_format, overrides
 
 PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#SBATCH --partition).")
@@ -19,7 +18,6 @@ ContainerOpt = typer.Option("runtime", "--container", help="How ranks start thei
 JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
 
 
-@export_app.command("slurm")
 def slurm(
     recipe: Path = typer.Argument(..., help="Recipe file."),
     hosts_file: Optional[Path] = typer.Option(None, "--hosts", help="Inventory whose host names are Slurm node names, in rank order: the job asks for exactly those nodes."),

@@ -45,9 +45,9 @@ def _load(recipe: Path, set_):
 
 def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
        container="runtime", timeout: Optional[float], keep_on_failure: bool, fmt: str) -> None:
-    from inkctl.execute import slurm_ctl as ctl
-    from inkctl.execute import slurm_run as sr
-    from inkctl.execute.secrets import resolve_secrets, secret_values
+    from inkctl.slurm import ctl
+    from inkctl.slurm import run as sr
+    from inkctl.secret import resolve_secrets, secret_values
     from inkctl.export.slurm import SlurmOptions
     from inkctl.export.slurm_inputs import job_for
     from inkctl.scrub import arm
@@ -115,13 +115,13 @@ def _fit(line: str, width: int = 80) -> str:
 
 
 def _jobs(name: str) -> list[str]:
-    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.slurm import ctl
 
     return ctl.jobs_named(name)
 
 
 def down(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.execute import slurm_run as sr
+    from inkctl.slurm import run as sr
     from inkctl.export.slurm import job_name
 
     say = _say(fmt)
@@ -143,9 +143,9 @@ def down(recipe: Path, set_, fmt: str) -> None:
 
 
 def status(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.execute import slurm_ctl as ctl
-    from inkctl.execute import slurm_run as sr
-    from inkctl.execute.health import check_once
+    from inkctl.slurm import ctl
+    from inkctl.slurm import run as sr
+    from inkctl.execute.supervise.health import check_once
     from inkctl.export.slurm import job_name
 
     r = _load(recipe, set_).recipe
@@ -188,7 +188,7 @@ def status(recipe: Path, set_, fmt: str) -> None:
 
 def logs(recipe: Path, set_, *, follow: bool, rank: Optional[int], tail: Optional[str]) -> None:
     """The job's output: every rank's lines, prefixed 'RANK: ' by srun --label."""
-    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.slurm import ctl
     from inkctl.export.slurm import job_name
     from inkctl.scrub import arm_for
 
@@ -224,9 +224,9 @@ def logs(recipe: Path, set_, *, follow: bool, rank: Optional[int], tail: Optiona
 
 def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
     """Follow the job: its state, every rank's status, health. The job ending or a rank failing: exit 1."""
-    from inkctl.execute import slurm_ctl as ctl
-    from inkctl.execute import slurm_run as sr
-    from inkctl.execute.health import check_once
+    from inkctl.slurm import ctl
+    from inkctl.slurm import run as sr
+    from inkctl.execute.supervise.health import check_once
     from inkctl.export.slurm import job_name
 
     say = _say(fmt)
@@ -261,7 +261,7 @@ def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
 def partition_target(recipe: Path, set_, partition: str, hosts_file: Optional[Path], command: str):
     """(loaded, plan, image) for a command on every node of a Slurm partition (``weights``): the
     hosts from sinfo, in Slurm's order; ``--hosts FILE`` gives per-node settings by node name."""
-    from inkctl.execute import slurm_ctl as ctl
+    from inkctl.slurm import ctl
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.source import load_inventory

@@ -127,7 +127,7 @@ def export_slurm(recipe: Recipe, options: SlurmOptions, *, hosts: list[Host] | N
     checks: tuple[tuple[str, int], ...] = ()
     if weights is not None:
         from inkctl.plan.hostvars import HostContext
-        from inkctl.weights.manifest import repo_folder
+        from inkctl.recipe.manifest import repo_folder
 
         template, m = weights
         cache = HostContext(host=hosts_[0], rank=0, head=hosts_[0], placeholder=False).expand(template, "model.weights.cache")

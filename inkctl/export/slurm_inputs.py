@@ -46,7 +46,7 @@ def _image(loaded: Loaded) -> tuple[str | None, str | None]:
 
 def _weights(loaded: Loaded):
     """(the host cache template, the pinned files) when the lock pins the model and inkctl manages it."""
-    from inkctl.weights.manifest import host_cache_template, managed, read_manifest
+    from inkctl.recipe.manifest import host_cache_template, managed, read_manifest
 
     if not managed(loaded.recipe):
         return None

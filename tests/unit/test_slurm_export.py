@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from inkctl.execute.slurm_ctl import Partition, fields
+from inkctl.slurm.ctl import Partition, fields
 from inkctl.export.slurm import HEAD, SlurmOptions, export_slurm
 from inkctl.plan.quote import shell_words
 from inkctl.recipe.source import load_recipe
@@ -147,7 +147,7 @@ def test_bad_options_are_clear_errors(args, needle):
 
 def test_partition_check_says_what_is_missing_before_submitting():
     from inkctl.errors import InkctlError
-    from inkctl.execute.slurm_run import check_request
+    from inkctl.slurm.run import check_request
 
     part = Partition("gpu", ("n1", "n2"), "UP", None, {"n1": 8, "n2": 8})
     check_request(None, 2, 8, part)
