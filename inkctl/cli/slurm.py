@@ -247,8 +247,13 @@ def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
         while True:
             st = ctl.job(job_id)
             if st.state != "RUNNING":
-                raise InkctlError(f"job {job_id} is {st.state.lower()}: {sr.failure_of(st, r.name, r.hardware.nodes)}",
-                                  hint=f"its output: {st.stdout}", exit_code=1)
+                st = sr.settled(job_id)
+                ranks = sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes, by_time=True)
+                failed = any(w.startswith("failed") for _, _, w in ranks)
+                what = sr.failure_of(st, r.name, r.hardware.nodes) if failed else "; ".join(
+                    f"rank {rk} on {n}: {w}" for rk, n, w in ranks)
+                raise InkctlError(f"job {job_id} is {st.state.lower()}: {what}", hint=f"its output: {st.stdout}",
+                                  exit_code=1)
             ok, seen = check_once(url)
             misses = 0 if ok else misses + 1
             if misses >= 3:

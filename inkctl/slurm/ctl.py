@@ -20,7 +20,7 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"
          "DEADLINE", "REVOKED", "SPECIAL_EXIT"}
 # a pending job with one of these reasons never starts as asked
 HOPELESS = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "PartitionDown", "PartitionInactive",
-            "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSMaxNodePerJobLimit", "ReqNodeNotAvail, UnavailableNodes")
+            "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSMaxNodePerJobLimit")
 
 
 def slurm(argv: list[str], *, env: dict | None = None, timeout: float = 60, check: bool = True,

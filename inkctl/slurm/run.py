@@ -246,6 +246,16 @@ def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel
     return run
 
 
+def settled(job_id: str, timeout: float = 60) -> ctl.JobState:
+    """The job's state once it has left its nodes (not COMPLETING), or as it is after ``timeout``."""
+    end = time.monotonic() + timeout
+    while True:
+        st = ctl.job(job_id)
+        if (st.ended and st.state != "COMPLETING") or time.monotonic() > end:
+            return st
+        time.sleep(POLL_S)
+
+
 def cancel_and_wait(job_id: str, timeout: float = 120) -> ctl.JobState:
     """scancel, then wait until Slurm says the job has left its nodes (each rank removed its container)."""
     ctl.cancel(job_id)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.conftest import containers, no_traceback
+from tests.e2e.conftest import containers, finish, no_traceback
 
 pytestmark = pytest.mark.cluster
 
@@ -47,6 +47,7 @@ def sl(inkctl, slurm, tmp_path):
         return inkctl(*args, "--job-dir", str(jobs), timeout=timeout, env={**slurm.env, **(env or {})}) \
             if args[0] in ("up",) else inkctl(*args, timeout=timeout, env={**slurm.env, **(env or {})})
     run.jobs = jobs
+    run.start = lambda *args: inkctl.start(*args, env=slurm.env)
     return run
 
 
@@ -121,6 +122,11 @@ def test_two_node_job_serves_answers_and_down_leaves_nothing(sl, slurm, cluster,
         script = Path(sl.jobs, "inkctl-e2e-slurm-serve.sbatch").read_text()
         assert SECRET not in script and "HF_TOKEN" in script.split("#SBATCH")[0]  # named in the header
         assert SECRET not in _scontrol_all(slurm)
+        # the environment Slurm stored for the job (what `scontrol show job` would dump) has no secret
+        stored = [p for p in Path(slurm.dir, "ctld").rglob(f"job.{job}/*") if p.is_file()]
+        assert any(p.name == "environ" or p.name == "environment" for p in stored), stored
+        assert all(SECRET.encode() not in p.read_bytes() for p in stored)
+        assert SECRET not in slurm.run(["scontrol", "write", "batch_script", job, "-"]).stdout
         assert SECRET not in up.out
         job_dir = Path(sl.jobs, f"inkctl-e2e-slurm-serve-{job}")
         leftover = [p for p in [*job_dir.rglob("*"), *sl.jobs.glob(".*")]
@@ -179,7 +185,12 @@ def test_scancel_alone_leaves_nothing(sl, slurm, cluster, recipe, tmp_path):
         time.sleep(0.3)
     assert "inkctl: ready" in out.read_text()
     assert [c.split()[1] for h in PARTITION_HOSTS for c in containers(cluster, h, "e2e-slurm-plain")] == ["running"] * 2
+    watch = sl.start("watch", rec, "--slurm", "--interval", "0.5")
+    first = watch.stdout.readline()
+    assert f"watching job {job} on {slurm.node('h1')}, {slurm.node('h2')}" in first, first
     slurm.run(["scancel", job])
+    w_out, w_err = finish(watch, timeout=60)
+    assert watch.returncode == 1 and f"job {job} is cancelled" in w_err, (w_out, w_err)
     assert _no_jobs(slurm) == []
     for h in PARTITION_HOSTS:
         assert containers(cluster, h, "e2e-slurm-plain") == []
