@@ -78,7 +78,10 @@ def failure_of(state: ctl.JobState, deployment: str, nodes: int) -> str:
         if rest:
             text += "; then " + "; ".join(f"rank {r2} on {n2}: {w2[len('failed '):]}" for r2, n2, w2 in rest)
         return text
-    return f"the job ended {state.state} (exit {state.exit_code}, reason {state.reason})"
+    said = [ln[len("inkctl: "):] for ln in output_tail(state.stdout, None, 200) if ln.startswith("inkctl: ")
+            and not ln.startswith(("inkctl: rank ", "inkctl: job ", "inkctl: ready"))] if state.stdout else []
+    why = f": {said[-1]}" if said else ""
+    return f"the job ended {state.state} (exit {state.exit_code}, reason {state.reason}){why}"
 
 
 def output_tail(path: str, rank: int | None = None, lines: int = 20) -> list[str]:

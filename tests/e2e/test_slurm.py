@@ -253,3 +253,38 @@ def test_weights_on_a_partition_then_the_job_asserts_the_locks_pins(sl, slurm, c
     assert _no_jobs(slurm) == []
     for h in PARTITION_HOSTS:
         assert containers(cluster, h, "e2e-slurm-weights") == []
+
+
+def test_hotfix_runs_in_the_job_and_an_edited_script_is_refused(sl, slurm, cluster, tmp_path):
+    """The hotfix travels in the script, is checked against its pin when the job writes it, and runs
+    in the container before the engine; a script whose hotfix was edited stops before any rank starts."""
+    import hashlib
+    import shutil
+
+    body = (ROOT / "tests/e2e/patches/hotfix-marker.py").read_bytes()
+    (tmp_path / "patches").mkdir()
+    shutil.copy(ROOT / "tests/e2e/patches/hotfix-marker.py", tmp_path / "patches")
+    doc = yaml.safe_load((ROOT / "tests/e2e/recipes/build-hotfix.yaml").read_text())
+    doc["name"] = "e2e-slurm-hotfix"
+    doc["patches"]["hotfixes"][0]["sha256"] = hashlib.sha256(body).hexdigest()
+    rec = tmp_path / "hotfix.yaml"
+    rec.write_text(yaml.safe_dump(doc))
+    up = sl("up", rec, "--slurm", "--partition", slurm.partition)
+    try:
+        assert up.rc == 0, up
+        marker = cluster.docker("h1", "exec", "inkctl-e2e-slurm-hotfix-r0", "cat", "/tmp/inkctl-hotfix-marker")
+        assert marker.returncode == 0 and marker.stdout.startswith("hotfix ran at"), marker
+    finally:
+        assert sl("down", rec, "--slurm").rc == 0
+
+    script = tmp_path / "edited.sbatch"
+    assert sl("export", "slurm", rec, "--partition", slurm.partition, "-o", script).rc == 0
+    text = script.read_text()
+    assert 'print("hotfix-marker: marker written")' in text
+    script.write_text(text.replace('print("hotfix-marker: marker written")', 'print("something else")'))
+    job = slurm.run(["sbatch", "--parsable", "--chdir", str(sl.jobs), str(script)]).stdout.strip()
+    assert _no_jobs(slurm) == []
+    out = Path(sl.jobs, f"inkctl-e2e-slurm-hotfix-{job}.out").read_text()
+    assert "hotfix-marker.py: sha256 is" in out and f"the pin is {hashlib.sha256(body).hexdigest()}" in out, out
+    assert "started" not in out  # no rank ran
+    assert containers(cluster, "h1", "e2e-slurm-hotfix") == []
