@@ -245,6 +245,8 @@ class _Script:
         if not puts:
             return []
         out = ["", "# hotfixes: written here, each checked against its pin (and again in the container)"]
+        dirs = list(dict.fromkeys(p.path.rsplit("/", 1)[0] for p in puts))
+        out.append(f"mkdir -p {self.sh(dirs)} || exit 1")
         seen = set()
         for p in puts:
             if p.path in seen:
@@ -252,7 +254,6 @@ class _Script:
             seen.add(p.path)
             data = p.content if isinstance(p.content, bytes) else str(p.content).encode()
             path = self.sh([p.path])
-            out.append(f'mkdir -p "$(dirname {path})"')
             out += _write_file(path, data)
             out.append(f"chmod {p.mode:o} {path}")
             if p.sha256:

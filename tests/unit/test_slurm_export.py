@@ -203,3 +203,88 @@ def test_pyxis_image_names_use_enroots_registry_syntax():
     assert _pyxis_image("nvcr.io/nvidia/pytorch:24.01") == "nvcr.io#nvidia/pytorch:24.01"
     assert _pyxis_image("vllm/vllm-openai:v0.11.0") == "vllm/vllm-openai:v0.11.0"
     assert _pyxis_image("/shared/images/vllm.sqsh") == "/shared/images/vllm.sqsh"
+
+
+GOLDEN = ROOT / "tests" / "golden" / "slurm"
+RECIPES = sorted((ROOT / "recipes").glob("*.yaml")) + sorted((ROOT / "examples").glob("*.yaml"))
+RECIPES = [p for p in RECIPES if not p.name.startswith("hosts")]
+
+
+def _job(path: Path, **opts):
+    from inkctl.plan.inputs import plan_inputs
+
+    loaded = load_recipe(path)
+    inputs = plan_inputs(loaded)  # not require_trusted: a bundled recipe's hotfix bodies are not in the repo
+    return loaded, export_slurm(loaded.recipe, SlurmOptions(**opts), image=inputs["image"],
+                                hotfix_pins=inputs["hotfix_pins"], hotfix_files=inputs["hotfix_files"],
+                                weights_pinned=inputs["weights_pinned"])
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_scripts_match_golden(recipe: Path):
+    """Every bundled recipe and example as a script, byte for byte (INKCTL_UPDATE_GOLDEN=1 regenerates)."""
+    import os
+
+    _, job = _job(recipe, partition="gpu", time="4:00:00")
+    text = job.script + "".join(f"# note: {n}\n" for n in job.notes)
+    golden = GOLDEN / f"{recipe.parent.name}-{recipe.stem}.sbatch"
+    if os.environ.get("INKCTL_UPDATE_GOLDEN"):
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.exists(), f"no golden file {golden.name}: run with INKCTL_UPDATE_GOLDEN=1 and review it"
+    assert text == golden.read_text(), f"the script for {recipe.name} changed; review and regenerate {golden.name}"
+
+
+STUB = """#!/bin/sh
+# records its argv, one argument per line, NUL-free; `docker run` prints an id, `docker wait` an exit code
+{ printf '%s\\n' "$(basename "$0")"; for a in "$@"; do printf '%s\\0' "$a"; done; printf '\\n'; } >> "$CALLS"
+case "$1" in run) echo 0123abcd ;; wait) echo 7 ;; esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("name", ["vllm-native-2.yaml", "sglang-2.yaml"])
+def test_each_rank_runs_exactly_the_plans_argv(tmp_path, name):
+    """Run every rank's steps with a recording docker: the argv it gets, once the allocation's
+    values are in, is the argv `inkctl plan` gives for hosts with those addresses."""
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.step import Run
+    from inkctl.recipe.hosts import Host
+
+    loaded, job = _job(E2E / name)
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    for tool in ("docker", "sh"):
+        (stubs / tool).write_text(STUB)
+        (stubs / tool).chmod(0o755)
+    addrs = ["10.9.0.11", "10.9.0.12"]
+    state = tmp_path / "job"
+    (state / "status").mkdir(parents=True)
+    hosts = [Host(name=f"rank{i}", address=a, state_dir=str(state)) for i, a in enumerate(addrs)]
+    plan = build_plan(loaded.recipe, hosts)
+    body = _rank_script(job.script)
+    for rank, addr in enumerate(addrs):
+        calls = tmp_path / f"calls{rank}"
+        env = {"PATH": f"{stubs}:/usr/bin:/bin", "CALLS": str(calls), "SLURM_NODEID": str(rank), "SLURMD_NODENAME": f"n{rank}",
+               "INK_DIR": str(state), "INK_HEAD_ADDR": addrs[0], "INK_NODE_ADDR": addr}
+        p = subprocess.run(["bash", "-c", body.replace('INK_NODE_ADDR=$(getent ahostsv4 "$SLURMD_NODENAME" | awk \'NR == 1 {print $1}\')',
+                                                       ": the test sets INK_NODE_ADDR")],
+                           capture_output=True, text=True, env=env, timeout=60)
+        assert p.returncode == 3 and "the engine exited with code 7" in p.stderr, p.stderr  # the stub 'engine' exits 7
+        got = _calls(calls)
+        want = [tuple(s.argv) for st in plan.stages for s in st.steps
+                if isinstance(s, Run) and s.rank == rank]
+        runs = [c for c in got if c[1:2] in (("run",), ("exec",)) or c[0] == "sh"]
+        # the one difference: the recipe hash label (of the stand-in plan, whose hosts are the allocation's)
+        same = re.compile(r"^inkctl\.recipe-hash=.*")
+        assert [tuple(same.sub("H", a) for a in c) for c in runs] == [tuple(same.sub("H", a) for a in c) for c in want], rank
+        assert got[0][:3] == ("docker", "rm", "--force")  # a leftover of an earlier job goes first
+        assert ("docker", "wait", f"inkctl-{loaded.recipe.name}-r{rank}") in got
+
+
+def _calls(path: Path) -> list[tuple[str, ...]]:
+    out = []
+    lines = path.read_text().split("\n")
+    for tool, args in zip(lines[0::2], lines[1::2]):
+        out.append((tool, *[a for a in args.split("\0")[:-1]]))
+    return out
