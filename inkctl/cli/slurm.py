@@ -66,6 +66,8 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     options = SlurmOptions(partition=part.name, account=account, time=time_limit, gpus_per_node=gpus,
                            container=container, job_dir=str(Path(job_dir).resolve()) if job_dir else None)
     job = job_for(loaded, options)
+    if _already(job, r, say, fmt, recipe):
+        return
     sr.check_request(job, r.hardware.nodes, gpus, part)
     hidden = [s.env for s in r.secrets.values() if s.env]
     cancel = threading.Event()
@@ -108,6 +110,36 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     if run.smoke:
         say(f"  smoke: {sum(1 for x in run.smoke if x.ok)}/{len(run.smoke)} checks passed")
     say(f"  output: {run.output}; stop it with: inkctl down {recipe} --slurm")
+
+
+def _already(job, r, say, fmt, recipe: Path) -> bool:
+    """A job of this deployment already there: the same version, running and healthy, is left as it
+    is (True); another version, or one not serving, is refused: `down --slurm` first."""
+    import socket
+
+    from inkctl.execute.supervise.health import check_once
+    from inkctl.export.slurm import COMMENT
+    from inkctl.slurm import ctl
+    from inkctl.slurm import run as sr
+
+    for job_id in ctl.jobs_named(job.name):
+        st = ctl.job(job_id)
+        same = st.comment == f"{COMMENT}{job.plan.recipe_hash}"
+        if same and st.state == "RUNNING" and st.nodes:
+            url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
+            if check_once(url)[0]:
+                if fmt == "json":
+                    print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": job_id,
+                                      "nodes": list(st.nodes), "url": url, "message": "already"}))
+                else:
+                    say(f"{r.name} is already up: {url} (job {job_id} on {', '.join(st.nodes)}, same recipe); "
+                        "nothing changed")
+                return True
+        what = "the same recipe, not serving yet" if same else "another version of the recipe"
+        raise InkctlError(f"job {job_id} ({st.state.lower()}) already runs {r.name}: {what}; nothing submitted",
+                          hint=f"end it first: inkctl down {recipe} --slurm (or scancel {job_id})",
+                          exit_code=2)
+    return False
 
 
 def _fit(line: str, width: int = 80) -> str:

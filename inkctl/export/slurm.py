@@ -37,6 +37,7 @@ STATE = "/inkctl-slurm-job-dir"
 _BUILTIN = {HEAD: "INK_HEAD_ADDR", NODE: "INK_NODE_ADDR", NODE_NAME: "SLURMD_NODENAME", STATE: "INK_DIR"}
 _BUILTIN_VARS = {"HOST_ADDRESS", "HEAD_ADDRESS", "HOST", "RANK"}
 CONTAINER_MODES = ("runtime", "pyxis", "apptainer")
+COMMENT = "inkctl-recipe-hash="  # the job's comment: which version of the recipe it runs
 TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$|^(infinite|UNLIMITED)$")
 SBATCH_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:=+\-\[\]]+$")
 
@@ -214,8 +215,8 @@ class _Script:
     def _sbatch(self) -> list[str]:
         r, o = self.r, self.o
         gpus = r.hardware.gpus_per_host if o.gpus_per_node is None else o.gpus_per_node
-        lines = [f"#SBATCH --job-name={self.name}", f"#SBATCH --nodes={r.hardware.nodes}", "#SBATCH --ntasks-per-node=1",
-                 "#SBATCH --exclusive"]
+        lines = [f"#SBATCH --job-name={self.name}", f"#SBATCH --comment={COMMENT}{self.plan.recipe_hash}",
+                 f"#SBATCH --nodes={r.hardware.nodes}", "#SBATCH --ntasks-per-node=1", "#SBATCH --exclusive"]
         if gpus:
             lines.append(f"#SBATCH --gpus-per-node={gpus}")
         if self.by_name:

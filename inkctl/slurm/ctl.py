@@ -115,6 +115,7 @@ class JobState:
     stdout: str
     workdir: str
     name: str
+    comment: str = ""
 
     @property
     def ended(self) -> bool:
@@ -129,7 +130,8 @@ def job(job_id: str) -> JobState:
     nodelist = f.get("NodeList", "")
     return JobState(job_id, f.get("JobState", "?").split()[0], f.get("Reason", "None"),
                     tuple(hostnames(nodelist)) if nodelist not in ("", "(null)") else (),
-                    f.get("ExitCode", ""), f.get("StdOut", ""), f.get("WorkDir", ""), f.get("JobName", ""))
+                    f.get("ExitCode", ""), f.get("StdOut", ""), f.get("WorkDir", ""), f.get("JobName", ""),
+                    f.get("Comment", ""))
 
 
 def jobs_named(name: str) -> list[str]:

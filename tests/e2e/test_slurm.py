@@ -135,6 +135,11 @@ def test_two_node_job_serves_answers_and_down_leaves_nothing(sl, slurm, cluster,
         output = Path(sl.jobs, f"inkctl-e2e-slurm-serve-{job}.out").read_text()
         assert "inkctl: ready" in output
 
+        again = sl("up", rec, "--slurm", "--partition", slurm.partition, env={"E2E_SLURM_TOKEN": SECRET})
+        assert again.rc == 0 and f"is already up: {url}/health (job {job} on" in again.stdout, again
+        other = sl("up", rec, "--slurm", "--set", "container.env.OTHER=1", env={"E2E_SLURM_TOKEN": SECRET})
+        assert other.rc == 2 and f"job {job} (running) already runs e2e-slurm-serve: another version" in other.stderr, other
+        assert [j.split()[0] for j in slurm.jobs()] == [job]  # nothing else submitted
         st = sl("status", rec, "--slurm")
         assert st.rc == 0, st
         assert f"job {job}: running on {', '.join(nodes)}" in st.stdout and "rank 1 " + nodes[1] + ": running" in st.stdout
