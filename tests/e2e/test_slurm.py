@@ -293,3 +293,27 @@ def test_hotfix_runs_in_the_job_and_an_edited_script_is_refused(sl, slurm, clust
     assert "hotfix-marker.py: sha256 is" in out and f"the pin is {hashlib.sha256(body).hexdigest()}" in out, out
     assert "started" not in out  # no rank ran
     assert containers(cluster, "h1", "e2e-slurm-hotfix") == []
+
+
+def test_ctrl_c_during_the_boot_cancels_the_job(sl, slurm, cluster, recipe):
+    import signal
+
+    rec = recipe("sglang-2", name="e2e-slurm-ctrlc", container={"env": {"FAKE_READY_AFTER": "60"}})
+    p = sl.start("up", rec, "--slurm", "--partition", slurm.partition, "--job-dir", str(sl.jobs))
+    seen = []
+    while True:
+        line = p.stdout.readline()
+        assert line, f"up ended early: {seen} {p.stderr.read()}"
+        seen.append(line)
+        if "runs on" in line:
+            break
+    end = time.monotonic() + 30  # the containers are up (booting) before the interrupt
+    while time.monotonic() < end and len(containers(cluster, "h1", "e2e-slurm-ctrlc") + containers(cluster, "h2", "e2e-slurm-ctrlc")) < 2:
+        time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    out, err = finish(p, timeout=90)
+    assert p.returncode == 130, (out, err)
+    assert "interrupted: job" in err and "was cancelled" in err and "every rank removed its container" in out, (out, err)
+    assert _no_jobs(slurm) == []
+    for h in PARTITION_HOSTS:
+        assert containers(cluster, h, "e2e-slurm-ctrlc") == []
