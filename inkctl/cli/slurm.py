@@ -115,182 +115,79 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
 def _already(job, r, say, fmt, recipe: Path) -> bool:
     """A job of this deployment already there: the same version, running and healthy, is left as it
     is (True); another version, or one not serving, is refused: `down --slurm` first."""
-    import socket
-
-    from inkctl.execute.supervise.health import check_once
-    from inkctl.export.slurm import COMMENT
-    from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
 
-    for job_id in ctl.jobs_named(job.name):
-        st = ctl.job(job_id)
-        same = st.comment == f"{COMMENT}{job.plan.recipe_hash}"
-        if same and st.state == "RUNNING" and st.nodes:
-            url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
-            if check_once(url)[0]:
-                if fmt == "json":
-                    print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": job_id,
-                                      "nodes": list(st.nodes), "url": url, "message": "already"}))
-                else:
-                    say(f"{r.name} is already up: {url} (job {job_id} on {', '.join(st.nodes)}, same recipe); "
-                        "nothing changed")
-                return True
-        what = "the same recipe, not serving yet" if same else "another version of the recipe"
-        raise InkctlError(f"job {job_id} ({st.state.lower()}) already runs {r.name}: {what}; nothing submitted",
-                          hint=f"end it first: inkctl down {recipe} --slurm (or scancel {job_id})",
-                          exit_code=2)
-    return False
+    found = sr.existing(job, r)
+    if found is None:
+        return False
+    st, same, url = found
+    if same and url:
+        if fmt == "json":
+            print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": st.id,
+                              "nodes": list(st.nodes), "url": url, "message": "already"}))
+        else:
+            say(f"{r.name} is already up: {url} (job {st.id} on {', '.join(st.nodes)}, same recipe); nothing changed")
+        return True
+    what = "the same recipe, not serving yet" if same else "another version of the recipe"
+    raise InkctlError(f"job {st.id} ({st.state.lower()}) already runs {r.name}: {what}; nothing submitted",
+                      hint=f"end it first: inkctl down {recipe} --slurm (or scancel {st.id})", exit_code=2)
 
 
 def _fit(line: str, width: int = 80) -> str:
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
-def _jobs(name: str) -> list[str]:
-    from inkctl.slurm import ctl
-
-    return ctl.jobs_named(name)
-
-
 def down(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.slurm import run as sr
     from inkctl.export.slurm import job_name
+    from inkctl.slurm import run as sr
 
     say = _say(fmt)
     r = _load(recipe, set_).recipe
-    ids = _jobs(job_name(r.name))
-    if not ids:
+    if not sr.take_down(r, say):
         say(f"{r.name}: no Slurm job named {job_name(r.name)}; nothing to cancel")
         return
-    for job_id in ids:
-        st = sr.cancel_and_wait(job_id)
-        ranks = sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)
-        left = [f"rank {rk} on {n}" for rk, n, w in ranks if w == "running"]
-        sr.remove_secrets(str(Path(st.workdir, f".{job_name(r.name)}.secrets")) if st.workdir else None)
-        if left:
-            raise InkctlError(f"job {job_id} ended but {', '.join(left)} did not report its container removed",
-                              hint="look on that node: docker ps --filter label=inkctl.deployment=" + r.name)
-        say(f"job {job_id} cancelled ({st.state.lower()}); every rank removed its container")
     say(f"{r.name} is down")
 
 
 def status(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.slurm import ctl
-    from inkctl.slurm import run as sr
-    from inkctl.execute.supervise.health import check_once
     from inkctl.export.slurm import job_name
+    from inkctl.slurm import run as sr
 
     r = _load(recipe, set_).recipe
-    ids = _jobs(job_name(r.name))
-    if not ids:
-        if fmt == "json":
-            print(json.dumps({"deployment": r.name, "jobs": []}))
-        else:
-            print(f"{r.name}: no Slurm job named {job_name(r.name)}")
-        raise typer.Exit(1)
-    out = []
-    healthy = False
-    for job_id in ids:
-        st = ctl.job(job_id)
-        entry = {"job": job_id, "state": st.state, "reason": st.reason, "nodes": list(st.nodes), "output": st.stdout,
-                 "ranks": [{"rank": rk, "node": n, "state": w}
-                           for rk, n, w in sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)]}
-        if st.state == "RUNNING" and st.nodes:
-            import socket
-
-            url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
-            ok, seen = check_once(url)
-            entry["health"] = {"url": url, "ok": ok, "seen": seen}
-            healthy = healthy or ok
-        out.append(entry)
+    out = sr.job_status(r)
     if fmt == "json":
         print(json.dumps({"deployment": r.name, "jobs": out}, indent=2))
-    else:
-        for e in out:
-            print(f"job {e['job']}: {e['state'].lower()} on {', '.join(e['nodes']) or '-'}"
-                  + (f" ({e['reason']})" if e["reason"] not in ("None", "") else ""))
-            for k in e["ranks"]:
-                print(f"  rank {k['rank']} {k['node']}: {k['state']}")
-            if "health" in e:
-                h = e["health"]
-                print(f"  health {h['url']}: {'ok' if h['ok'] else h['seen']}")
-    if not healthy:
+    elif not out:
+        print(f"{r.name}: no Slurm job named {job_name(r.name)}")
+    for e in out if fmt != "json" else []:
+        print(f"job {e['job']}: {e['state'].lower()} on {', '.join(e['nodes']) or '-'}"
+              + (f" ({e['reason']})" if e["reason"] not in ("None", "") else ""))
+        for k in e["ranks"]:
+            print(f"  rank {k['rank']} {k['node']}: {k['state']}")
+        if "health" in e:
+            h = e["health"]
+            print(f"  health {h['url']}: {'ok' if h['ok'] else h['seen']}")
+    if not any(e.get("health", {}).get("ok") for e in out):
         raise typer.Exit(1)
 
 
 def logs(recipe: Path, set_, *, follow: bool, rank: Optional[int], tail: Optional[str]) -> None:
     """The job's output: every rank's lines, prefixed 'RANK: ' by srun --label."""
-    from inkctl.slurm import ctl
-    from inkctl.export.slurm import job_name
     from inkctl.scrub import arm_for
+    from inkctl.slurm import run as sr
 
     r = _load(recipe, set_).recipe
     scrub = arm_for(r)
-    ids = _jobs(job_name(r.name))
-    if not ids:
-        raise InkctlError(f"{r.name}: no Slurm job named {job_name(r.name)}", exit_code=1)
-    st = ctl.job(ids[-1])
-    path = Path(st.stdout)
-    if not st.stdout or not path.exists():
-        raise InkctlError(f"job {st.id}: its output {st.stdout or '(unknown)'} is not readable here",
-                          hint="read it on a node that shares the job's directory", exit_code=1)
-    n = None if tail in (None, "all") else int(tail)
-
-    def wanted(line: str) -> bool:
-        return rank is None or line.startswith(f"{rank}: ")
-
-    with path.open(errors="replace") as f:
-        lines = [ln for ln in f.read().splitlines() if wanted(ln)]
-        for ln in lines[-n:] if n else lines:
-            print(scrub.text(ln), flush=True)
-        while follow:
-            line = f.readline()
-            if line:
-                if wanted(line):
-                    print(scrub.text(line.rstrip("\n")), flush=True)
-                continue
-            if ctl.job(st.id).ended:
-                break
-            time.sleep(0.3)
+    sr.follow_output(r, lambda line: print(scrub.text(line), flush=True), follow=follow, rank=rank,
+                     tail=None if tail in (None, "all") else int(tail))
 
 
 def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
     """Follow the job: its state, every rank's status, health. The job ending or a rank failing: exit 1."""
-    from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
-    from inkctl.execute.supervise.health import check_once
-    from inkctl.export.slurm import job_name
 
-    say = _say(fmt)
-    r = _load(recipe, set_).recipe
-    ids = _jobs(job_name(r.name))
-    if not ids:
-        raise InkctlError(f"{r.name}: no Slurm job named {job_name(r.name)}", exit_code=1)
-    job_id = ids[-1]
-    import socket
-
-    st = ctl.job(job_id)
-    if st.state != "RUNNING" or not st.nodes:
-        raise InkctlError(f"job {job_id} is {st.state.lower()}, not running", exit_code=1)
-    url = sr.url_for(r, socket.gethostbyname(st.nodes[0]))
-    say(f"watching job {job_id} on {', '.join(st.nodes)}: {url} (Ctrl-C stops watching, the job runs on)")
-    misses = 0
     try:
-        while True:
-            st = ctl.job(job_id)
-            if st.state != "RUNNING":
-                st = sr.settled(job_id)
-                ranks = sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes, by_time=True)
-                failed = any(w.startswith("failed") for _, _, w in ranks)
-                what = sr.failure_of(st, r.name, r.hardware.nodes) if failed else "; ".join(
-                    f"rank {rk} on {n}: {w}" for rk, n, w in ranks)
-                raise InkctlError(f"job {job_id} is {st.state.lower()}: {what}", hint=f"its output: {st.stdout}",
-                                  exit_code=1)
-            ok, seen = check_once(url)
-            misses = 0 if ok else misses + 1
-            if misses >= 3:
-                raise InkctlError(f"job {job_id}: {url} stopped answering ({seen}, 3 times in a row)", exit_code=1)
-            time.sleep(interval)
+        sr.watch_job(_load(recipe, set_).recipe, interval, _say(fmt))
     except KeyboardInterrupt:
         raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED) from None
 

@@ -271,3 +271,118 @@ def cancel_and_wait(job_id: str, timeout: float = 120) -> ctl.JobState:
             raise InkctlError(f"job {job_id} is still {st.state} {timeout:g} s after scancel", exit_code=1,
                               hint="see `scontrol show job " + job_id + "`; a node that does not answer is drained by Slurm")
         time.sleep(POLL_S)
+
+
+def _head_url(recipe, st: ctl.JobState) -> str:
+    return url_for(recipe, socket.gethostbyname(st.nodes[0]))
+
+
+def existing(job: SlurmJob, recipe) -> tuple[ctl.JobState, bool, str | None] | None:
+    """This user's job of the deployment, if any: (its state, the same recipe hash?, its health URL
+    when it runs and answers)."""
+    from inkctl.execute.supervise.health import check_once
+    from inkctl.export.slurm import COMMENT
+
+    for job_id in ctl.jobs_named(job.name):
+        st = ctl.job(job_id)
+        same = st.comment == f"{COMMENT}{job.plan.recipe_hash}"
+        url = None
+        if st.state == "RUNNING" and st.nodes:
+            url = _head_url(recipe, st)
+            url = url if check_once(url)[0] else None
+        return st, same, url
+    return None
+
+
+def take_down(recipe, say) -> list[str]:
+    """scancel every job of the deployment, wait until each has left its nodes; the jobs' ids."""
+    ids = ctl.jobs_named(job_name(recipe.name))
+    for job_id in ids:
+        st = cancel_and_wait(job_id)
+        ranks = rank_status(job_dir_of(st, recipe.name), recipe.hardware.nodes)
+        left = [f"rank {rk} on {n}" for rk, n, w in ranks if w == "running"]
+        remove_secrets(str(Path(st.workdir, f".{job_name(recipe.name)}.secrets")) if st.workdir else None)
+        if left:
+            raise InkctlError(f"job {job_id} ended but {', '.join(left)} did not report its container removed",
+                              hint="look on that node: docker ps --filter label=inkctl.deployment=" + recipe.name)
+        say(f"job {job_id} cancelled ({st.state.lower()}); every rank removed its container")
+    return ids
+
+
+def job_status(recipe) -> list[dict]:
+    """Each job of the deployment: state, nodes, output, every rank's state, the head's health."""
+    from inkctl.execute.supervise.health import check_once
+
+    out = []
+    for job_id in ctl.jobs_named(job_name(recipe.name)):
+        st = ctl.job(job_id)
+        entry = {"job": job_id, "state": st.state, "reason": st.reason, "nodes": list(st.nodes), "output": st.stdout,
+                 "ranks": [{"rank": rk, "node": n, "state": w}
+                           for rk, n, w in rank_status(job_dir_of(st, recipe.name), recipe.hardware.nodes)]}
+        if st.state == "RUNNING" and st.nodes:
+            url = _head_url(recipe, st)
+            ok, seen = check_once(url)
+            entry["health"] = {"url": url, "ok": ok, "seen": seen}
+        out.append(entry)
+    return out
+
+
+def _latest(recipe) -> str:
+    ids = ctl.jobs_named(job_name(recipe.name))
+    if not ids:
+        raise InkctlError(f"{recipe.name}: no Slurm job named {job_name(recipe.name)}", exit_code=1)
+    return ids[-1]
+
+
+def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | None) -> None:
+    """The latest job's output (every rank's lines are prefixed 'RANK: '), then, with ``follow``,
+    what it adds until the job ends."""
+    st = ctl.job(_latest(recipe))
+    path = Path(st.stdout)
+    if not st.stdout or not path.exists():
+        raise InkctlError(f"job {st.id}: its output {st.stdout or '(unknown)'} is not readable here",
+                          hint="read it on a node that shares the job's directory", exit_code=1)
+
+    def wanted(line: str) -> bool:
+        return rank is None or line.startswith(f"{rank}: ")
+
+    with path.open(errors="replace") as f:
+        lines = [ln for ln in f.read().splitlines() if wanted(ln)]
+        for ln in lines[-tail:] if tail else lines:
+            emit(ln)
+        while follow:
+            line = f.readline()
+            if line:
+                if wanted(line):
+                    emit(line.rstrip("\n"))
+                continue
+            if ctl.job(st.id).ended:
+                break
+            time.sleep(0.3)
+
+
+def watch_job(recipe, interval: float, say) -> None:
+    """Until the job ends or its head stops answering (3 checks in a row): then raise, naming the rank."""
+    from inkctl.execute.supervise.health import check_once
+
+    job_id = _latest(recipe)
+    st = ctl.job(job_id)
+    if st.state != "RUNNING" or not st.nodes:
+        raise InkctlError(f"job {job_id} is {st.state.lower()}, not running", exit_code=1)
+    url = _head_url(recipe, st)
+    say(f"watching job {job_id} on {', '.join(st.nodes)}: {url} (Ctrl-C stops watching, the job runs on)")
+    misses = 0
+    while True:
+        st = ctl.job(job_id)
+        if st.state != "RUNNING":
+            st = settled(job_id)
+            ranks = rank_status(job_dir_of(st, recipe.name), recipe.hardware.nodes, by_time=True)
+            failed = any(w.startswith("failed") for _, _, w in ranks)
+            what = failure_of(st, recipe.name, recipe.hardware.nodes) if failed else "; ".join(
+                f"rank {rk} on {n}: {w}" for rk, n, w in ranks)
+            raise InkctlError(f"job {job_id} is {st.state.lower()}: {what}", hint=f"its output: {st.stdout}", exit_code=1)
+        ok, seen = check_once(url)
+        misses = 0 if ok else misses + 1
+        if misses >= 3:
+            raise InkctlError(f"job {job_id}: {url} stopped answering ({seen}, 3 times in a row)", exit_code=1)
+        time.sleep(interval)
