@@ -104,7 +104,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
                           "first_ttft_s": round(run.first_ttft_s or 0, 4), "script": script}))
         return
     say(f"{r.name} is up: {run.url} (job {job_id}, healthy after {run.healthy_after_s:.1f} s, {total:.1f} s in all)")
-    say(f"  first request TTFT {run.first_ttft_s * 1000:.0f} ms")
+    say(f"  first request TTFT {(run.first_ttft_s or 0) * 1000:.0f} ms")
     for i, n in enumerate(run.nodes):
         say(f"  rank {i} ({'head' if i == 0 else 'worker'}) {n}")
     if run.smoke:

@@ -13,6 +13,7 @@ Progress goes to ``say(text)``; nothing here prints.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -27,6 +28,7 @@ from inkctl.export.slurm_rank import STATUS_DIR
 from inkctl.plan.step import WaitHealth
 
 POLL_S = 0.5
+log = logging.getLogger(__name__)
 
 
 class SlurmJobFailed(InkctlError):
@@ -158,8 +160,8 @@ def remove_secrets(path: str | None) -> None:
     if path:
         try:
             os.unlink(path)
-        except OSError:
-            pass
+        except OSError as e:
+            log.debug("removing %s: %s", path, e)
 
 
 def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threading.Event) -> ctl.JobState:
@@ -316,7 +318,7 @@ def job_status(recipe) -> list[dict]:
     out = []
     for job_id in ctl.jobs_named(job_name(recipe.name)):
         st = ctl.job(job_id)
-        entry = {"job": job_id, "state": st.state, "reason": st.reason, "nodes": list(st.nodes), "output": st.stdout,
+        entry: dict[str, object] = {"job": job_id, "state": st.state, "reason": st.reason, "nodes": list(st.nodes), "output": st.stdout,
                  "ranks": [{"rank": rk, "node": n, "state": w}
                            for rk, n, w in rank_status(job_dir_of(st, recipe.name), recipe.hardware.nodes)]}
         if st.state == "RUNNING" and st.nodes:
