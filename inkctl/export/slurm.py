@@ -125,15 +125,16 @@ def export_slurm(recipe: Recipe, options: SlurmOptions, *, hosts: list[Host] | N
         by_name = True
     plan = build_plan(recipe, hosts_, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
                       weights_pinned=weights_pinned)
-    checks: tuple[tuple[str, int], ...] = ()
+    checks: dict[int, tuple[tuple[str, int], ...]] = {}  # rank -> (path on its node, size) of every pinned file
     if weights is not None:
         from inkctl.plan.hostvars import HostContext
         from inkctl.recipe.manifest import repo_folder
 
         template, m = weights
-        cache = HostContext(host=hosts_[0], rank=0, head=hosts_[0], placeholder=False).expand(template, "model.weights.cache")
-        base = f"{cache}/{repo_folder(m.repo)}/snapshots/{m.revision}"
-        checks = tuple((f"{base}/{f.path}", f.size) for f in m.files)
+        for rank, h in enumerate(hosts_):
+            cache = HostContext(host=h, rank=rank, head=hosts_[0], placeholder=False).expand(template, "model.weights.cache")
+            base = f"{cache}/{repo_folder(m.repo)}/snapshots/{m.revision}"
+            checks[rank] = tuple((f"{base}/{f.path}", f.size) for f in m.files)
     tokens = dict(_BUILTIN)
     tokens.update({_var_token(n): n for n in env_vars})
     return _Script(recipe, options, plan, tokens, by_name, hosts, env_vars, image_pin, checks).job()
@@ -303,7 +304,7 @@ class _Script:
         if image and self.image_pin:
             inspect = runtime.image_inspect(rt, image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
             steps.append(f"check_image {command_line([self.image_pin])} {self.sh(inspect)}")
-        for path, size in self.weights_check:
+        for path, size in self.weights_check.get(rank, ()):
             steps.append(f"check_size {self.sh([path])} {size}")
         eng = self.r.engine
         if rank > 0 and eng.kind == "vllm" and self.r.multinode and getattr(eng, "multinode", None) == "ray":
