@@ -87,7 +87,9 @@ def weights(
     else:
         _summary(report)
     if report.failed or report.bad:
-        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts), exit_code=1)
+        from inkctl.weights.hub import token_how
+
+        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts, token_how(loaded.recipe)), exit_code=1)
 
 
 def _interrupted() -> InkctlError:

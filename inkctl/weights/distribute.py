@@ -1,6 +1,6 @@
 """Put the pinned model on every host: ask each what it has, download the rest ONCE (on the
-source host, the head by default), then copy host to host over the cluster network, every
-receiver at once, streaming; never through this machine.
+source host, the head by default) and relay it host to host along a chain over the cluster
+network (``relay.py``), every host writing and forwarding at once; never through this machine.
 
 Each host runs ``onhost.py`` inside the engine image with the container runtime (nothing is
 installed on it). The sender binds to the source's cluster address, serves only the pinned
@@ -12,7 +12,6 @@ it arrives and checked against the pin before it takes its place.
 from __future__ import annotations
 
 import json
-import secrets
 import threading
 import time
 from dataclasses import dataclass, field
@@ -56,6 +55,16 @@ class WeightsProgress(Event):
     host: str
     bytes: int
     total_bytes: int
+    rate: float = 0.0  # bytes/s since this host's first byte
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightsReattached(Event):
+    """A relay host died mid-copy: ``host`` resumes from the host before it."""
+    host: str
+    dead: str
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,10 +74,13 @@ class WeightsHostDone(Event):
     bytes: int
     seconds: float
     error: str = ""
+    rate: float = 0.0  # bytes/s while it received
+    bottleneck: str = ""  # what held this host back: the link from X, the disk, the source
 
 
 EVENT_NAMES.update({WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
-                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done"})
+                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done",
+                    WeightsReattached: "weights_reattached"})
 
 
 # ------------------------------------------------------------------------------ hosts
@@ -237,57 +249,26 @@ class Outcome:
     seconds: float = 0.0
 
 
-def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcome: Outcome, label: str) -> bool:
-    """Run the fetch on one host; progress to the sink; the result in ``outcome``."""
-    want = wanted(s)
-    total = to_write(m, s)
-    t0 = time.monotonic()
-    sink.emit(WeightsStarted(s.name, label, len(want), total))
-    done = {"bytes": 0, "errors": []}
-    env_file = f"{s.work}/fetch.env"
-
-    def event(ev: dict) -> None:
-        if ev.get("ev") == "progress":
-            done["bytes"] = int(ev["bytes"])
-            sink.emit(WeightsProgress(s.name, done["bytes"], total))
-        elif ev.get("ev") == "error":
-            done["errors"].append(ev["why"])
-
-    try:
-        s.put_job("fetch.json", _job(m, s, want=want, source=source))
-        s.put_env("fetch.env", env)
-        code, other = _lines(s, s.argv("fetch", "fetch.json", env_file=env_file), event)
-    except HostError as e:
-        code, other = -1, [e.message.removeprefix(f"{s.name}: ")]
-    finally:
-        try:
-            if s.stop is not None and s.stop.is_set():
-                s.remove("fetch")
-            s.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError:
-            pass
-    seconds = time.monotonic() - t0
-    if code == 0:
-        outcome.moved[s.name] = done["bytes"]
-        sink.emit(WeightsHostDone(s.name, True, done["bytes"], round(seconds, 3)))
-        return True
-    if s.stop is not None and s.stop.is_set():
-        why = f"interrupted; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
-    elif code == -1:
-        why = "went away during the copy" + (f" ({other[-1]})" if other else "") + \
-            f"; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
-    else:
-        why = "; ".join(done["errors"]) or f"exit {code}: " + (" | ".join(other[-3:]) or "no output")
-    outcome.failed[s.name] = why
-    sink.emit(WeightsHostDone(s.name, False, done["bytes"], round(seconds, 3), why))
-    return False
+@dataclass
+class Outcome:
+    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
+    failed: dict[str, str] = field(default_factory=dict)  # host -> why
+    hub_bytes: int = 0
+    seconds: float = 0.0
+    hub_refused: str = ""  # the Hub refused the token (or its absence): the secret to set
+    reattached: list = field(default_factory=list)  # (host, dead host): who healed around whom
+    bottleneck: dict[str, str] = field(default_factory=dict)  # host -> what held it back
+    rate: dict[str, float] = field(default_factory=dict)  # host -> bytes/s
 
 
 def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink,
                bwlimit: float | None = None) -> Outcome:
-    """Download what the source lacks from the Hub, then copy to every other host that lacks
-    something, all at once. Needs ``scan`` first. Hosts that fail are named in the outcome;
-    the others finish. ``bwlimit``: bytes/s per copy stream (leave room on a shared network)."""
+    """Every host that lacks something joins a chain behind the source; the source gets what it
+    lacks from a host that has it, the Hub last, and forwards it as it arrives. Needs ``scan``
+    first. Hosts that fail are named in the outcome; the others finish. ``bwlimit``: bytes/s
+    per copy stream (leave room on a shared network)."""
+    from inkctl.weights.relay import run_chain
+
     t0 = time.monotonic()
     out = Outcome()
     for s in sites:
@@ -304,66 +285,12 @@ def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hu
     if source.name in out.failed:
         raise InkctlError(f"the source {source.name} cannot take the weights: {out.failed[source.name]}",
                           hint="free space there, or pick another source with --from HOST")
-    receivers = [s for s in live if s is not source and not s.error and wanted(s)]
-    if wanted(source):
-        if not _fetch(m, source, {"kind": "hub", "url": hub_url}, hub_env, sink, out, "hub"):
-            out.seconds = time.monotonic() - t0
-            raise InkctlError(f"download on {source.name} failed: {out.failed[source.name]}",
-                              hint="nothing was copied to the other hosts; rerun to resume")
-        out.hub_bytes = out.moved.get(source.name, 0)
-    if receivers:
-        _copy(m, source, receivers, sink, out, bwlimit)
+    chain = [source] + [s for s in live if s is not source and not s.error and wanted(s)]
+    if len(chain) > 1 or wanted(source):
+        donors = [s for s in live if s not in chain and not s.error] if wanted(source) else []
+        run_chain(m, chain, donors, hub_url=hub_url, hub_env=hub_env, sink=sink, out=out, bwlimit=bwlimit)
     out.seconds = time.monotonic() - t0
     return out
-
-
-def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, bwlimit: float | None) -> None:
-    token = secrets.token_hex(32)
-    env_file = source.put_env("serve.env", {"INKCTL_WEIGHTS_TOKEN": token})
-    source.put_job("serve.json", _job(m, source, bind=source.address, port=0, idle_s=300, rate=bwlimit))
-    listening: dict = {}
-    ready = threading.Event()
-    stop = threading.Event()
-    served: dict = {}
-
-    def event(ev: dict) -> None:
-        if ev.get("ev") == "listening":
-            listening.update(ev)
-            ready.set()
-
-    def run_server() -> None:
-        try:
-            served["result"] = _lines(source, source.argv("serve", "serve.json", env_file=env_file), event, stop)
-        except HostError as e:
-            served["result"] = (-1, [e.message])
-        ready.set()
-
-    thread = threading.Thread(target=run_server, name="weights-serve", daemon=True)
-    source.remove("serve")  # a leftover
-    thread.start()
-    try:
-        if not ready.wait(LISTEN_TIMEOUT_S) or not listening:
-            code, other = served.get("result", (None, []))
-            raise InkctlError(f"the sender on {source.name} did not start (exit {code}): " + (" | ".join(other[-3:]) or "no answer"),
-                              hint=f"is {source.address} an address of {source.name}? (cluster_address in the inventory)")
-        url = f"http://{_url_host(source.address)}:{listening['port']}"
-
-        def one(s: Site) -> None:
-            _fetch(m, s, {"kind": "peer", "url": url}, {"INKCTL_WEIGHTS_TOKEN": token}, sink, out, source.name)
-
-        each(one, receivers, name="weights")
-    finally:
-        stop.set()
-        try:
-            source.remove("serve")
-            source.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError:
-            pass
-        thread.join(timeout=10)
-
-
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address else address
 
 
 def _gib(n: int) -> str:

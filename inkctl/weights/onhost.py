@@ -565,9 +565,12 @@ def fetch_all(job, store, sources, progress):
     hub = [why for what, why in errors if what == "hub"]
     if hub:
         say(ev="error", why=hub[0], hub_refused=True, files=len(hub))
+    same = {}  # one line per reason, not one per file
     for what, why in errors:
         if what != "hub":
-            say(ev="error", why="%s: %s" % (what, why))
+            same.setdefault(why, []).append(what)
+    for why, paths in same.items():
+        say(ev="error", why="%s: %s" % (paths[0] if len(paths) == 1 else "%d files" % len(paths), why), files=paths)
     return not errors
 
 

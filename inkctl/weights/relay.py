@@ -1,0 +1,266 @@
+"""The copy chain of ``inkctl weights``: one ``onhost.py relay`` per host, each serving what it
+has and what it is receiving while it receives, so the model crosses every link once and all
+links at once (time to N hosts ~ one copy plus a small delay per hop, not N copies through the
+head's one link).
+
+    Hub (or a host that has the file) -> source -> h2 -> h3 -> ... -> hN
+
+The source (the head, or ``--from``) asks first the hosts that already have a file, the Hub
+last, and forwards the bytes as they arrive (a fresh cluster costs one Hub download, not a
+download and then a copy). Each host in the chain lists the hosts before it, nearest first: if
+its upstream dies mid-copy it asks the one before that, from the bytes it already has (the
+dead host is named). Every host hashes what it receives and checks it against the pin.
+
+Start-up is two steps because a sender's port is known only once it listens: every relay
+starts and says where it listens, then each gets its sources (a file in its state dir).
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+from inkctl.errors import InkctlError
+from inkctl.execute.fanout import each
+from inkctl.execute.transport import HostError
+from inkctl.weights.distribute import (Outcome, Site, WeightsHostDone, WeightsProgress, WeightsReattached,
+                                       WeightsStarted, _job, _lines, to_write, wanted)
+from inkctl.weights.manifest import Manifest
+
+WHAT = "relay"
+LISTEN_TIMEOUT_S = 60
+TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
+
+
+@dataclass
+class Member:
+    """One host of the chain (or a donor, which only serves) as the run sees it."""
+
+    site: Site
+    fetches: bool
+    total: int = 0
+    listening: dict = field(default_factory=dict)
+    ended: threading.Event = field(default_factory=threading.Event)  # its fetch is over (or it is gone)
+    code: int | None = None
+    other: list = field(default_factory=list)
+    bytes: int = 0
+    read_s: float = 0.0
+    write_s: float = 0.0
+    first_byte: float | None = None
+    last_byte: float | None = None
+    errors: list = field(default_factory=list)
+    hub_refused: str = ""
+    hub_bytes: int = 0
+    ok: bool | None = None
+    upstream: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.site.name
+
+
+def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: str, hub_env: dict[str, str], sink,
+              out: Outcome, bwlimit: float | None) -> None:
+    token = secrets.token_hex(32)
+    members = [Member(s, fetches=True, total=to_write(m, s)) for s in chain] + \
+              [Member(s, fetches=False) for s in donors]
+    stop = threading.Event()
+    heard = threading.Condition()
+    interrupt = chain[0].stop
+
+    def event_for(mb: Member):
+        def event(ev: dict) -> None:
+            kind = ev.get("ev")
+            with heard:
+                if kind == "listening":
+                    mb.listening = ev
+                elif kind in ("progress", "done", "failed"):
+                    _progress(mb, ev)
+                    if kind != "progress":
+                        mb.ok = kind == "done"
+                        mb.ended.set()
+                elif kind == "file" and ev.get("source") == "hub":
+                    mb.hub_bytes += int(ev.get("bytes", 0))
+                elif kind == "error":
+                    mb.errors.append(ev["why"])
+                    if ev.get("hub_refused"):
+                        mb.hub_refused = ev["why"]
+                elif kind == "dead":
+                    out.reattached.append((mb.name, ev["host"]))
+                    sink.emit(WeightsReattached(mb.name, ev["host"], ev.get("why", "")))
+                heard.notify_all()
+            if kind == "progress" and mb.fetches:
+                sink.emit(WeightsProgress(mb.name, mb.bytes, mb.total, round(_rate(mb), 1), _eta(mb)))
+        return event
+
+    def prepare(mb: Member) -> None:
+        s = mb.site
+        env = {TOKEN_ENV: token, **(hub_env if s is chain[0] else {})}  # the Hub token: the source only
+        s.put_env("relay.env", env)
+        s.put_job("relay.json", _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0,
+                                     idle_s=900, rate=bwlimit, sources_file=f"{s.work}/relay-sources.json"))
+        s.transport.run(["rm", "-f", f"{s.work}/relay-sources.json"], timeout=30)
+        s.remove(WHAT)  # one left by a run that lost this host (cut, then healed)
+
+    def launch(mb: Member) -> None:
+        s = mb.site
+        try:
+            mb.code, mb.other = _lines(s, s.argv(WHAT, "relay.json", env_file=f"{s.work}/relay.env"), event_for(mb),
+                                       stop)
+        except HostError as e:
+            mb.code, mb.other = -1, [e.message.removeprefix(f"{s.name}: ")]
+        with heard:
+            mb.ended.set()
+            heard.notify_all()
+
+    t0 = time.monotonic()
+    threads: list[threading.Thread] = []
+    try:
+        for mb, err in zip(members, each(_safely(prepare), members, name="weights")):
+            if err:
+                mb.code, mb.other = -1, [err]
+                mb.ended.set()
+        for mb in members:
+            if not mb.ended.is_set():
+                th = threading.Thread(target=launch, args=(mb,), name=f"weights-{mb.name}", daemon=True)
+                th.start()
+                threads.append(th)
+        with heard:  # every relay says where it listens (or ends)
+            heard.wait_for(lambda: all(mb.listening or mb.ended.is_set() for mb in members) or
+                           (interrupt is not None and interrupt.is_set()), LISTEN_TIMEOUT_S)
+        head = members[0]
+        if not head.listening:
+            raise InkctlError(f"the relay on {head.name} did not start (exit {head.code}): " +
+                              (" | ".join(head.other[-3:]) or "no answer"),
+                              hint=f"is {head.site.address} an address of {head.name}? "
+                                   "(cluster_address in the inventory)")
+        up = [mb for mb in members if mb.listening]
+        each(lambda mb: _point(m, mb, up, chain[0], hub_url, sink), [mb for mb in up if mb.fetches], name="weights")
+        while True:  # until every fetch is over (done, failed, or its host gone)
+            with heard:
+                if all(mb.ended.is_set() for mb in members if mb.fetches):
+                    break
+                heard.wait(0.2)
+            if interrupt is not None and interrupt.is_set():
+                break
+    finally:
+        stop.set()
+        each(_safely(lambda mb: (mb.site.remove(WHAT),
+                                 mb.site.transport.run(["rm", "-f", f"{mb.site.work}/relay.env"], timeout=30))),
+             members, name="weights")
+        for th in threads:
+            th.join(timeout=10)
+    _outcome(members, out, interrupted=interrupt is not None and interrupt.is_set(), t0=t0, sink=sink)
+
+
+def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str, sink) -> None:
+    """Tell one relay where its blobs come from."""
+    s = mb.site
+    url = {x.name: f"http://{_url_host(x.site.address)}:{x.listening['port']}" for x in up}
+    chain = [x for x in up if x.fetches]
+    if s is source:
+        # a host that has the file first (the Hub is the last resort), then the Hub
+        peers = [x for x in up if x.site is not source]
+        srcs = [{"name": x.name, "kind": "peer", "url": url[x.name]} for x in peers] + \
+               [{"name": "hub", "kind": "hub", "url": hub_url}]
+        per_blob = {}
+        for p in wanted(s):
+            e = m.file(p).etag
+            per_blob[e] = [i for i, x in enumerate(peers) if _has(x.site, m, e)] + [len(peers)]
+        doc = {"sources": srcs, "per_blob": per_blob}
+        firsts = [srcs[v[0]]["name"] for v in per_blob.values()]
+        mb.upstream = "hub" if all(f == "hub" for f in firsts) else max(set(firsts), key=firsts.count)
+    else:
+        before = list(reversed(chain[:chain.index(mb)]))  # nearest first, the source last
+        doc = {"sources": [{"name": x.name, "kind": "peer", "url": url[x.name]} for x in before]}
+        mb.upstream = before[0].name
+    if wanted(s):
+        sink.emit(WeightsStarted(s.name, mb.upstream, len(wanted(s)), mb.total))
+    import json
+
+    s.transport.put(f"{s.work}/relay-sources.json", json.dumps(doc).encode(), 0o600)
+
+
+def _has(s: Site, m: Manifest, etag: str) -> bool:
+    files = s.scan.get("files", {})
+    return any(f.etag == etag and files.get(f.path, {}).get("state") in ("ok", "unlinked") for f in m.files)
+
+
+def _progress(mb: Member, ev: dict) -> None:
+    now = time.monotonic()
+    n = int(ev.get("bytes", 0))
+    if n > mb.bytes:
+        if mb.first_byte is None:
+            mb.first_byte = now
+        mb.last_byte = now
+    mb.bytes = max(mb.bytes, n)
+    mb.read_s, mb.write_s = float(ev.get("read_s", 0)), float(ev.get("write_s", 0))
+
+
+def _rate(mb: Member) -> float:
+    if mb.first_byte is None or mb.last_byte is None or mb.last_byte <= mb.first_byte:
+        return 0.0
+    return mb.bytes / (mb.last_byte - mb.first_byte)
+
+
+def _eta(mb: Member) -> float | None:
+    r = _rate(mb)
+    return round((mb.total - mb.bytes) / r, 1) if r > 0 and mb.total > mb.bytes else None
+
+
+def _bottleneck(mb: Member, head: Member) -> str:
+    """What held this host back, from where its fetch spent its time."""
+    if not mb.bytes:
+        return ""
+    if mb.write_s > mb.read_s:
+        return "disk"
+    if mb is head:
+        return "the Hub" if head.upstream == "hub" else f"link from {head.upstream}"
+    if head.hub_bytes and _rate(mb) <= 1.15 * max(_rate(head), 1.0):
+        return "the Hub (via the chain)"
+    return f"link from {mb.upstream}"
+
+
+def _outcome(members: list[Member], out: Outcome, *, interrupted: bool, t0: float, sink) -> None:
+    head = members[0]
+    out.hub_bytes += head.hub_bytes
+    refused = next((mb.hub_refused for mb in members if mb.hub_refused), "")
+    out.hub_refused = refused
+    for mb in (x for x in members if x.fetches and wanted(x.site)):
+        seconds = round(time.monotonic() - t0, 3)
+        if mb.ok:
+            out.moved[mb.name] = mb.bytes
+            out.rate[mb.name] = round(_rate(mb), 1)
+            out.bottleneck[mb.name] = _bottleneck(mb, head)
+            sink.emit(WeightsHostDone(mb.name, True, mb.bytes, seconds, rate=out.rate[mb.name],
+                                      bottleneck=out.bottleneck[mb.name]))
+            continue
+        arrived = f"{mb.bytes} of {mb.total} bytes arrived, partial files are kept for a rerun"
+        if interrupted:
+            why = f"interrupted; {arrived}"
+        elif mb.ok is None and mb.code == -1:
+            why = "went away during the copy" + (f" ({mb.other[-1]})" if mb.other else "") + f"; {arrived}"
+        elif mb.errors:
+            why = "; ".join(dict.fromkeys(mb.errors))
+        else:
+            why = f"exit {mb.code}: " + (" | ".join(mb.other[-3:]) or "no output")
+        if refused and mb is not head and not mb.hub_refused:
+            why = f"nothing to relay: {head.name} could not download ({refused})"
+        out.failed[mb.name] = why
+        sink.emit(WeightsHostDone(mb.name, False, mb.bytes, seconds, why))
+
+
+def _safely(fn):
+    def run(mb: Member) -> str:
+        try:
+            fn(mb)
+            return ""
+        except HostError as e:
+            return e.message.removeprefix(f"{mb.name}: ")
+    return run
+
+
+def _url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
