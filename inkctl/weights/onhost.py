@@ -166,6 +166,7 @@ class Blob:
         self.f, self.size, self.path, self.state = f, f["size"], path, state
         self.written = 0
         self.why = ""
+        self.hash = None  # of the bytes written so far
 
 
 class Store:
@@ -434,6 +435,7 @@ def pull(job, store, b, src, progress):
     resp, start = (None, start) if start == b.size else open_source(job, src, b.f, start)
     if start != b.written:  # the source ignored the Range: from the start
         store.grew(b, start)
+        b.hash = hasher(b.f)
     with open(part, "r+b") as out:
         out.seek(start)
         out.truncate()
@@ -452,6 +454,7 @@ def pull(job, store, b, src, progress):
                     raise Dropped("the connection ended after %d of %d bytes" % (got, b.size))
                 out.write(block)
                 out.flush()
+                b.hash.update(block)  # hashed as it arrives
                 got += len(block)
                 store.grew(b, got)
                 progress.add(len(block), t1 - t0, time.monotonic() - t1)
@@ -504,6 +507,7 @@ def fetch_blob(job, store, sources, b, progress):
         start = 0
     with open(part, "ab"):
         pass
+    b.hash = hash_file(part, b.f, upto=start) if start else hasher(b.f)  # the bytes already here
     store.grew(b, start)
     first = start
     last_error, got_from = "no source", None
@@ -518,7 +522,7 @@ def fetch_blob(job, store, sources, b, progress):
         last_error = sources.last.get(etag(b.f), last_error)
     if got_from is None:
         raise Refused(last_error)
-    h = hash_file(part, b.f)
+    h = b.hash
     if h.hexdigest() != etag(b.f):
         os.remove(part)
         raise Refused("%s is %s, the pin says %s: the file was altered on the way or at the source"
