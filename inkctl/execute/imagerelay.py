@@ -25,6 +25,10 @@ from inkctl.execute.fanout import each
 from inkctl.execute.images import HostImages
 from inkctl.execute.transport import HostError, Transport
 
+class NoSource(InkctlError):
+    """No host has the image: there is nothing to relay."""
+
+
 PROGRAM = Path(__file__).with_name("imagerelay_host.py")
 LISTEN_TIMEOUT_S = 60
 
@@ -115,7 +119,7 @@ def push_to_hosts(nodes: list[Node], image: str, *, source: str | None, sink,
         if not src.image_id:
             raise InkctlError(f"{source} does not have {image}", hint="pick a host that has it (--from HOST)", exit_code=1)
     elif not have:
-        raise InkctlError(f"no host has {image}", exit_code=1,
+        raise NoSource(f"no host has {image}", exit_code=1,
                           hint="pull or build it on one host (inkctl build), then run this again")
     else:
         src = have[0]

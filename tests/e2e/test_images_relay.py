@@ -94,3 +94,21 @@ def test_docker_and_podman_hosts_relay_to_each_other(cluster, inventory, home, o
     assert sorted(rep["sent"]) == ["h2", "h3"] and not rep["failed"], rep
     want = image_id(cluster, "h1")
     assert image_id(cluster, "h3") == want and image_id(cluster, "h2") == want
+
+
+def test_up_distribute_image_sends_the_engine_image_to_a_host_that_lacks_it(cluster, recipe, inventory, inkctl):
+    rec = recipe("vllm-native-2")
+    inv = inventory("h1", "h2")
+    engine = "inkctl-fake-engine:latest"
+    want = cluster.docker("h1", "image", "inspect", "--format", "{{.Id}}", engine).stdout.strip()
+    assert cluster.docker("h2", "rmi", "-f", engine).returncode == 0
+    try:
+        up = inkctl("up", rec, "--hosts", inv, "--distribute-image", timeout=300)
+        assert up.rc == 0, up
+        assert "image inkctl-fake-engine:latest sent to h2" in up.out, up
+        assert cluster.docker("h2", "image", "inspect", "--format", "{{.Id}}", engine).stdout.strip() == want
+    finally:
+        inkctl("down", rec, "--hosts", inv, timeout=120)
+        if cluster.docker("h2", "image", "inspect", engine).returncode != 0:  # put it back for the other tests
+            subprocess.run(f"docker -H unix://{cluster.host('h1').socket} save {engine} | "
+                           f"docker -H unix://{cluster.host('h2').socket} load", shell=True, check=False)
