@@ -238,7 +238,7 @@ def _distribute_image(loaded, plan, accept_new: bool, fmt: str, sink) -> None:
     host has it yet (a patched image not built yet): nothing to send, the build makes it."""
     from inkctl.cli.images_push import distribute_image
     from inkctl.execute.events import Info
-    from inkctl.execute.imagerelay import NoSource
+    from inkctl.execute.image.relay import NoSource
     from inkctl.plan.inputs import plan_inputs
 
     try:

@@ -1,5 +1,5 @@
 """``inkctl images push-to-hosts``: the recipe's image from the host that has it to every host
-that lacks it, host to host along a chain (``inkctl.execute.imagerelay``). Thin: load -> relay
+that lacks it, host to host along a chain (``inkctl.execute.image.relay``). Thin: load -> relay
 -> print."""
 
 from __future__ import annotations
@@ -61,10 +61,10 @@ def push_to_hosts_cmd(
 
 def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str, stop=None, sink=None):
     """Connect, relay, close: what ``images push-to-hosts`` and ``up --distribute-image`` run."""
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.hosts.connect import close_all, connect_all
     from inkctl.execute.events import JsonLines
-    from inkctl.execute.imagerelay import nodes_for, push_to_hosts
-    from inkctl.execute.preflight import host_image
+    from inkctl.execute.image.relay import nodes_for, push_to_hosts
+    from inkctl.execute.deploy.preflight import host_image
 
     ref = host_image(loaded.recipe, plan, image)
     own = sink is None
@@ -87,7 +87,7 @@ class _Lines:
         self.out = console()
 
     def emit(self, event) -> None:
-        from inkctl.execute.imagerelay import ImageHostDone, ImageStarted
+        from inkctl.execute.image.relay import ImageHostDone, ImageStarted
 
         if isinstance(event, ImageStarted):
             self.out.print(f"{event.host}: receiving from {event.source}", markup=False, highlight=False)

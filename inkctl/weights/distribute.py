@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
@@ -239,58 +237,6 @@ def to_write(m: Manifest, s: Site) -> int:
         size = m.file(p).size
         total += 0 if st["state"] == "unlinked" else size - min(st.get("partial", 0), size)
     return total
-
-
-@dataclass
-class Outcome:
-    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
-    failed: dict[str, str] = field(default_factory=dict)  # host -> why
-    hub_bytes: int = 0
-    seconds: float = 0.0
-
-
-@dataclass
-class Outcome:
-    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
-    failed: dict[str, str] = field(default_factory=dict)  # host -> why
-    hub_bytes: int = 0
-    seconds: float = 0.0
-    hub_refused: str = ""  # the Hub refused the token (or its absence): the secret to set
-    reattached: list = field(default_factory=list)  # (host, dead host): who healed around whom
-    bottleneck: dict[str, str] = field(default_factory=dict)  # host -> what held it back
-    rate: dict[str, float] = field(default_factory=dict)  # host -> bytes/s
-
-
-def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink,
-               bwlimit: float | None = None) -> Outcome:
-    """Every host that lacks something joins a chain behind the source; the source gets what it
-    lacks from a host that has it, the Hub last, and forwards it as it arrives. Needs ``scan``
-    first. Hosts that fail are named in the outcome; the others finish. ``bwlimit``: bytes/s
-    per copy stream (leave room on a shared network)."""
-    from inkctl.weights.relay import run_chain
-
-    t0 = time.monotonic()
-    out = Outcome()
-    for s in sites:
-        if s.error:
-            out.failed[s.name] = s.error
-    live = [s for s in sites if not s.error]
-    for s in live:  # disk space first: free space against the bytes to write
-        need, free = to_write(m, s), int(s.scan.get("free", 0))
-        if need > free:
-            s.error = (f"not enough disk for the weights in {s.cache}: {need} bytes to write, {free} free "
-                       f"({_gib(need)} vs {_gib(free)})")
-            out.failed[s.name] = s.error
-            sink.emit(WeightsHostDone(s.name, False, 0, 0.0, s.error))
-    if source.name in out.failed:
-        raise InkctlError(f"the source {source.name} cannot take the weights: {out.failed[source.name]}",
-                          hint="free space there, or pick another source with --from HOST")
-    chain = [source] + [s for s in live if s is not source and not s.error and wanted(s)]
-    if len(chain) > 1 or wanted(source):
-        donors = [s for s in live if s not in chain and not s.error] if wanted(source) else []
-        run_chain(m, chain, donors, hub_url=hub_url, hub_env=hub_env, sink=sink, out=out, bwlimit=bwlimit)
-    out.seconds = time.monotonic() - t0
-    return out
 
 
 def _gib(n: int) -> str:

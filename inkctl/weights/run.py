@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from inkctl.weights.distribute import Site, distribute, prepare, scan, to_write, wanted
+from inkctl.weights.distribute import Site, prepare, scan, to_write, wanted
+from inkctl.weights.relay import distribute
 from inkctl.recipe.manifest import Manifest, host_cache_template
 
 

@@ -59,8 +59,8 @@ def test_the_image_goes_host_to_host_to_every_host_that_lacks_it(cluster, recipe
 
 MIXED = """
 import json, sys
-from inkctl.execute.connect import connect_all, close_all
-from inkctl.execute.imagerelay import Node, push_to_hosts
+from inkctl.execute.hosts.connect import connect_all, close_all
+from inkctl.execute.image.relay import Node, push_to_hosts
 from inkctl.recipe.source import load_inventory
 
 inv, state = sys.argv[1], json.loads(sys.argv[2])

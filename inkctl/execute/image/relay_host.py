@@ -1,6 +1,6 @@
 """Runs ON a host with the host's python3 (standard library only): one link of the image chain.
 
-    python3 imagerelay_host.py JOB
+    python3 relay_host.py JOB
 
 The first host of the chain reads ``<runtime> save IMAGE``; every other host reads the stream
 of the host before it (an HTTP GET with the copy token) and, at the same time, feeds it to

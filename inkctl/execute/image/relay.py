@@ -3,7 +3,7 @@ that lacks it, along a chain (host to host over the cluster network, each host l
 forwarding at once: the image crosses each link once, all links at once), docker or podman on
 either end (``save`` writes a docker archive, both ``load`` it).
 
-Each host runs ``imagerelay_host.py`` with its own python3 (the image is not there yet, so it
+Each host runs ``relay_host.py`` with its own python3 (the image is not there yet, so it
 cannot run in it). Hosts that already have the image (same id) are left alone. The whole image
 moves: a host that has some of its layers still receives them (``save``/``load`` cannot skip a
 layer; a registry can, see ``build --push``). A relay host that dies mid-stream is named and
@@ -21,15 +21,15 @@ from pathlib import Path
 
 from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
-from inkctl.execute.fanout import each
-from inkctl.execute.images import HostImages
-from inkctl.execute.transport import HostError, Transport
+from inkctl.execute.hosts.fanout import each
+from inkctl.execute.state.images import HostImages
+from inkctl.execute.hosts.transport import HostError, Transport
 
 class NoSource(InkctlError):
     """No host has the image: there is nothing to relay."""
 
 
-PROGRAM = Path(__file__).with_name("imagerelay_host.py")
+PROGRAM = Path(__file__).with_name("relay_host.py")
 LISTEN_TIMEOUT_S = 60
 
 
