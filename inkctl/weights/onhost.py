@@ -172,6 +172,7 @@ class Blob:
 class Store:
     def __init__(self, lay, want_paths):
         self.lay = lay
+        self.busy = False  # fetching: never idle
         self.cond = threading.Condition()
         self.blobs = {}
         want = set(want_paths)
@@ -297,7 +298,7 @@ def serve(store, job, token):
         while True:
             time.sleep(1)
             with guard:
-                if state["active"] == 0 and time.monotonic() - state["last"] > idle_s:
+                if state["active"] == 0 and not store.busy and time.monotonic() - state["last"] > idle_s:
                     os._exit(0)
 
     threading.Thread(target=idle, daemon=True).start()
@@ -609,8 +610,12 @@ def relay(job, serving=True, fetching=True):
             return 1
     sources = Sources(doc)
     progress = Progress()
-    ok = fetch_all(job, store, sources, progress)
-    progress.report("done" if ok else "failed")
+    store.busy = True
+    try:
+        ok = fetch_all(job, store, sources, progress)
+        progress.report("done" if ok else "failed")
+    finally:
+        store.busy = False  # from now on a relay nobody reads from ends once idle
     if serving:  # the next hosts may still be reading: serve until removed (or idle)
         threading.Event().wait()
     return 0 if ok else 1

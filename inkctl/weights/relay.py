@@ -30,6 +30,7 @@ from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsProgress, W
 from inkctl.recipe.manifest import Manifest
 
 WHAT = "relay"
+IDLE_S = 900  # a relay nobody asks for anything this long ends by itself
 LISTEN_TIMEOUT_S = 60
 TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
 
@@ -114,6 +115,10 @@ class Member:
 def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: str, hub_env: dict[str, str], sink,
               out: Outcome, bwlimit: float | None) -> None:
     token = secrets.token_hex(32)
+    # names of this run: a relay left on a host this run cannot reach (cut, then healed) is in
+    # no one's way, and ends by itself once idle
+    run = secrets.token_hex(4)
+    what = f"{WHAT}-{run}"
     members = [Member(s, fetches=True, total=to_write(m, s)) for s in chain] + \
               [Member(s, fetches=False) for s in donors]
     stop = threading.Event()
@@ -148,17 +153,15 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
     def prepare(mb: Member) -> None:
         s = mb.site
         env = {TOKEN_ENV: token, **(hub_env if s is chain[0] else {})}  # the Hub token: the source only
-        s.put_env("relay.env", env)
-        s.put_job("relay.json", _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0,
-                                     idle_s=900, rate=bwlimit, sources_file=f"{s.work}/relay-sources.json"))
-        s.transport.run(["rm", "-f", f"{s.work}/relay-sources.json"], timeout=30)
-        s.remove(WHAT)  # one left by a run that lost this host (cut, then healed)
+        s.put_env(f"relay-{run}.env", env)
+        s.put_job(f"relay-{run}.json", _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0,
+                                            idle_s=IDLE_S, rate=bwlimit, sources_file=f"{s.work}/relay-{run}.sources"))
 
     def launch(mb: Member) -> None:
         s = mb.site
         try:
-            mb.code, mb.other = _lines(s, s.argv(WHAT, "relay.json", env_file=f"{s.work}/relay.env"), event_for(mb),
-                                       stop)
+            mb.code, mb.other = _lines(s, s.argv(what, f"relay-{run}.json", env_file=f"{s.work}/relay-{run}.env"),
+                                       event_for(mb), stop)
         except HostError as e:
             mb.code, mb.other = -1, [e.message.removeprefix(f"{s.name}: ")]
         with heard:
@@ -187,7 +190,11 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
                               hint=f"is {head.site.address} an address of {head.name}? "
                                    "(cluster_address in the inventory)")
         up = [mb for mb in members if mb.listening]
-        each(lambda mb: _point(m, mb, up, chain[0], hub_url, sink), [mb for mb in up if mb.fetches], name="weights")
+        # the runtime read the env file when the container started: no token stays on disk
+        each(_safely(lambda mb: mb.site.transport.run(["rm", "-f", f"{mb.site.work}/relay-{run}.env"], timeout=30)),
+             up, name="weights")
+        each(lambda mb: _point(m, mb, up, chain[0], hub_url, sink, f"{mb.site.work}/relay-{run}.sources"),
+             [mb for mb in up if mb.fetches], name="weights")
         while True:  # until every fetch is over (done, failed, or its host gone)
             with heard:
                 if all(mb.ended.is_set() for mb in members if mb.fetches):
@@ -197,15 +204,15 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
                 break
     finally:
         stop.set()
-        each(_safely(lambda mb: (mb.site.remove(WHAT),
-                                 mb.site.transport.run(["rm", "-f", f"{mb.site.work}/relay.env"], timeout=30))),
-             members, name="weights")
+        each(_safely(lambda mb: (mb.site.remove(what), mb.site.transport.run(
+            ["rm", "-f", *(f"{mb.site.work}/relay-{run}.{ext}" for ext in ("env", "json", "sources"))], timeout=30))),
+            members, name="weights")
         for th in threads:
             th.join(timeout=10)
     _outcome(members, out, interrupted=interrupt is not None and interrupt.is_set(), t0=t0, sink=sink)
 
 
-def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str, sink) -> None:
+def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str, sink, sources_file: str) -> None:
     """Tell one relay where its blobs come from."""
     s = mb.site
     url = {x.name: f"http://{_url_host(x.site.address)}:{x.listening['port']}" for x in up}
@@ -230,7 +237,7 @@ def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str
         sink.emit(WeightsStarted(s.name, mb.upstream, len(wanted(s)), mb.total))
     import json
 
-    s.transport.put(f"{s.work}/relay-sources.json", json.dumps(doc).encode(), 0o600)
+    s.transport.put(sources_file, json.dumps(doc).encode(), 0o600)
 
 
 def _has(s: Site, m: Manifest, etag: str) -> bool:
