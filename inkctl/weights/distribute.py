@@ -102,11 +102,13 @@ class Site:
     def container(self, what: str) -> str:
         return f"{CONTAINER_PREFIX}-{what}"
 
-    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None) -> tuple[str, ...]:
-        """``<runtime> run --rm`` of onhost.py: argv only (the transport quotes it)."""
+    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None,
+             mode: str | None = None) -> tuple[str, ...]:
+        """``<runtime> run --rm`` of onhost.py ``mode`` (default: ``what``) in the container
+        ``inkctl-weights-<what>``: argv only (the transport quotes it)."""
         spec = ContainerSpec(
             name=self.container(what), image=self.image, entrypoint="python3",
-            command=(f"{self.work}/onhost.py", what, f"{self.work}/{job}", *extra), network="host",
+            command=(f"{self.work}/onhost.py", mode or what, f"{self.work}/{job}", *extra), network="host",
             options=tuple(a for opt in self.security_opt for a in ("--security-opt", opt)),
             mounts=(Mount(self.cache, self.cache), Mount(self.work, self.work, read_only=True)), env_file=env_file)
         return runtime.run_once(self.runtime, spec)

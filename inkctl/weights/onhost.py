@@ -443,11 +443,12 @@ def pull(job, store, b, src, progress):
         got = start
         if resp is None:
             return
+        read = getattr(resp, "read1", resp.read)
         with resp:
             while got < b.size:
                 t0 = time.monotonic()
                 try:
-                    block = resp.read(min(CHUNK, b.size - got))
+                    block = read(min(CHUNK, b.size - got))  # what has come, up to CHUNK: forwarded at once
                 except (OSError, ValueError, http.client.HTTPException) as e:
                     raise Dropped(_why(e))
                 t1 = time.monotonic()

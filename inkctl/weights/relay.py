@@ -31,6 +31,7 @@ from inkctl.recipe.manifest import Manifest
 
 WHAT = "relay"
 IDLE_S = 900  # a relay nobody asks for anything this long ends by itself
+STREAMS = 4  # blobs in flight per host: SHA-256 runs ~1.5-2 GB/s per core, 4 keep up with NVMe
 LISTEN_TIMEOUT_S = 60
 TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
 
@@ -155,12 +156,13 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
         env = {TOKEN_ENV: token, **(hub_env if s is chain[0] else {})}  # the Hub token: the source only
         s.put_env(f"relay-{run}.env", env)
         s.put_job(f"relay-{run}.json", _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0,
-                                            idle_s=IDLE_S, rate=bwlimit, sources_file=f"{s.work}/relay-{run}.sources"))
+                                            idle_s=IDLE_S, rate=bwlimit, streams=STREAMS, sources_file=f"{s.work}/relay-{run}.sources"))
 
     def launch(mb: Member) -> None:
         s = mb.site
         try:
-            mb.code, mb.other = _lines(s, s.argv(what, f"relay-{run}.json", env_file=f"{s.work}/relay-{run}.env"),
+            mb.code, mb.other = _lines(s, s.argv(what, f"relay-{run}.json", env_file=f"{s.work}/relay-{run}.env",
+                                                  mode=WHAT),
                                        event_for(mb), stop)
         except HostError as e:
             mb.code, mb.other = -1, [e.message.removeprefix(f"{s.name}: ")]
