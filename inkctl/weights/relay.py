@@ -25,12 +25,13 @@ from dataclasses import dataclass, field
 from inkctl.errors import InkctlError
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError
+from inkctl.plan import runtime
 from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsProgress, WeightsReattached, WeightsStarted,
                                        _gib, _job, _lines, to_write, wanted)
 from inkctl.recipe.manifest import Manifest
 
 WHAT = "relay"
-IDLE_S = 900  # a relay nobody asks for anything this long ends by itself
+IDLE_S = 60  # a relay done fetching that nobody reads from this long ends by itself
 STREAMS = 4  # blobs in flight per host: SHA-256 runs ~1.5-2 GB/s per core, 4 keep up with NVMe
 LISTEN_TIMEOUT_S = 60
 TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
@@ -80,6 +81,7 @@ def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hu
                           hint="free space there, or pick another source with --from HOST")
     chain = [source] + [s for s in live if s is not source and not s.error and wanted(s)]
     if len(chain) > 1 or wanted(source):
+        each(_clear_leftovers, [s for s in live if not s.error], name="weights")
         donors = [s for s in live if s not in chain and not s.error] if wanted(source) else []
         run_chain(m, chain, donors, hub_url=hub_url, hub_env=hub_env, sink=sink, out=out, bwlimit=bwlimit)
     out.seconds = time.monotonic() - t0
@@ -212,6 +214,18 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
         for th in threads:
             th.join(timeout=10)
     _outcome(members, out, interrupted=interrupt is not None and interrupt.is_set(), t0=t0, sink=sink)
+
+
+def _clear_leftovers(s: Site) -> None:
+    """Remove relays of earlier runs (one that lost this host, cut and then healed, lives on
+    until idle): nothing of an old run stays beside this one."""
+    try:
+        r = s.transport.run(runtime.ps_names(s.runtime, f"{s.container(WHAT)}-"), timeout=60)
+        old = [n for n in r.text().split() if n.startswith(s.container(WHAT) + "-")] if r.ok else []
+        if old:
+            s.transport.run(runtime.remove(s.runtime, *old), timeout=60)
+    except HostError:
+        pass  # the scan reached it a moment ago; the run itself will say what is wrong
 
 
 def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str, sink, sources_file: str) -> None:
