@@ -47,7 +47,7 @@ def test_the_image_goes_host_to_host_to_every_host_that_lacks_it(cluster, recipe
     want = image_id(cluster, "h1")
     assert [image_id(cluster, h) for h in ("h2", "h4")] == [want] * 2
     for h in cluster.hosts:
-        assert not list(__import__("pathlib").Path(h.state_dir).rglob("images/token")), "the token file is gone"
+        assert not list(__import__("pathlib").Path(h.state_dir).rglob("images/job-*.json")), "the token is gone"
     again = inkctl("images", "push-to-hosts", rec, "--hosts", inv, "-o", "json", timeout=120)
     assert again.rc == 0 and json.loads(again.stdout.splitlines()[-1])["sent"] == {}, again
     # a host that has none: says so, names what to do

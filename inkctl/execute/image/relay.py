@@ -140,6 +140,7 @@ def push_to_hosts(nodes: list[Node], image: str, *, source: str | None, sink,
 
 def _relay(chain: list[Node], image: str, sink, out: Pushed, stop: threading.Event | None) -> None:
     token = secrets.token_hex(32)
+    run = secrets.token_hex(4)  # this run's file names
     heard = threading.Condition()
     halt = threading.Event()
     code = PROGRAM.read_bytes()
@@ -147,11 +148,9 @@ def _relay(chain: list[Node], image: str, sink, out: Pushed, stop: threading.Eve
     def prepare(n: Node) -> None:
         i = chain.index(n)
         n.transport.put(f"{n.work}/relay.py", code, 0o644)
-        n.transport.put(f"{n.work}/token", token.encode(), 0o600)
-        n.transport.run(["rm", "-f", f"{n.work}/source.json"], timeout=30)
         job = {"image": image, "runtime": n.runtime, "bind": n.address, "input": "save" if i == 0 else "peer",
-               "forward": i + 1 < len(chain), "token_file": f"{n.work}/token", "sources_file": f"{n.work}/source.json"}
-        n.transport.put(f"{n.work}/job.json", json.dumps(job).encode(), 0o600)
+               "forward": i + 1 < len(chain), "token": token, "sources_file": f"{n.work}/source-{run}.json"}
+        n.transport.put(f"{n.work}/job-{run}.json", json.dumps(job).encode(), 0o600)  # the token: 0600, no argv
 
     def launch(n: Node) -> None:
         def line(text: str) -> None:
@@ -181,7 +180,7 @@ def _relay(chain: list[Node], image: str, sink, out: Pushed, stop: threading.Eve
                 sink.emit(ImageProgress(n.name, n.bytes, round(_rate(n), 1)))
 
         try:
-            n.code = n.transport.stream(["python3", f"{n.work}/relay.py", f"{n.work}/job.json"], line, halt)
+            n.code = n.transport.stream(["python3", f"{n.work}/relay.py", f"{n.work}/job-{run}.json"], line, halt)
         except HostError as e:
             n.code, n.other = -1, [e.message.removeprefix(f"{n.name}: ")]
         with heard:
@@ -208,7 +207,7 @@ def _relay(chain: list[Node], image: str, sink, out: Pushed, stop: threading.Eve
         for prev, n in zip(chain, chain[1:]):
             if n.listening and prev.listening:
                 doc = {"name": prev.name, "url": f"http://{_url_host(prev.address)}:{prev.listening['port']}"}
-                n.transport.put(f"{n.work}/source.json", json.dumps(doc).encode(), 0o600)
+                n.transport.put(f"{n.work}/source-{run}.json", json.dumps(doc).encode(), 0o600)
                 sink.emit(ImageStarted(n.name, prev.name))
         while True:
             with heard:
@@ -219,8 +218,8 @@ def _relay(chain: list[Node], image: str, sink, out: Pushed, stop: threading.Eve
                 break
     finally:
         halt.set()
-        each(_safely(lambda n: n.transport.run(["rm", "-f", f"{n.work}/token", f"{n.work}/source.json"], timeout=30)),
-             chain, name="images")
+        each(_safely(lambda n: n.transport.run(["rm", "-f", f"{n.work}/job-{run}.json", f"{n.work}/source-{run}.json"],
+                                                timeout=30)), chain, name="images")
         for th in threads:
             th.join(timeout=10)
     dead = [n.name for n in chain if n.ok is None and n.code == -1]

@@ -6,7 +6,7 @@ The first host of the chain reads ``<runtime> save IMAGE``; every other host rea
 of the host before it (an HTTP GET with the copy token) and, at the same time, feeds it to
 ``<runtime> load`` and forwards it to the host after it. Nothing is written to a temporary file;
 the forward queue is bounded, so a slow host slows its upstream rather than filling memory.
-The token arrives in a 0600 file named by the job, never on a command line. Answers are JSON
+The token arrives in the job, a 0600 file, never on a command line. Answers are JSON
 lines on stdout: listening, progress, done or error.
 """
 
@@ -105,8 +105,7 @@ def wait_for(path, seconds):
 def main(argv):
     with open(argv[0]) as fh:
         job = json.load(fh)
-    with open(job["token_file"]) as fh:
-        token = fh.read().strip().encode()
+    token = job["token"].encode()
     rt = job["runtime"]
     fwd = Forward(bool(job.get("forward")))
     port = serve(job, token, fwd)
