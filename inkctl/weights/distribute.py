@@ -12,6 +12,7 @@ it arrives and checked against the pin before it takes its place.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +23,8 @@ from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.runtime import ContainerSpec, Mount
 from inkctl.recipe.manifest import Manifest, repo_folder
+
+log = logging.getLogger(__name__)
 
 ONHOST = Path(__file__).with_name("onhost.py")
 CONTAINER_PREFIX = "inkctl-weights"
@@ -140,8 +143,8 @@ def _lines(site: Site, argv: tuple[str, ...], on_event, stop: threading.Event | 
             try:
                 on_event(json.loads(text))
                 return
-            except ValueError:
-                pass
+            except ValueError as e:  # a line that only looks like an event: kept as output
+                log.debug("%s: not an event (%s): %.200s", site.name, e, text)
         if text.strip():
             other.append(text.strip())
 
