@@ -174,7 +174,7 @@ class Store:
         self.lay = lay
         self.busy = False  # fetching: never idle
         self.cond = threading.Condition()
-        self.blobs = {}
+        self.blobs = {}  # type: dict[str, Blob]
         want = set(want_paths)
         for f in lay.files.values():
             e = etag(f)
@@ -571,7 +571,7 @@ def fetch_all(job, store, sources, progress):
     hub = [why for what, why in errors if what == "hub"]
     if hub:
         say(ev="error", why=hub[0], hub_refused=True, files=len(hub))
-    same = {}  # one line per reason, not one per file
+    same = {}  # type: dict[str, list[str]]  # one line per reason, not one per file
     for what, why in errors:
         if what != "hub":
             same.setdefault(why, []).append(what)
@@ -587,7 +587,7 @@ def wait_for(path, deadline):
                 with open(path) as fh:
                     return json.load(fh)
             except ValueError:
-                pass  # being written
+                time.sleep(0.01)  # being written: read it again
         time.sleep(0.05)
     return None
 

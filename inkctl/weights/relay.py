@@ -17,6 +17,7 @@ starts and says where it listens, then each gets its sources (a file in its stat
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -30,19 +31,12 @@ from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsProgress, W
                                        _gib, _job, _lines, to_write, wanted)
 from inkctl.recipe.manifest import Manifest
 
+log = logging.getLogger(__name__)
 WHAT = "relay"
 IDLE_S = 60  # a relay done fetching that nobody reads from this long ends by itself
 STREAMS = 4  # blobs in flight per host: SHA-256 runs ~1.5-2 GB/s per core, 4 keep up with NVMe
 LISTEN_TIMEOUT_S = 60
 TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
-
-
-@dataclass
-class Outcome:
-    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
-    failed: dict[str, str] = field(default_factory=dict)  # host -> why
-    hub_bytes: int = 0
-    seconds: float = 0.0
 
 
 @dataclass
@@ -224,8 +218,8 @@ def _clear_leftovers(s: Site) -> None:
         old = [n for n in r.text().split() if n.startswith(s.container(WHAT) + "-")] if r.ok else []
         if old:
             s.transport.run(runtime.remove(s.runtime, *old), timeout=60)
-    except HostError:
-        pass  # the scan reached it a moment ago; the run itself will say what is wrong
+    except HostError as e:  # the scan reached it a moment ago; the run itself will say what is wrong
+        log.debug("%s: removing earlier relays: %s", s.name, e.reason)
 
 
 def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str, sink, sources_file: str) -> None:

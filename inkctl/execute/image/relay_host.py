@@ -37,7 +37,7 @@ class Forward:
     """The bytes on their way to the next host (one reader)."""
 
     def __init__(self, wanted):
-        self.q = queue.Queue(maxsize=QUEUE_CHUNKS)
+        self.q = queue.Queue(maxsize=QUEUE_CHUNKS)  # type: queue.Queue[bytes | None]
         self.wanted = wanted
         self.broken = False
         self.claimed = threading.Lock()
@@ -89,6 +89,12 @@ def serve(job, token, fwd):
     return server.server_address[1]
 
 
+def pipe(f):
+    """A Popen pipe asked for (PIPE): there."""
+    assert f is not None
+    return f
+
+
 def wait_for(path, seconds):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -97,7 +103,7 @@ def wait_for(path, seconds):
                 with open(path) as fh:
                     return json.load(fh)
             except ValueError:
-                pass
+                time.sleep(0.01)  # being written: read it again
         time.sleep(0.05)
     return None
 
@@ -113,7 +119,7 @@ def main(argv):
     load = None
     if job["input"] == "save":
         saver = subprocess.Popen([rt, "save", job["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        stream = saver.stdout
+        stream = pipe(saver.stdout)
     else:
         saver = None
         src = wait_for(job["sources_file"], 300)
@@ -134,7 +140,7 @@ def main(argv):
             if not block:
                 break
             if load is not None:
-                load.stdin.write(block)
+                pipe(load.stdin).write(block)
             fwd.put(block)
             done += len(block)
             now = time.monotonic()
@@ -150,13 +156,13 @@ def main(argv):
             fwd.q.put(None)
     say(ev="progress", bytes=done)
     if saver is not None:
-        err = saver.stderr.read().decode(errors="replace").strip()
+        err = pipe(saver.stderr).read().decode(errors="replace").strip()
         if saver.wait() != 0:
             say(ev="error", why="%s save failed: %s" % (rt, err[-300:]))
             return 1
     if load is not None:
-        load.stdin.close()
-        out = load.stdout.read().decode(errors="replace").strip()
+        pipe(load.stdin).close()
+        out = pipe(load.stdout).read().decode(errors="replace").strip()
         if load.wait() != 0:
             say(ev="error", why="%s load failed: %s" % (rt, out[-300:]))
             return 1
