@@ -45,6 +45,7 @@ def up(
     account: Optional[str] = AccountOpt,
     time_limit: Optional[str] = TimeOpt,
     job_dir: Optional[str] = JobDirOpt,
+    distribute_image: bool = typer.Option(False, "--distribute-image", help="First stream the image from a host that has it to every host that lacks it, host to host (as `inkctl images push-to-hosts`)."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
@@ -94,6 +95,8 @@ def up(
     sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
+    if distribute_image:
+        _distribute_image(loaded, plan, accept_new_host_keys, fmt, sink)
     interrupt = threading.Event()
     # a second signal: KeyboardInterrupt, which bring_up turns into Cancelled(started=...)
     previous = on_signals(interrupt, KeyboardInterrupt)
@@ -286,3 +289,24 @@ def down(
         from inkctl.cli.render import console
 
         console().print(f"{plan.deployment} is down on {len(plan.hosts)} host{'s' if len(plan.hosts) != 1 else ''}", markup=False)
+
+
+def _distribute_image(loaded, plan, accept_new: bool, fmt: str, sink) -> None:
+    """``up --distribute-image``: the image to every host that lacks it, before the preflight. No
+    host has it yet (a patched image not built yet): nothing to send, the build makes it."""
+    from inkctl.cli.images_push import distribute_image
+    from inkctl.execute.events import Info
+    from inkctl.execute.image.relay import NoSource
+    from inkctl.plan.inputs import plan_inputs
+
+    try:
+        out = distribute_image(loaded, plan, plan_inputs(loaded).get("image"), source=None, accept_new=accept_new,
+                               fmt=fmt, sink=sink)
+    except NoSource as e:
+        sink.emit(Info(text=f"--distribute-image: {e.message}; nothing to send"))
+        return
+    if out.failed:
+        raise InkctlError(f"--distribute-image: {out.image} did not reach {', '.join(out.failed)}:\n" +
+                          "\n".join(f"  {h}: {why}" for h, why in out.failed.items()), exit_code=1)
+    if out.sent:
+        sink.emit(Info(text=f"image {out.image} sent to {', '.join(out.sent)} in {out.seconds:.1f} s"))
