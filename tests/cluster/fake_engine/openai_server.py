@@ -24,6 +24,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .engine import knob
+from .metrics import Metrics
 
 WORDS = ("This is a fake completion from the inkctl test engine . It streams one word per token , "
          "just like a real model would , but knows nothing .").split()
@@ -40,7 +41,7 @@ class Server:
         self.api_key, self.version = api_key, version
         self.ready = threading.Event()
         self.created = int(time.time())
-        self.stats = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "running": 0}
+        self.metrics = Metrics()  # served at /metrics under the real engines' names
         self.lock = threading.Lock()
         self.httpd = None
 
@@ -121,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": n, "object": "model", "created": s.created, "owned_by": s.flavour, "root": s.model,
                  "parent": None, "max_model_len": 32768} for n in s.names]})
         if path == "/metrics":
-            return self._send(200, self._metrics(), "text/plain; version=0.0.4")
+            return self._send(200, s.metrics.text(s.flavour, s.names[0]), "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":
             return self._send(200, {"version": s.version})
         if path in ("/get_model_info", "/model_info"):
@@ -182,16 +183,16 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "tool_calls" if tool else ("length" if n >= limit else "stop")
         usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
-        with s.lock:
-            s.stats["requests"] += 1
-            s.stats["prompt_tokens"] += usage["prompt_tokens"]
-            s.stats["running"] += 1
+        s.metrics.started(usage["prompt_tokens"])
+        t0 = time.monotonic()
         try:
             rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
             if req.get("stream"):
                 self._stream(rid, model, chat, (reasoning, content, tool), finish, usage, req, nth)
             else:
-                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)) + s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
+                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)))
+                s.metrics.first_token(time.monotonic() - t0)
+                time.sleep(s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
                 text = "".join(content)
                 if chat:
                     message = {"role": "assistant", "content": text or None, "tool_calls": [tool] if tool else []}
@@ -203,9 +204,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
                                  "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
         finally:
-            with s.lock:
-                s.stats["running"] -= 1
-                s.stats["generation_tokens"] += n
+            s.metrics.finished_one(n, time.monotonic() - t0, finish)
 
     def _reasoning_field(self):
         return os.environ.get("FAKE_REASONING_FIELD") or self.srv.knobs.get("FAKE_REASONING_FIELD") or "reasoning_content"
@@ -271,6 +270,8 @@ class _Handler(BaseHTTPRequestHandler):
                 wait = start + ttft + i * delay - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
+                if i == 0:
+                    s.metrics.first_token(time.monotonic() - start)
                 if drop_at is not None and i == drop_at:
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -294,32 +295,6 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
-
-    def _metrics(self):
-        s = self.srv
-        p = "vllm:" if s.flavour == "vllm" else "sglang:"
-        label = f'{{model_name="{s.names[0]}"}}'
-        st = dict(s.stats)
-        lines = [
-            f"# HELP {p}num_requests_running Number of requests currently running.",
-            f"# TYPE {p}num_requests_running gauge",
-            f"{p}num_requests_running{label} {st['running']}",
-            f"# TYPE {p}num_requests_waiting gauge",
-            f"{p}num_requests_waiting{label} 0",
-            f"# TYPE {p}gpu_cache_usage_perc gauge",
-            f"{p}gpu_cache_usage_perc{label} 0.0",
-            f"# TYPE {p}prompt_tokens_total counter",
-            f"{p}prompt_tokens_total{label} {st['prompt_tokens']}",
-            f"# TYPE {p}generation_tokens_total counter",
-            f"{p}generation_tokens_total{label} {st['generation_tokens']}",
-            f"# TYPE {p}request_success_total counter",
-            f'{p}request_success_total{{model_name="{s.names[0]}",finished_reason="stop"}} {st["requests"]}',
-            "# TYPE process_start_time_seconds gauge",
-            f"process_start_time_seconds {s.created}",
-            "# TYPE fake_engine_pid gauge",
-            f"fake_engine_pid {os.getpid()}",
-        ]
-        return "\n".join(lines) + "\n"
 
 
 def _example(schema):
