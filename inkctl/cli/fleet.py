@@ -380,3 +380,109 @@ def top(
             time.sleep(max(0.0, interval - (time.monotonic() - t_now)))
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+# ---------------------------------------------------------------------------------- watch
+
+def fleet_watch(loaded, fleet, how, emit) -> None:
+    """Each replica supervised on its own (a replica is independent, unlike the ranks of one
+    group) and the router's health; with ``how.restart`` a failed replica alone is taken down
+    and brought up again (the others and the router are not touched), a dead router is
+    started again. Without it, the first failure ends the watch (exit 1)."""
+    from inkctl.cli.watch import _run_hook, supervise
+    from inkctl.execute.fleet import replica_loaded
+    from inkctl.execute.watch import RestartBudget
+
+    stop = threading.Event()
+    fatal: list[InkctlError] = []
+    lock = threading.Lock()
+
+    def restart(what: str, budget: RestartBudget, only: set[str]) -> bool:
+        while not stop.is_set():
+            delay = budget.next_delay(time.monotonic())
+            if delay is None:
+                emit("restart_refused", f"{what}: {how.max_restarts_per_hour} restarts within the last hour: giving up")
+                return False
+            emit("restart", f"restarting {what} in {delay:g} s: down, then up (the rest of the fleet untouched)")
+            time.sleep(delay)
+            budget.spend(time.monotonic())
+            try:
+                _restart_group(loaded, fleet, only, how.accept_new)
+            except InkctlError as e:
+                emit("restart_failed", f"{what}: up failed: {e.message.splitlines()[0]}")
+                continue
+            emit("restarted", f"{what} is up again")
+            return True
+        return False
+
+    def replica_loop(rep) -> None:
+        budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
+        rl = replica_loaded(loaded, rep)
+        while not stop.is_set():
+            failure = supervise(rl, rep.plan, how.accept_new, how.interval,
+                                lambda event, text, **kw: emit(event, f"{rep.name}: {text}", replica=rep.index, **kw))
+            if stop.is_set():
+                return
+            emit("failure", f"{rep.name}: {failure.message}", cause=failure.cause, host=failure.host, rank=failure.rank,
+                 replica=rep.index)
+            if how.hook:
+                _run_hook(how.hook, failure, emit)
+            if not how.restart or not restart(rep.name, budget, {rep.name}):
+                with lock:
+                    fatal.append(InkctlError(f"{rep.name}: {failure.message}",
+                                             hint="the router keeps serving from the other replicas; "
+                                                  "watch --restart brings this one back by itself"))
+                stop.set()
+                return
+
+    def router_loop() -> None:
+        from inkctl.execute.health import check_once
+
+        budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
+        bad = 0
+        while not stop.wait(how.interval):
+            ok, seen = check_once(fleet.router.health_url, timeout=max(1.0, how.interval))
+            bad = 0 if ok else bad + 1
+            if bad < 3:
+                continue
+            emit("failure", f"router: {fleet.router.health_url} did not answer 3 times ({seen})", cause="router",
+                 host=fleet.router.hosts[0].name, rank=None)
+            bad = 0
+            if not how.restart or not restart("the router", budget, set()):
+                with lock:
+                    fatal.append(InkctlError(f"fleet {fleet.name}: the router does not answer ({seen})",
+                                             hint="inkctl up RECIPE starts it again (the replicas are left as they are)"))
+                stop.set()
+                return
+
+    threads = [threading.Thread(target=replica_loop, args=(r,), name=f"watch-{r.index}", daemon=True) for r in fleet.replicas]
+    threads.append(threading.Thread(target=router_loop, name="watch-router", daemon=True))
+    for t in threads:
+        t.start()
+    emit("ok", f"watching fleet {fleet.name}: {len(fleet.replicas)} replicas and the router at {fleet.url}")
+    try:
+        while not stop.wait(0.25):
+            pass
+    except KeyboardInterrupt:
+        stop.set()
+        emit("stopped", f"stopped watching; fleet {fleet.name} is left as it is")
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    if fatal:
+        raise fatal[0]
+
+
+def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
+    """Down then up of the named replicas (none: the router alone), in this process."""
+    from inkctl.execute.events import Collect
+    from inkctl.execute.fanout import each
+    from inkctl.execute.fleet import bring_up_fleet
+    from inkctl.execute.secrets import resolve_secrets
+    from inkctl.execute.takedown import take_down
+    from inkctl.plan.step import EnvFile
+
+    reps = [r for r in fleet.replicas if r.name in only]
+    each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
+    needed = sorted({n for r in reps for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
+    secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    bring_up_fleet(loaded, fleet, Collect(), secrets, accept_new=accept_new, keep=False, timeout=None, skip=[],
+                   interrupt=threading.Event(), only=only)

@@ -262,7 +262,7 @@ def _check_ports(recipe: Recipe, host: Host, replicas: list[Replica], placeholde
         return
     for rep in replicas:
         if any(h.name == host.name for h in rep.hosts):
-            used = {api_port(rep.recipe): "its API"}
+            used = {api_port(rep.recipe): "API port"}
             for attr in ("master_port", "ray_port", "dist_init_port"):
                 if hasattr(rep.recipe.engine, attr):
                     used[getattr(rep.recipe.engine, attr)] = attr
