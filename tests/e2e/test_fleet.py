@@ -69,7 +69,8 @@ def _fleet_inv(inventory, *names, gpus="0,1"):
 def test_two_by_two_through_the_router(cluster, inkctl, inventory, recipe):
     inv = _fleet_inv(inventory, "h1", "h2", "h3", "h4")
     rec = recipe("fleet", name="e2e-fleet22", hardware={"nodes": 2},
-                 engine={"multinode": "native", "master_port": 29611, "args": {"tensor_parallel": 4}})
+                 engine={"multinode": "native", "master_port": 29611, "args": {"tensor_parallel": 4}},
+                 fleet={"router": {"policy": "round_robin"}})
     r = inkctl("up", rec, "--hosts", inv, timeout=240)
     assert r.rc == 0, r
     assert "fleet e2e-fleet22 is up" in r.stdout and no_traceback(r.out)
@@ -79,14 +80,13 @@ def test_two_by_two_through_the_router(cluster, inkctl, inventory, recipe):
     for h, dep in (("h1", "e2e-fleet22-r0"), ("h2", "e2e-fleet22-r0"), ("h3", "e2e-fleet22-r1"), ("h4", "e2e-fleet22-r1")):
         assert containers(cluster, h, dep) == [f"inkctl-{dep}-r{0 if h in ('h1', 'h3') else 1} running"]
     assert containers(cluster, "h1", "e2e-fleet22-router") == ["inkctl-e2e-fleet22-router-r0 running"]
-    # requests with different prefixes reach both replicas (cache-aware balances distinct prefixes)
+    # requests reach both replicas (round robin: half each)
     heads = [f"http://{cluster.hosts[0].address}:18000", f"http://{cluster.hosts[2].address}:18000"]
     before = [_served(u) for u in heads]
     for i in range(16):
         assert "choices" in _chat(url, f"{i} distinct prompt number {i * 7919} about something else")
     after = [_served(u) for u in heads]
-    assert all(b > a_ for a_, b in zip(before, after)), (before, after)
-    assert sum(after) - sum(before) == 16
+    assert [b - a_ for a_, b in zip(before, after)] == [8, 8], (before, after)
 
     st = inkctl("status", rec, "--hosts", inv, "-o", "json")
     assert st.rc == 0, st
