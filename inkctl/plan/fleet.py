@@ -217,7 +217,9 @@ def router_argv(router: Router, urls: list[str], model: str) -> list[str]:
              "--health-check-interval-secs", str(router.health_check_interval_s),
              # a replica brought back by watch --restart takes traffic at its first good health check,
              # not after the breaker's default minute
-             "--cb-timeout-duration-secs", str(router.health_check_interval_s)]
+             "--cb-timeout-duration-secs", str(router.health_check_interval_s),
+             # the retries of a request to a dead replica open its breaker, the next retry goes elsewhere
+             "--cb-failure-threshold", str(router.breaker_failures)]
     return argv + list(router.args)
 
 

@@ -32,6 +32,7 @@ class Router(Strict):
     host: Optional[str] = Field(None, description="Inventory host (by name) that runs the router. Default: the first host.")
     image: Optional[str] = Field(None, description="Router image. Default: lmsysorg/sglang:latest (it ships sglang_router) for sglang, vllm/vllm-router:latest for vllm.")
     health_check_interval_s: int = Field(5, ge=1, le=3600, description="Seconds between the router's own health checks of each replica (--health-check-interval-secs; the routers' default of 60 s keeps a restarted replica out that long).")
+    breaker_failures: int = Field(2, ge=1, le=1000, description="Failed attempts in a row that take a replica out of rotation (--cb-failure-threshold; the routers' default of 10 fails the first requests after a replica dies, as the router retries that same replica). It comes back after health_check_interval_s.")
     args: list[str] = Field(default_factory=list, description="Further router flags, passed as written, e.g. ['--cache-threshold', '0.3'].")
 
     @model_validator(mode="after")

@@ -7,6 +7,7 @@ returns reasoning in its own delta field when started with a reasoning parser, r
 calls when started with a tool-call parser, and has the real engines' bad habits on request:
 
   FAKE_TTFT              seconds before the first token (default: FAKE_TOKEN_DELAY)
+  FAKE_ITL               FAKE_TOKEN_DELAY under a name a recipe's env may carry (inkctl takes *TOKEN* for a secret)
   FAKE_REASONING_FIELD   delta field for reasoning: reasoning_content (default) or reasoning
   FAKE_TOOL_MALFORMED    1: tool-call arguments are not JSON (a parser that cut the text short)
   FAKE_WRONG_ANSWER      1: arithmetic is answered wrong
@@ -65,6 +66,8 @@ class Server:
     def knob(self, name, default):
         if name in self.knobs:
             return float(self.knobs[name])
+        if name == "FAKE_TOKEN_DELAY":  # FAKE_ITL: the same, under a name recipes may carry (not secret-looking)
+            default = knob("FAKE_ITL", default)
         return knob(name, default)
 
     def every(self, name, n):
