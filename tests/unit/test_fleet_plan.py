@@ -109,3 +109,26 @@ def test_placeholder_plan_names_hosts_per_replica(tmp_path):
     f = build_fleet(r, None)
     assert [rep.plan.hosts[0].name for rep in f.replicas] == ["host0", "host1", "host2"]
     assert f.replicas[2].url == "http://<host2.address>:18000"
+
+
+def test_export_k8s_of_a_fleet(tmp_path):
+    """LeaderWorkerSet replicas = fleet.replicas; the router a Deployment + Service that finds the
+    leaders by label (pods only it may read), all valid against the CRD and Kubernetes' schemas."""
+    pytest.importorskip("kubernetes_validate")
+    from inkctl.export.k8s import K8sOptions, export_k8s
+    from inkctl.export.k8s_check import check_all
+
+    r = _recipe(tmp_path, fleet={"replicas": 3, "router": {"policy": "round_robin"}})
+    m = export_k8s(r, K8sOptions(replicas=3, namespace="serve"))
+    docs = dict(m.documents)
+    assert docs["leaderworkerset.yaml"]["spec"]["replicas"] == 3
+    dep = docs["router-deployment.yaml"]
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--worker-urls" not in args and args[args.index("--policy") + 1] == "round_robin"
+    sel = args[args.index("--selector") + 1: args.index("--service-discovery-port")]
+    lws_pod_labels = docs["leaderworkerset.yaml"]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["metadata"]["labels"]
+    assert all(lws_pod_labels.get(k) == v or k == "leaderworkerset.sigs.k8s.io/name" for k, v in (s.split("=", 1) for s in sel))
+    assert args[args.index("--service-discovery-namespace") + 1] == "serve"
+    assert docs["router-service.yaml"]["spec"]["ports"][0]["port"] == 30080
+    assert docs["router-role.yaml"]["rules"][0]["verbs"] == ["get", "list", "watch"]
+    assert check_all([d for _, d in m.documents]) == []

@@ -128,6 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, s.metrics.text(s.flavour, s.names[0]), "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":
             return self._send(200, {"version": s.version})
+        if path == "/get_server_info" and s.flavour == "sglang":  # SGLang's; a router reads the served name here
+            return self._send(200, {"model_path": s.model, "served_model_name": s.names[0], "tokenizer_path": s.model,
+                                    "port": s.port, "version": s.version})
         if path in ("/get_model_info", "/model_info"):
             return self._send(200, {"model_path": s.model, "tokenizer_path": s.model, "is_generation": True})
         if path == "/health_generate":
