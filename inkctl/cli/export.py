@@ -17,4 +17,5 @@ export_app = typer.Typer(
 app.add_typer(export_app, name="export")
 
 import inkctl.cli.export_k8s  # noqa: E402,F401  (registers `export k8s`)
+import inkctl.cli.export_prometheus  # noqa: E402,F401  (registers `export prometheus`)
 import inkctl.cli.export_systemd  # noqa: E402,F401  (registers `export systemd`)
