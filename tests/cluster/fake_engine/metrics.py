@@ -52,6 +52,7 @@ class Metrics:
     def __init__(self):
         self.lock = threading.Lock()
         self.running = 0
+        self.waiting = 0
         self.requests = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
@@ -59,6 +60,10 @@ class Metrics:
         self.ttft = Histogram(TTFT_BUCKETS)
         self.e2e = Histogram(E2E_BUCKETS)
         self.recent = []  # (monotonic time, tokens) of the last seconds: sglang:gen_throughput
+
+    def queued(self, d):
+        with self.lock:
+            self.waiting += d
 
     def started(self, prompt_tokens):
         with self.lock:
@@ -91,7 +96,7 @@ class Metrics:
             f"vllm:num_requests_running{{{lab}}} {float(self.running)}",
             "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.",
             "# TYPE vllm:num_requests_waiting gauge",
-            f"vllm:num_requests_waiting{{{lab}}} 0.0",
+            f"vllm:num_requests_waiting{{{lab}}} {float(self.waiting)}",
             "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.",
             "# TYPE vllm:kv_cache_usage_perc gauge",
             f"vllm:kv_cache_usage_perc{{{lab}}} {min(1.0, self.running / max_running)}",
@@ -123,7 +128,7 @@ class Metrics:
             f"sglang:num_running_reqs{{{lab}}} {float(self.running)}",
             "# HELP sglang:num_queue_reqs The number of requests in the waiting queue.",
             "# TYPE sglang:num_queue_reqs gauge",
-            f"sglang:num_queue_reqs{{{lab}}} 0.0",
+            f"sglang:num_queue_reqs{{{lab}}} {float(self.waiting)}",
             "# HELP sglang:token_usage The token usage.",
             "# TYPE sglang:token_usage gauge",
             f"sglang:token_usage{{{lab}}} {min(1.0, self.running / max_running)}",

@@ -7,6 +7,7 @@ returns reasoning in its own delta field when started with a reasoning parser, r
 calls when started with a tool-call parser, and has the real engines' bad habits on request:
 
   FAKE_TTFT              seconds before the first token (default: FAKE_TOKEN_DELAY)
+  FAKE_MAX_RUNNING       requests decoded at once (the engine's batch); the rest wait, counted as waiting in /metrics
   FAKE_ITL               FAKE_TOKEN_DELAY under a name a recipe's env may carry (inkctl takes *TOKEN* for a secret)
   FAKE_REASONING_FIELD   delta field for reasoning: reasoning_content (default) or reasoning
   FAKE_TOOL_MALFORMED    1: tool-call arguments are not JSON (a parser that cut the text short)
@@ -62,6 +63,17 @@ class Server:
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
+
+    def slots(self):
+        """FAKE_MAX_RUNNING > 0: at most that many requests decode at once (max_num_seqs /
+        --max-running-requests); the rest wait. Without it every request runs at once."""
+        n = int(self.knob("FAKE_MAX_RUNNING", 0))
+        if n <= 0:
+            return None
+        with self.lock:
+            if getattr(self, "_slots", None) is None or self._slots[0] != n:
+                self._slots = (n, threading.Semaphore(n))
+            return self._slots[1]
 
     def knob(self, name, default):
         if name in self.knobs:
@@ -125,7 +137,8 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": n, "object": "model", "created": s.created, "owned_by": s.flavour, "root": s.model,
                  "parent": None, "max_model_len": 32768} for n in s.names]})
         if path == "/metrics":
-            return self._send(200, s.metrics.text(s.flavour, s.names[0]), "text/plain; version=0.0.4; charset=utf-8")
+            return self._send(200, s.metrics.text(s.flavour, s.names[0], int(s.knob("FAKE_MAX_RUNNING", 0)) or 256),
+                              "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":
             return self._send(200, {"version": s.version})
         if path == "/get_server_info" and s.flavour == "sglang":  # SGLang's; a router reads the served name here
@@ -189,8 +202,13 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "tool_calls" if tool else ("length" if n >= limit else "stop")
         usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
-        s.metrics.started(usage["prompt_tokens"])
         t0 = time.monotonic()
+        slots = s.slots()
+        if slots is not None:  # a full batch: wait, as a request in the engine's waiting queue does
+            s.metrics.queued(1)
+            slots.acquire()
+            s.metrics.queued(-1)
+        s.metrics.started(usage["prompt_tokens"])
         try:
             rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
             if req.get("stream"):
@@ -211,6 +229,8 @@ class _Handler(BaseHTTPRequestHandler):
                                  "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
         finally:
             s.metrics.finished_one(n, time.monotonic() - t0, finish)
+            if slots is not None:
+                slots.release()
 
     def _reasoning_field(self):
         return os.environ.get("FAKE_REASONING_FIELD") or self.srv.knobs.get("FAKE_REASONING_FIELD") or "reasoning_content"
