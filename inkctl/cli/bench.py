@@ -48,7 +48,7 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
             # a fleet is measured through its router; provenance comes from replica 0
             from inkctl.cli.fleet import load_fleet
-            from inkctl.execute.fleet import replica_loaded
+            from inkctl.execute.deploy.fleet import replica_loaded
 
             loaded, fleet = load_fleet(recipe, hosts, set_, command)
             rep = fleet.replicas[0]
@@ -113,7 +113,7 @@ def smoke(
     fmt = output_format(output)
     where = _where(recipe, hosts, set_, url, model, "smoke")
     checks = _checks(where, prompt, expect, reasoning, tools)
-    from inkctl.execute.smoke import failure_message
+    from inkctl.execute.deploy.smoke import failure_message
     from inkctl.smoke.run import run_checks
 
     results = run_checks(where.base_url + CHAT, where.model, checks, timeout_s=timeout, api_key=_api_key(api_key_env))

@@ -9,11 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.export import export_app
 from inkctl.cli.options import HostsOpt, RecipeArg, SetOpt, output_format, overrides
 
 
-@export_app.command("prometheus")
 def prometheus(
     recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,

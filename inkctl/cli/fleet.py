@@ -93,7 +93,7 @@ def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_c
 
 
 def replace_loaded(loaded, rep):
-    from inkctl.execute.fleet import replica_loaded
+    from inkctl.execute.deploy.fleet import replica_loaded
 
     return replica_loaded(loaded, rep)
 
@@ -103,8 +103,8 @@ def replace_loaded(loaded, rep):
 def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], accept_new: bool, keep: bool,
              timeout: Optional[float], skip: list[str]) -> None:
     from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
-    from inkctl.execute.fleet import bring_up_fleet
-    from inkctl.execute.secrets import resolve_secrets, secret_values
+    from inkctl.execute.deploy.fleet import bring_up_fleet
+    from inkctl.secret import resolve_secrets, secret_values
     from inkctl.plan.inputs import require_trusted
     from inkctl.plan.step import EnvFile
     from inkctl.scrub import arm
@@ -129,8 +129,10 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
     interrupt = threading.Event()
     previous = on_signals(interrupt, KeyboardInterrupt)
     try:
+        from inkctl.weights.preflight import weights_check
+
         outcome = bring_up_fleet(loaded, fleet, sink, secrets, accept_new=accept_new, keep=keep, timeout=timeout,
-                                 skip=skip, interrupt=interrupt)
+                                 skip=skip, interrupt=interrupt, weights=weights_check)
     except (Cancelled, KeyboardInterrupt):
         err = InkctlError("interrupted: what this run started was removed", exit_code=EXIT_INTERRUPTED,
                           hint=f"check with: inkctl status {recipe}" + (f" --hosts {hosts}" if hosts else ""))
@@ -155,7 +157,7 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
         from inkctl.cli.render import console
 
         out = console()
-        from inkctl.execute.runner import UpStatus
+        from inkctl.execute.deploy.runner import UpStatus
 
         if outcome.status is UpStatus.ALREADY:
             out.print(f"fleet {fleet.name} is already up at {fleet.url} (same recipe); nothing changed", markup=False)
@@ -174,7 +176,7 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
 # ----------------------------------------------------------------------------------- down
 
 def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
-    from inkctl.execute.fleet import take_down_fleet
+    from inkctl.execute.deploy.fleet import take_down_fleet
 
     reports = take_down_fleet(fleet, accept_new=accept_new)
     failed = {f"{plan.deployment} {h}": why for plan, rep in reports for h, why in rep.failed.items()}
@@ -203,10 +205,10 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
 
 def fleet_states(loaded, fleet, accept_new: bool) -> list[dict]:
     """One row per group (replica or router): its containers' states, its GPUs, its health."""
-    from inkctl.execute.connect import close_all, connect_each
-    from inkctl.execute.fanout import each
-    from inkctl.execute.health import check_once
-    from inkctl.execute.probe import deployment_containers
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.hosts.fanout import each
+    from inkctl.execute.supervise.health import check_once
+    from inkctl.execute.state.probe import deployment_containers
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
     groups = [(f"replica {rep.index}", rep.plan, rep.gpus, rep.url) for rep in fleet.replicas]
@@ -352,7 +354,7 @@ def top(
 ) -> None:
     """A live table per replica from each engine's Prometheus /metrics (running, waiting, KV cache,
     generation tokens/s, TTFT p50 from the histogram, requests) and the router's."""
-    from inkctl.execute.fanout import each
+    from inkctl.execute.hosts.fanout import each
 
     fmt = output_format(output)
     loaded, fleet = load_fleet(recipe, hosts, set_, "top")
@@ -384,14 +386,14 @@ def top(
 
 # ---------------------------------------------------------------------------------- watch
 
-def fleet_watch(loaded, fleet, how, emit) -> None:
+def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
     """Each replica supervised on its own (a replica is independent, unlike the ranks of one
     group) and the router's health; with ``how.restart`` a failed replica alone is taken down
     and brought up again (the others and the router are not touched), a dead router is
-    started again. Without it, the first failure ends the watch (exit 1)."""
-    from inkctl.cli.watch import _run_hook, supervise
-    from inkctl.execute.fleet import replica_loaded
-    from inkctl.execute.watch import RestartBudget
+    started again. Without it, the first failure ends the watch (exit 1). ``supervise`` and
+    ``run_hook`` are watch's own (one deployment's supervision, the --hook runner)."""
+    from inkctl.execute.deploy.fleet import replica_loaded
+    from inkctl.execute.supervise.watch import RestartBudget
 
     stop = threading.Event()
     fatal: list[InkctlError] = []
@@ -426,7 +428,7 @@ def fleet_watch(loaded, fleet, how, emit) -> None:
             emit("failure", f"{rep.name}: {failure.message}", cause=failure.cause, host=failure.host, rank=failure.rank,
                  replica=rep.index)
             if how.hook:
-                _run_hook(how.hook, failure, emit)
+                run_hook(how.hook, failure, emit)
             if not how.restart or not restart(rep.name, budget, {rep.name}):
                 with lock:
                     fatal.append(InkctlError(f"{rep.name}: {failure.message}",
@@ -436,7 +438,7 @@ def fleet_watch(loaded, fleet, how, emit) -> None:
                 return
 
     def router_loop() -> None:
-        from inkctl.execute.health import check_once
+        from inkctl.execute.supervise.health import check_once
 
         budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
         bad = 0
@@ -474,15 +476,17 @@ def fleet_watch(loaded, fleet, how, emit) -> None:
 def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
     """Down then up of the named replicas (none: the router alone), in this process."""
     from inkctl.execute.events import Collect
-    from inkctl.execute.fanout import each
-    from inkctl.execute.fleet import bring_up_fleet
-    from inkctl.execute.secrets import resolve_secrets
-    from inkctl.execute.takedown import take_down
+    from inkctl.execute.hosts.fanout import each
+    from inkctl.execute.deploy.fleet import bring_up_fleet
+    from inkctl.secret import resolve_secrets
+    from inkctl.execute.deploy.takedown import take_down
     from inkctl.plan.step import EnvFile
 
     reps = [r for r in fleet.replicas if r.name in only]
     each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
     needed = sorted({n for r in reps for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
     secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    from inkctl.weights.preflight import weights_check
+
     bring_up_fleet(loaded, fleet, Collect(), secrets, accept_new=accept_new, keep=False, timeout=None, skip=[],
-                   interrupt=threading.Event(), only=only)
+                   interrupt=threading.Event(), only=only, weights=weights_check)

@@ -65,7 +65,7 @@ def watch(
         from inkctl.cli.fleet import fleet_watch, load_fleet
 
         loaded, fleet = load_fleet(recipe, hosts, set_, "watch")
-        fleet_watch(loaded, fleet, how, Events(fmt))
+        fleet_watch(loaded, fleet, how, Events(fmt), supervise=supervise, run_hook=_run_hook)
         return
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
     keep_watching(loaded, plan, recipe, hosts, set_, Watching(
@@ -90,7 +90,7 @@ class Watching:
 def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: Watching, emit) -> None:
     """Supervise until a failure (raises InkctlError, after the hook) or, with ``restart``, for
     good; Ctrl-C detaches (exit 130) and leaves the deployment as it is."""
-    from inkctl.execute.watch import RestartBudget
+    from inkctl.execute.supervise.watch import RestartBudget
 
     budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
     again = [sys.executable, "-m", "inkctl"]
@@ -128,13 +128,13 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
 
 def supervise(loaded, plan, accept_new: bool, interval: float, emit):
     """Connect (retrying while a host is away), then supervise until the first failure."""
-    from inkctl.execute.connect import close_all, connect_each
-    from inkctl.execute.watch import Supervisor
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.supervise.watch import Supervisor
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
     try:
         if conn.errors:
-            from inkctl.execute.watch import Failure
+            from inkctl.execute.supervise.watch import Failure
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
