@@ -144,6 +144,9 @@ class Case:
                               text=True, cwd=ROOT, timeout=timeout)
 
     def inkctl(self) -> float:
+        import resource
+
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.monotonic()
         p = subprocess.Popen([sys.executable, "-m", "inkctl", "up", str(self.recipe), "--hosts", str(self.inventory),
                               "-o", "json"], env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -151,8 +154,10 @@ class Case:
         out, err = p.communicate(timeout=600)
         dt = time.monotonic() - t0
         s.done()
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         if p.returncode:
             raise RuntimeError(f"inkctl up failed:\n{out[-3000:]}\n{err[-3000:]}")
+        s.cpu_s = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
         self.samples.append(s)
         return dt
 
@@ -226,7 +231,7 @@ def main(argv=None) -> int:
                         res[n][m].append(getattr(case, m)())
                         print(f"  {n:2d} hosts  run {r + 1}  {m:8s} {res[n][m][-1]:6.2f} s", flush=True)
                 use[n] = (max(s.rss_kib for s in case.samples), max(s.threads for s in case.samples),
-                          max(s.fds for s in case.samples))
+                          max(s.fds for s in case.samples), statistics.median(s.cpu_s for s in case.samples))
                 if n == n_max:  # the fleet as a user sees it: up (again), status, top, requests, down
                     clean(cluster, case.names)
                     case.inkctl()
@@ -269,13 +274,13 @@ def main(argv=None) -> int:
     print(f"\ngrowth {lo} -> {hi} hosts ({hi / lo:.0f}x): " + ", ".join(f"{m} {med[hi][m] / med[lo][m]:.2f}x" for m in methods))
     print("\ninkctl up's own process (peak over the runs):")
     for n in args.sizes:
-        rss, th, fd = use[n]
+        rss, th, fd, cpu = use[n]
         print(f"{n:>5} hosts: RSS {rss / 1024:.0f} MiB ({rss / n:.0f} KiB/host), {th} threads ({th / n:.1f}/host), "
-              f"{fd} fds ({fd / n:.1f}/host)")
+              f"{fd} fds ({fd / n:.1f}/host), CPU {cpu:.1f} s ({cpu / n * 1000:.0f} ms/host)")
     if lo != hi:
-        (r0, t0_, f0), (r1, t1, f1) = use[lo], use[hi]
+        (r0, t0_, f0, c0), (r1, t1, f1, c1) = use[lo], use[hi]
         print(f"  marginal host ({lo} -> {hi}): {(r1 - r0) / (hi - lo):.0f} KiB RSS, {(t1 - t0_) / (hi - lo):.2f} threads, "
-              f"{(f1 - f0) / (hi - lo):.2f} fds")
+              f"{(f1 - f0) / (hi - lo):.2f} fds, {(c1 - c0) / (hi - lo) * 1000:.0f} ms CPU")
     for k, v in extra.items():
         print(f"{hi} hosts: {k}: {v:.2f} s" if isinstance(v, float) else f"{hi} hosts: {k}: {v}")
     ok = med[hi]["inkctl"] / med[lo]["inkctl"] <= 3.0
