@@ -298,6 +298,11 @@ def metrics_targets(fleet) -> list[tuple[str, str, str]]:
     return out
 
 
+# the router's count of requests routed: sglang-router 0.3 (smg_*), earlier sglang-router
+# releases (sgl_router_*), vllm-router (vllm_router_*)
+ROUTER_REQUESTS = ("smg_router_requests_total", "sgl_router_requests_total", "vllm_router_requests_total")
+
+
 def top_rows(targets, before: dict, now: dict, seconds: float) -> list[dict]:
     from inkctl.client.prometheus import engine_load
 
@@ -308,10 +313,11 @@ def top_rows(targets, before: dict, now: dict, seconds: float) -> list[dict]:
             rows.append({"group": group, "kind": kind, "url": url, "error": err})
             continue
         if kind == "router":
-            reqs = cur.total(("sgl_router_requests_total", "smg_http_requests_total", "vllm_router_requests_total"))
+            reqs = cur.total(ROUTER_REQUESTS)
             prev = before.get(url, (None, ""))[0]
-            pre = prev.total(("sgl_router_requests_total", "smg_http_requests_total", "vllm_router_requests_total")) if prev else None
+            pre = prev.total(ROUTER_REQUESTS) if prev else None
             rows.append({"group": group, "kind": kind, "url": url, "requests": reqs,
+                         "healthy_replicas": cur.total(("smg_worker_health",)),
                          "requests_per_s": (reqs - pre) / seconds if reqs is not None and pre is not None and seconds > 0 else None})
             continue
         load = engine_load(cur, before.get(url, (None, ""))[0], seconds)
@@ -324,23 +330,28 @@ def _fmt(v, spec: str, scale: float = 1.0) -> str:
 
 
 def top_table(rows: list[dict]):
+    """The table, then one line per target that did not answer (why)."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     t = Table(show_header=True, header_style="bold")
     for col in ("group", "run", "wait", "KV %", "gen tok/s", "TTFT p50", "requests"):
         t.add_column(col, no_wrap=True, justify="left" if col == "group" else "right")
     for r in rows:
         if r.get("error"):
-            t.add_row(r["group"], "-", "-", "-", "-", "-", r["error"][:24])
+            t.add_row(r["group"], "-", "-", "-", "-", "-", "no answer")
         elif r["kind"] == "router":
             rps = r.get("requests_per_s")
-            t.add_row(r["group"], "-", "-", "-", "-", "-",
+            ok = r.get("healthy_replicas")
+            t.add_row(r["group"] + ("" if ok is None else f" ({ok:.0f} ok)"), "-", "-", "-", "-", "-",
                       _fmt(r.get("requests"), ".0f") + ("" if rps is None else f" ({rps:.1f}/s)"))
         else:
             t.add_row(r["group"], _fmt(r["running"], ".0f"), _fmt(r["waiting"], ".0f"), _fmt(r["kv_usage"], ".1f", 100),
                       _fmt(r["gen_tokens_per_s"], ".1f"), _fmt(r["ttft_p50_s"], ".0f", 1000) + (" ms" if r["ttft_p50_s"] is not None else ""),
                       _fmt(r["requests"], ".0f"))
-    return t
+    notes = [Text(f"{r['group']}: {r['url']}: {r['error']}") for r in rows if r.get("error")]
+    return Group(t, *notes)
 
 
 @app.command()
@@ -359,29 +370,45 @@ def top(
     fmt = output_format(output)
     loaded, fleet = load_fleet(recipe, hosts, set_, "top")
     targets = metrics_targets(fleet)
+    urls = [u for _, _, u in targets]
+    from inkctl.cli.render import console
+
+    out = console()
+    live = None
+    if fmt == "text" and out.is_terminal:  # redrawn in place; piped, one table after another
+        from rich.live import Live
+
+        live = Live(console=out, auto_refresh=False)
+        live.start()
     before: dict = {}
     t_before = None
     n = 0
     try:
         while True:
             t_now = time.monotonic()
-            now = dict(zip([u for _, _, u in targets], each(scrape, [u for _, _, u in targets], name="top")))
+            now = dict(zip(urls, each(scrape, urls, name="top")))
             rows = top_rows(targets, before, now, (t_now - t_before) if t_before else 0.0)
             n += 1
             if fmt == "json":
                 print(json.dumps({"fleet": fleet.name, "t": round(time.time(), 3), "rows": rows}), flush=True)
             else:
-                from inkctl.cli.render import console
+                from rich.console import Group
+                from rich.text import Text
 
-                out = console()
-                out.print(f"fleet {fleet.name}  {fleet.url}  ({time.strftime('%H:%M:%S')})", markup=False)
-                out.print(top_table(rows))
+                view = Group(Text(f"fleet {fleet.name}  {fleet.url}  ({time.strftime('%H:%M:%S')})"), top_table(rows))
+                if live is not None:
+                    live.update(view, refresh=True)
+                else:
+                    out.print(view)
             if count is not None and n >= count:
                 break
             before, t_before = now, t_now
             time.sleep(max(0.0, interval - (time.monotonic() - t_now)))
     except KeyboardInterrupt:
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if live is not None:
+            live.stop()
 
 
 # ---------------------------------------------------------------------------------- watch

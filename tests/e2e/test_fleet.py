@@ -194,3 +194,22 @@ def test_bad_fleet_starts_nothing(cluster, inkctl, inventory, recipe, change, in
     assert f"{rec}:" in r.out  # located in the file
     assert no_traceback(r.out)
     assert containers(cluster, "h1") == []
+
+
+def test_a_failing_replica_leaves_nothing(cluster, inkctl, inventory, recipe):
+    """Replica 1's port is taken on its host: preflight stops it; replica 0, started meanwhile or
+    not, is removed too, and no router is started: nothing half-done."""
+    inv = _fleet_inv(inventory, "h1", "h2")
+    rec = recipe("fleet", name="e2e-fleetfail")
+    squatter = "fleet-test-squatter"
+    cluster.docker("h2", "run", "-d", "--name", squatter, "--network", "host", "--entrypoint", "python3",
+                   "inkctl-fake-engine:latest", "-m", "http.server", "18000", check=True)
+    try:
+        r = inkctl("up", rec, "--hosts", inv, timeout=180)
+        assert r.rc != 0, r
+        assert "replica e2e-fleetfail-r1" in r.out and "18000" in r.out, r
+        assert no_traceback(r.out)
+        for h in ("h1", "h2"):
+            assert containers(cluster, h) == []
+    finally:
+        cluster.docker("h2", "rm", "-f", squatter)
