@@ -111,6 +111,7 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
 
     t0 = time.monotonic()
     require_trusted(loaded)
+    _room_for_fds(sum(len(rep.hosts) for rep in fleet.replicas))
     needed = sorted({n for rep in fleet.replicas for s in rep.plan.puts() if isinstance(s.content, EnvFile)
                      for n in s.content.secret_names})
     secrets = resolve_secrets(loaded.recipe.secrets, needed)
@@ -171,6 +172,19 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
             o = outcome.replicas.get(rep.name)
             how = "already running" if o is not None and o.status is UpStatus.ALREADY else "up"
             out.print(f"  replica {rep.index} {rep.name}: {how} at {rep.url} ({rep.gpus})", markup=False)
+
+
+def _room_for_fds(hosts: int) -> None:
+    """A fleet holds ~4 file descriptors per host while it comes up (bench/fleet_scale.py): raise
+    the soft limit towards the hard one when the usual 1024 would run out (about 250 hosts)."""
+    import resource
+
+    want = 8 * hosts + 256
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if new > soft:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
 
 
 # ----------------------------------------------------------------------------------- down
