@@ -29,15 +29,18 @@ PROFILES = {f"h{i}": "h200x8" for i in range(1, 6)}
 
 @pytest.fixture(scope="module")
 def cluster():
-    """Five docker hosts, all 8x H200 (the module's own shape), and the router image on them."""
+    """Five docker hosts, all 8x H200, and the router image on them: a cluster of this module's
+    own (net id INKCTL_E2E_NET_ID + 100), so the session's 4-host cluster keeps its shape for
+    the other modules; removed when the module ends."""
     if os.geteuid() != 0:
         pytest.skip("the test cluster needs root (network namespaces, dockerd)")
     from tests.cluster import Cluster
     from tests.cluster import router_image
 
-    c = Cluster.up(5, podman_hosts=(), profiles=PROFILES, net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")))
+    c = Cluster.up(5, podman_hosts=(), profiles=PROFILES, net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 100)
     router_image.load(c, [h.name for h in c.hosts])
-    return c
+    yield c
+    c.down()
 
 
 def _chat(url: str, prompt: str, max_tokens: int = 4, stream: bool = False, timeout: float = 20) -> dict | str:
