@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 

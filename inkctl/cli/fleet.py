@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
@@ -117,12 +117,11 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
     secrets = resolve_secrets(loaded.recipe.secrets, needed)
     scrub = arm(secret_values(secrets))
     if fmt == "json":
-        inner = JsonLines()
+        sink = ScrubbingSink(JsonLines(), scrub)
     else:
         from inkctl.cli.live import LiveDisplay
 
-        inner = LiveDisplay()
-    sink = ScrubbingSink(inner, scrub)
+        sink = ScrubbingSink(LiveDisplay(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
     from inkctl.cli.signals import on_signals, restore

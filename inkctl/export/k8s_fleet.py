@@ -7,14 +7,14 @@ Role that may get, list and watch them. Pure: recipe in, manifests out.
 
 from __future__ import annotations
 
-from inkctl.plan.fleet import router_argv
+from inkctl.plan.fleet import fleet_of, router_argv
 from inkctl.recipe.model import Recipe
 
 
 def router_manifests(recipe: Recipe, name: str, meta, leader_labels: dict[str, str], engine_port: int) -> list[tuple[str, dict]]:
     """[(file name, manifest)] of the router: ServiceAccount, Role, RoleBinding, Deployment, Service.
     ``meta(name)`` makes the metadata (labels, namespace) the LeaderWorkerSet's manifests use."""
-    r = recipe.fleet.router
+    r = fleet_of(recipe).router
     rname = f"{name}-router"
     argv = router_argv(r, [], recipe.model.name)
     at = argv.index("--worker-urls")

@@ -9,6 +9,7 @@ router's (``smg_*``, sglang-router 0.3).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 NODE_EXPORTER_PORT = 9100
 
@@ -47,7 +48,7 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
 
 
-def scrape_config(name: str, engines: list[tuple[str, str, str]], router: str | None, hosts: list[str],
+def scrape_config(name: str, engines: Sequence[tuple[str, str, str]], router: str | None, hosts: Sequence[str],
                   interval_s: float = 5.0) -> dict:
     """prometheus.yml: ``engines`` (replica label, kind, base URL), the router's exporter
     (host:port), the hosts' node_exporter addresses."""

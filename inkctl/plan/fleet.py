@@ -22,7 +22,7 @@ from inkctl.plan import runtime
 from inkctl.plan.container import container_name, labels
 from inkctl.plan.deploy import api_port, build_plan, deployment_dir, _url_host
 from inkctl.plan.step import Container, Plan, PlannedHost, Run, Stage, WaitHealth
-from inkctl.recipe.fleet import Router
+from inkctl.recipe.fleet import Fleet, Router
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
@@ -63,6 +63,13 @@ class FleetPlan:
         return tuple(r.plan for r in self.replicas) + (self.router,)
 
 
+def fleet_of(recipe: Recipe) -> Fleet:
+    """The recipe's fleet section (callers plan fleets only)."""
+    if recipe.fleet is None:
+        raise InkctlError(f"{recipe.name}: the recipe has no fleet: section", hint="add fleet: {replicas: N}", exit_code=2)
+    return recipe.fleet
+
+
 def replica_name(name: str, index: int) -> str:
     return f"{name}-r{index}"
 
@@ -78,8 +85,7 @@ def where(recipe: Recipe, source: str = "") -> str:
 def split_hosts(recipe: Recipe, hosts: list[Host], source: str = "") -> list[tuple[int, tuple[Host, ...]]]:
     """[(port shift index, the replica's hosts)] for every replica, in order. Raises a located
     error when the inventory cannot hold them, or holds more than they use."""
-    fleet = recipe.fleet
-    assert fleet is not None
+    fleet = fleet_of(recipe)
     nodes, per = recipe.hardware.nodes, recipe.hardware.gpus_per_host
     want = fleet.replicas
     at = where(recipe, source)
@@ -121,8 +127,7 @@ def split_hosts(recipe: Recipe, hosts: list[Host], source: str = "") -> list[tup
 
 def replica_recipe(recipe: Recipe, index: int, shift: int) -> Recipe:
     """The engine group of replica ``index``: its own name, its ports shifted by ``shift`` steps."""
-    fleet = recipe.fleet
-    assert fleet is not None
+    fleet = fleet_of(recipe)
     name = replica_name(recipe.name, index)
     if len(name) > 63:
         raise InkctlError(f"name: {recipe.name!r} is too long for a fleet: replica names add '-r{index}' and "
@@ -139,10 +144,9 @@ def replica_recipe(recipe: Recipe, index: int, shift: int) -> Recipe:
 
 def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str = "", **plan_inputs) -> FleetPlan:
     """Every replica's plan and the router's. ``hosts`` None: placeholders, one set per replica."""
-    fleet = recipe.fleet
-    assert fleet is not None
+    fleet = fleet_of(recipe)
     placeholder = hosts is None
-    if placeholder:
+    if hosts is None:
         n = recipe.hardware.nodes
         groups = [(0, tuple(Host(name=f"host{i * n + k}") for k in range(n))) for i in range(fleet.replicas)]
     else:
@@ -157,7 +161,7 @@ def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str 
     router_host = _router_host(recipe, hosts, source)
     router = router_plan(recipe, router_host, replicas, placeholder=placeholder)
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=fleet.router,
-                     url=router.health_url.rsplit("/", 1)[0])
+                     url=(router.health_url or "").rsplit("/", 1)[0])
 
 
 def _renamed(plan: Plan, group: tuple[Host, ...]) -> Plan:
@@ -192,7 +196,7 @@ def _renamed(plan: Plan, group: tuple[Host, ...]) -> Plan:
 
 
 def _router_host(recipe: Recipe, hosts: list[Host] | None, source: str) -> Host:
-    want = recipe.fleet.router.host
+    want = fleet_of(recipe).router.host
     if hosts is None:
         return Host(name=want or "host0")
     if want is None:
@@ -224,7 +228,7 @@ def router_argv(router: Router, urls: list[str], model: str) -> list[str]:
 
 
 def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placeholder: bool = False) -> Plan:
-    fleet = recipe.fleet
+    fleet = fleet_of(recipe)
     r = fleet.router
     name = router_name(recipe.name)
     rt = recipe.container.runtime
@@ -256,7 +260,7 @@ def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placehol
 
 
 def _check_ports(recipe: Recipe, host: Host, replicas: list[Replica], placeholder: bool) -> None:
-    r = recipe.fleet.router
+    r = fleet_of(recipe).router
     if r.port == r.prometheus_port:
         raise InkctlError(f"fleet.router: port and prometheus_port are both {r.port}",
                           hint="give the router's exporter another port", exit_code=2)

@@ -80,7 +80,7 @@ def test_two_by_two_through_the_router(cluster, inkctl, inventory, recipe):
     assert "fleet e2e-fleet22 is up" in r.stdout and no_traceback(r.out)
     a = cluster.hosts[0].address
     url = f"http://{a}:30080"
-    assert f"through the router" in r.stdout
+    assert "through the router" in r.stdout
     for h, dep in (("h1", "e2e-fleet22-r0"), ("h2", "e2e-fleet22-r0"), ("h3", "e2e-fleet22-r1"), ("h4", "e2e-fleet22-r1")):
         assert containers(cluster, h, dep) == [f"inkctl-{dep}-r{0 if h in ('h1', 'h3') else 1} running"]
     assert containers(cluster, "h1", "e2e-fleet22-router") == ["inkctl-e2e-fleet22-router-r0 running"]
