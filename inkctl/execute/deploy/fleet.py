@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 
-from inkctl.errors import Cancelled, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 from inkctl.execute.deploy.runner import Outcome, UpStatus
 
 
@@ -94,7 +94,11 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
 def _first(errors: dict[str, BaseException], fleet) -> BaseException:
     """The failure that explains the others: a real error before the Cancelled it caused."""
     names = [r.name for r in fleet.replicas]
-    real = sorted((n for n, e in errors.items() if not isinstance(e, (Cancelled, KeyboardInterrupt))), key=names.index)
+
+    def stopped(e: BaseException) -> bool:  # stopped because another replica failed (or Ctrl-C)
+        return isinstance(e, (Cancelled, KeyboardInterrupt)) or (isinstance(e, InkctlError) and e.exit_code == EXIT_INTERRUPTED)
+
+    real = sorted((n for n, e in errors.items() if not stopped(e)), key=names.index)
     if not real:
         return next(iter(errors.values()))
     e = errors[real[0]]
