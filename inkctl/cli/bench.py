@@ -26,8 +26,9 @@ CHAT = "/v1/chat/completions"
 class Where:
     """The server to talk to and what the recipe (if any) says about it."""
 
-    def __init__(self, base_url: str, model: str, loaded=None, plan=None):
+    def __init__(self, base_url: str, model: str, loaded=None, plan=None, fleet: dict | None = None):
         self.base_url, self.model, self.loaded, self.plan = base_url.rstrip("/"), model, loaded, plan
+        self.fleet = fleet  # a fleet's router: replicas, router kind, policy
 
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
@@ -36,14 +37,30 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
     loaded = plan = None
     base = None
+    fleet_info = None
     if recipe is not None:
         from inkctl.cli.options import load_target
 
-        loaded, plan, _ = load_target(recipe, hosts, set_, command)
+        from inkctl.recipe.source import load_recipe
+
+        from inkctl.cli.options import overrides
+
+        if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+            # a fleet is measured through its router; provenance comes from replica 0
+            from inkctl.cli.fleet import load_fleet
+            from inkctl.execute.deploy.fleet import replica_loaded
+
+            loaded, fleet = load_fleet(recipe, hosts, set_, command)
+            rep = fleet.replicas[0]
+            loaded, plan, base = replica_loaded(loaded, rep), rep.plan, fleet.url
+            r = fleet.router_spec
+            fleet_info = {"replicas": len(fleet.replicas), "router": r.kind, "policy": r.policy_name, "url": fleet.url}
+        else:
+            loaded, plan, _ = load_target(recipe, hosts, set_, command)
         from inkctl.plan.step import WaitHealth
 
         health = next((s for s in plan.steps() if isinstance(s, WaitHealth)), None)
-        if health is not None and health.answer_url:
+        if base is None and health is not None and health.answer_url:
             base = health.answer_url[: -len(CHAT)] if health.answer_url.endswith(CHAT) else health.answer_url
     if url is not None:
         if not url.startswith(("http://", "https://")):
@@ -58,7 +75,7 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         raise UsageError(f"{command} --url needs --model NAME (the name the server serves)")
     if base is None:
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
-    return Where(base, name, loaded, plan)
+    return Where(base, name, loaded, plan, fleet_info)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url
@@ -253,6 +270,8 @@ def _require_matplotlib() -> None:
 
 def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
     prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
+    if where.fleet:
+        prov["fleet"] = where.fleet  # through the router: how many replicas, which policy
     if where.loaded is None:
         return prov
     from inkctl.bench.provenance import deployment_provenance

@@ -83,6 +83,14 @@ def up(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    if loaded.recipe.fleet is not None:
+        if watch or detach:
+            raise UsageError("a fleet: run up, then inkctl watch RECIPE (it supervises each replica on its own)")
+        from inkctl.cli.fleet import fleet_of, fleet_up
+
+        fleet_up(loaded, fleet_of(loaded), fmt=fmt, recipe=recipe, hosts=hosts, accept_new=accept_new_host_keys,
+                 keep=keep_on_failure, timeout=timeout, skip=list(skip_check or []))
+        return
     from inkctl.plan.inputs import require_trusted
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
@@ -263,6 +271,13 @@ def down(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.down(recipe, set_, fmt)
+    from inkctl.recipe.source import load_recipe
+
+    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_down, load_fleet
+
+        fleet_down(load_fleet(recipe, hosts, set_, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
+        return
     loaded, plan, _ = load_target(recipe, hosts, set_, "down")
     from inkctl.execute.deploy.takedown import take_down
 

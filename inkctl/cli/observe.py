@@ -196,6 +196,15 @@ def status(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.status(recipe, set_, fmt)
+    from inkctl.cli.options import overrides
+    from inkctl.recipe.source import load_recipe
+
+    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_status, load_fleet
+
+        loaded, fleet = load_fleet(recipe, hosts, set_, "status")
+        fleet_status(loaded, fleet, fmt=fmt, accept_new=accept_new_host_keys)
+        return
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:

@@ -65,6 +65,18 @@ def watch(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.watch(recipe, set_, fmt, interval)
+    how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,
+                   max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
+                   allow_socket_fallback=allow_socket_fallback)
+    from inkctl.cli.options import overrides
+    from inkctl.recipe.source import load_recipe
+
+    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_watch, load_fleet
+
+        loaded, fleet = load_fleet(recipe, hosts, set_, "watch")
+        fleet_watch(loaded, fleet, how, Events(fmt), supervise=supervise, run_hook=_run_hook)
+        return
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
     keep_watching(loaded, plan, recipe, hosts, set_, Watching(
         accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,

@@ -12,7 +12,8 @@ import json
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
-_NOT_DEPLOYED = {"description", "provenance", "results", "capabilities", "hosts"}
+# fleet: a replica is planned from a copy without it; the router has a hash of its own
+_NOT_DEPLOYED = {"description", "provenance", "results", "capabilities", "hosts", "fleet"}
 
 
 def recipe_hash(recipe: Recipe, hosts: list[Host] | None = None, image: str | None = None) -> str:

@@ -15,6 +15,7 @@ from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
 from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
+from inkctl.recipe.fleet import Fleet
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
 
@@ -186,6 +187,7 @@ class Recipe(Strict):
     capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
     provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
     results: list[Measurement] = Field(default_factory=list, description="Measured results from the source.")
+    fleet: Optional[Fleet] = Field(None, description="Several replicas of this engine group behind one request router (`up` starts the router too).")
     hosts: Optional[list[Host]] = Field(None, description="Hosts embedded for convenience; --hosts FILE wins.")
 
     # --- derived -------------------------------------------------------------------------
