@@ -13,33 +13,16 @@ stuck engine. The engines' own metric names:
 
 from __future__ import annotations
 
-import re
+import logging
 from dataclasses import dataclass
+
+from inkctl.client.prometheus import MetricsError, parse
+
+log = logging.getLogger(__name__)
 
 WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "sglang:num_requests_waiting")
 RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "sglang:num_requests_running")
 GENERATED = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-
-
-def parse_samples(text: str) -> dict[str, float]:
-    """Prometheus text exposition -> metric name: the sum of its samples over all label sets.
-    Comments, blank lines and values that are not numbers are skipped."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            continue
-        try:
-            v = float(m.group(3))
-        except ValueError:
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + v
-    return out
-
 
 @dataclass(frozen=True)
 class Reading:
@@ -49,13 +32,15 @@ class Reading:
 
 
 def reading(text: str) -> Reading:
-    s = parse_samples(text)
-
-    def pick(names):
-        got = [s[n] for n in names if n in s]
-        return sum(got) if got else None
-
-    return Reading(waiting=pick(WAITING) or 0.0, running=pick(RUNNING) or 0.0, generated=pick(GENERATED))
+    """What one /metrics answer says of progress, read with the one Prometheus parser
+    (inkctl/client/prometheus.py); an answer that does not parse says nothing (generated None)."""
+    try:
+        s = parse(text)
+    except MetricsError as e:
+        log.debug("metrics not readable for the progress check: %s", e)
+        return Reading(waiting=0.0, running=0.0, generated=None)
+    return Reading(waiting=s.total(WAITING) or 0.0, running=s.total(RUNNING) or 0.0,
+                   generated=s.total(GENERATED))
 
 
 @dataclass
