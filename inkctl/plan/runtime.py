@@ -112,6 +112,11 @@ def remove(runtime: str, *containers: str) -> tuple[str, ...]:
     return (runtime, "rm", "--force", *containers) + (("--ignore",) if runtime == "podman" else ())
 
 
+def wait(runtime: str, container: str) -> tuple[str, ...]:
+    """Block until the container exits; prints its exit code."""
+    return (runtime, "wait", container)
+
+
 def kill(runtime: str, *containers: str) -> tuple[str, ...]:
     return (runtime, "kill", *containers)
 
@@ -145,6 +150,11 @@ def ps(runtime: str, *, deployment: str | None = None, quiet: bool = False) -> t
         argv += ["--filter", f"label={LABEL_PREFIX}deployment={deployment}"]
     argv += ["--quiet"] if quiet else ["--format", ps_format(runtime)]
     return tuple(argv)
+
+
+def ps_names(runtime: str, prefix: str) -> tuple[str, ...]:
+    """``ps --all`` names only, of the containers whose name contains ``prefix``."""
+    return (runtime, "ps", "--all", "--filter", f"name={prefix}", "--format", "{{.Names}}")
 
 
 def inspect(runtime: str, *containers: str, format: str | None = INSPECT_FORMAT) -> tuple[str, ...]:
