@@ -229,13 +229,12 @@ def main(argv=None) -> int:
         for n in args.sizes:
             names = [f"h{i}" for i in range(1, n + 1)]
             rec, inv = bench.setup(n, REPO)
+            node, node_bytes = bench.per_node(names, REPO)  # writes beside the caches, removes what it wrote
             bench.empty(names)
             before, sent0 = hub.stats["bytes"], bench.head_sent()
             fresh = bench.inkctl("weights", rec, "--hosts", inv)
             hub_bytes = hub.stats["bytes"] - before
             fresh_head = bench.head_sent() - sent0
-            bench.empty(names)
-            node, node_bytes = bench.per_node(names, REPO)
             bench.empty(["h2"])
             one = bench.rsync(["h2"], REPO)
             bench.empty(names[1:])
