@@ -20,7 +20,9 @@ def console(stderr: bool = False) -> "Console":
     if key not in _CONSOLES:
         from rich.console import Console
 
-        _CONSOLES[key] = Console(stderr=stderr, highlight=False, soft_wrap=True)
+        stream = sys.stderr if stderr else sys.stdout
+        # on a terminal lines wrap at its width (by words, as rich does); piped, a line stays whole
+        _CONSOLES[key] = Console(stderr=stderr, highlight=False, soft_wrap=not _isatty(stream))
     return _CONSOLES[key]
 
 
@@ -35,6 +37,7 @@ class Plain:
         import os
 
         self.stream = stream
+        self._column = 0  # where the cursor is after a print(..., end="")
         self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
     def _markup(self, text: str) -> str:
@@ -57,7 +60,91 @@ class Plain:
             text = self._markup(text)
         if style and self.color:
             text = self._markup(f"[{style}]") + text + "\x1b[0m"
+        width = terminal_width(self.stream)
+        if width and end == "\n":
+            col = self._column
+            lines = text.split("\n")
+            first = fold(" " * col + lines[0], width)
+            first[0] = first[0][col:]
+            text = "\n".join(first + [ln for rest in lines[1:] for ln in fold(rest, width)])
+        self._column = 0 if end == "\n" else self._column + len(text)
         self.stream.write(text + end)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width(stream) -> int | None:
+    """The width lines must fit: the terminal's (COLUMNS wins, as everywhere); None when piped."""
+    import os
+
+    if not _isatty(stream):
+        return None
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    if cols <= 0:
+        try:
+            cols = os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            return None
+    return cols if cols >= 20 else None
+
+
+_ANSI = None
+
+
+def fold(line: str, width: int) -> list[str]:
+    """One line as screen lines of at most WIDTH visible columns: broken between words, the rest
+    indented 4 more than the line; a word wider than the screen is cut where the screen ends.
+    A line continued with a backslash (a shell command) breaks only where it already does."""
+    import re
+
+    global _ANSI
+    if _ANSI is None:
+        _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+    def vis(t: str) -> int:
+        return len(_ANSI.sub("", t)) if "\x1b" in t else len(t)
+
+    if vis(line) <= width:
+        return [line]
+    indent = len(line) - len(line.lstrip(" "))
+    hang = " " * min(indent + 4, width // 3)
+    out: list[str] = []
+    cur = " " * indent
+    for word in line.lstrip(" ").split(" "):
+        if cur.strip() and vis(cur) + 1 + vis(word) > width:
+            out.append(cur)
+            cur = hang
+        elif cur.strip():
+            cur += " "
+        cur += word
+        while vis(cur) > width and "\x1b" not in cur:  # one word wider than the screen
+            out.append(cur[:width])
+            cur = hang + cur[width:]
+    out.append(cur)
+    return out
+
+
+def relative(text: str) -> str:
+    """Paths under the current directory as relative paths: what the user typed, and shorter."""
+    import os
+
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return text
+    if cwd == "/" or cwd not in text:
+        return text
+    import re
+
+    return re.sub(re.escape(cwd) + r"(/|(?![\w.-]))", lambda m: "" if m.group(1) == "/" else ".", text)
 
 
 def plain(stderr: bool = False) -> Plain:
@@ -76,7 +163,7 @@ def print_error(e: InkctlError) -> None:
     from inkctl.scrub import active
 
     scrub = active()  # every error passes the one scrubber
-    e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
+    e.message, e.hint = relative(scrub.text(e.message)), relative(scrub.text(e.hint)) if e.hint else e.hint
     out = plain(stderr=True)
     if isinstance(e, RecipeInvalid):
         errors = [p for p in e.problems if p.severity == "error"]
@@ -95,10 +182,10 @@ def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> Non
     for p in problems:
         color = "red" if p.severity == "error" or strict else "yellow"
         out.print(f"  [{color}]{p.severity}[/] ", end="")
-        text = f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}"
+        text = relative(f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}")
         out.print(text, markup=False)
         if p.hint:
-            out.print("      hint: " + p.hint, markup=False, style="dim")
+            out.print("      hint: " + relative(p.hint), markup=False, style="dim")
 
 
 # --- plan ---------------------------------------------------------------------------------
@@ -124,9 +211,10 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
     """Copy-pasteable: one quoted command, continued with backslashes; lines break only before a
     --flag (kept with its values) or before the image, which starts its own line."""
     text = command_line(argv)
-    if len(text) <= 100:
+    if len(text) <= width - 6:
         return text
     from shlex import quote
+    from shlex import split as shlex_split
 
     img = image_index(argv)
     units: list[tuple[bool, str]] = []  # (starts a line, words)
@@ -135,9 +223,19 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
             units.append((i == img, quote(a)))
         else:
             units[-1] = (units[-1][0], units[-1][1] + " " + quote(a))
+    limit = width - 8
+    fitted: list[tuple[bool, str]] = []
+    for own_line, words in units:  # a unit wider than a line: its words on lines of their own
+        if len(words) <= limit:
+            fitted.append((own_line, words))
+            continue
+        parts = [quote(a) for a in shlex_split(words)]
+        fitted.append((own_line, parts[0]))
+        fitted += [(False, w) for w in parts[1:]]
+    units = fitted
     lines: list[str] = []
     for own_line, words in units:
-        if lines and not own_line and len(lines[-1]) + 1 + len(words) <= width - 8:
+        if lines and not own_line and len(lines[-1]) + 1 + len(words) <= limit:
             lines[-1] += " " + words
         else:
             lines.append(words)
