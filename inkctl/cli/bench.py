@@ -21,6 +21,7 @@ ModelOpt = typer.Option(None, "--model", help="Model name to request (with --url
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of an environment variable holding the server's API key.")
 ResultsDirOpt = typer.Option(Path("bench-results"), "--results-dir", help="Where runs are saved and read.")
 CHAT = "/v1/chat/completions"
+DEFAULT_CONCURRENCY = "1,2,4,8,16,32,64"
 
 
 class Where:
@@ -148,7 +149,7 @@ def bench(
     url: Optional[str] = UrlOpt,
     model: Optional[str] = ModelOpt,
     api: str = typer.Option("chat", "--api", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
-    concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency", "-c", help="Max concurrency per point, comma-separated: a sweep."),
+    concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help=f"Max concurrency per point, comma-separated: a sweep (default {DEFAULT_CONCURRENCY}; with --request-rate: no cap unless given)."),
     request_rate: Optional[str] = typer.Option(None, "--request-rate", help="Requests/s per point, comma-separated, Poisson arrivals (capped by the first --concurrency when given)."),
     num_prompts: Optional[int] = typer.Option(None, "--num-prompts", "-n", min=1, help="Requests per point (default: 4 x concurrency, at least 16)."),
     duration: Optional[float] = typer.Option(None, "--duration", min=0.1, help="Seconds per point instead of a number of requests."),
@@ -160,7 +161,7 @@ def bench(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds allowed per request."),
     seed: int = typer.Option(0, "--seed", help="Random seed for prompts and arrivals."),
     fmt_: str = typer.Option("vllm", "--format", help="vllm (always written) or llama-benchy (written too)."),
-    plot: bool = typer.Option(False, "--plot", help="Also write plot.png (needs matplotlib: pip install 'inkctl[plot]')."),
+    plot: bool = typer.Option(False, "--plot", help="Also write plot.png (needs matplotlib, the 'plot' extra)."),
     results_dir: Path = ResultsDirOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -175,14 +176,16 @@ def bench(
         raise UsageError(f"--api {api!r}: use chat or completions")
     if fmt_ not in ("vllm", "llama-benchy"):
         raise UsageError(f"--format {fmt_!r}: use vllm or llama-benchy")
-    concurrencies = _numbers(concurrency, int, "--concurrency")
     rates = _numbers(request_rate, float, "--request-rate") if request_rate else None
+    # a rate sweep is capped only when -c says so; a concurrency sweep has a default
+    concurrencies = (_numbers(concurrency, int, "--concurrency") if concurrency is not None
+                     else None if rates else _numbers(DEFAULT_CONCURRENCY, int, "--concurrency"))
     slos = parse_slos(goodput or [])
     if plot:
         _require_matplotlib()
     where = _where(recipe, hosts, set_, url, model, "bench")
     tok = load.load_tokenizer(tokenizer) if tokenizer else None
-    biggest = max(concurrencies)
+    biggest = max(concurrencies) if concurrencies else 1
     n_prompts = num_prompts if num_prompts is not None or duration is not None else max(16, 4 * biggest)
     prompts = (load.file_prompts(dataset, output_len) if dataset else
                load.random_prompts(max(n_prompts or 0, biggest, 16), input_len, output_len, seed, tok))
@@ -207,13 +210,25 @@ def bench(
         names.append(name)
         if fmt == "text":
             print(point_line(data), flush=True)
+        if not data["completed"]:
+            raise _NothingDone()
 
-    points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
-                        duration_s=duration, on_point=done, seed=seed)
-    report.write_json(run_dir / "run.json", {
-        "date": when.isoformat(timespec="seconds"), "model": where.model, "url": where.base_url, "api": api,
-        "input_len": None if dataset else input_len, "output_len": output_len,
-        "dataset": str(dataset) if dataset else None, "goodput_slos_ms": slos, "points": names, "provenance": provenance})
+    try:
+        points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
+                            duration_s=duration, on_point=done, seed=seed)
+    except (KeyboardInterrupt, _NothingDone) as e:
+        kept = any(p["completed"] for p in saved)
+        if kept:  # the points measured so far stay a run
+            _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
+        else:
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing measured: no run to list
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise InkctlError(_nothing_done(saved[-1], target.url) + (f" (saved {run_dir}: the points before)" if kept else ""),
+                          hint="check --url and --model (inkctl smoke --url URL says what the server answers)") from None
+    _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
     extra = []
     if fmt_ == "llama-benchy":
         report.write_json(run_dir / "llama-benchy.json", report.llama_benchy(
@@ -233,6 +248,26 @@ def bench(
         print(f"{failed} request(s) failed; the reasons are counted in each point file under inkctl.errors")
 
 
+class _NothingDone(Exception):
+    """A point completed no request: the server will not answer the next one either."""
+
+
+def _nothing_done(point: dict, url: str) -> str:
+    errors = point.get("inkctl", {}).get("errors") or {}
+    why = "; ".join(f"{n} x {e}" for e, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3]) or "no answer"
+    return f"no request completed against {url}: {why}"
+
+
+def _write_run(run_dir: Path, when, where: Where, api: str, input_len: int, output_len: int, dataset, slos,
+               names: list[str], provenance: dict) -> None:
+    from inkctl.bench import report
+
+    report.write_json(run_dir / "run.json", {
+        "date": when.isoformat(timespec="seconds"), "model": where.model, "url": where.base_url, "api": api,
+        "input_len": None if dataset else input_len, "output_len": output_len,
+        "dataset": str(dataset) if dataset else None, "goodput_slos_ms": slos, "points": names, "provenance": provenance})
+
+
 def _numbers(text: str, kind, flag: str) -> list:
     try:
         values = [kind(x) for x in text.split(",") if x.strip()]
@@ -247,8 +282,9 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InkctlError("--plot needs matplotlib, which is not installed",
-                          hint="pip install 'inkctl[plot]' (or pip install matplotlib), or leave --plot out")
+        from inkctl.extras import missing
+
+        raise missing("plot", "--plot", "matplotlib") from None
 
 
 def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dict:
