@@ -17,7 +17,7 @@ from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_fo
 from inkctl.errors import InkctlError, UsageError
 
 UrlOpt = typer.Option(None, "--url", help="Base URL of an OpenAI-compatible server (http://host:port), instead of a deployment.")
-ModelOpt = typer.Option(None, "--model", help="Model name to request (with --url; default: the recipe's served name).")
+ModelOpt = typer.Option(None, "--model", help="Model name to request (default: the recipe's served name; with --url alone, the one model the server lists).")
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of an environment variable holding the server's API key.")
 ResultsDirOpt = typer.Option(Path("bench-results"), "--results-dir", help="Where runs are saved and read.")
 CHAT = "/v1/chat/completions"
@@ -32,12 +32,20 @@ class Where:
 
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
-           command: str) -> Where:
+           command: str, api_key: Optional[str] = None) -> Where:
     if recipe is None and url is None:
         raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
     loaded = plan = None
     base = None
-    if recipe is not None:
+    if recipe is not None and url is not None and hosts is None:
+        # a recipe for its checks and model, the server at --url (a port-forward, a proxy): no hosts
+        from inkctl.cli.options import overrides
+        from inkctl.recipe.source import load_recipe
+        from inkctl.scrub import arm_for
+
+        loaded = load_recipe(recipe, overrides(set_))
+        arm_for(loaded.recipe)
+    elif recipe is not None:
         from inkctl.cli.options import load_target
 
         loaded, plan, _ = load_target(recipe, hosts, set_, command)
@@ -54,16 +62,18 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
             if base.endswith(suffix):
                 base = base[: -len(suffix)]
                 break
-    name = model or (loaded.recipe.model.name if loaded else None)
-    if not name:
-        raise UsageError(f"{command} --url needs --model NAME (the name the server serves)")
     if base is None:
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
+    name = model or (loaded.recipe.model.name if loaded else None)
+    if not name:
+        from inkctl.smoke.models import the_one_model
+
+        name = the_one_model(base, command, api_key)
     return Where(base, name, loaded, plan)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url
-RunningRecipeArg = typer.Argument(None, help="Recipe file of a running deployment.")
+RunningRecipeArg = typer.Argument(None, metavar="[RECIPE]", help="The recipe of a running deployment: a file or a bundled recipe's name (with --url: no --hosts needed).")
 
 def _api_key(env: Optional[str]) -> Optional[str]:
     if env is None:
@@ -95,7 +105,7 @@ def smoke(
 ) -> None:
     """Send the smoke checks to a running server and judge the answers (exit 1 when any fails)."""
     fmt = output_format(output)
-    where = _where(recipe, hosts, set_, url, model, "smoke")
+    where = _where(recipe, hosts, set_, url, model, "smoke", _api_key(api_key_env))
     checks = _checks(where, prompt, expect, reasoning, tools)
     from inkctl.execute.smoke import failure_message
     from inkctl.smoke.run import run_checks
@@ -114,8 +124,11 @@ def smoke(
     if failed:
         if fmt == "json":
             raise typer.Exit(1)
+        unreachable = all(r.error and r.error.startswith("cannot connect") for r in failed)
         raise InkctlError(failure_message(where.base_url + CHAT, results),
-                          hint="the server answers, but not right: check the model, its parsers and the engine's log")
+                          hint="nothing answers there: is the server up and the port right (a port-forward still "
+                               "running)?" if unreachable else
+                               "the server answers, but not right: check the model, its parsers and the engine's log")
 
 
 def _checks(where: Where, prompts, expect, reasoning: bool, tools: bool):
@@ -183,7 +196,7 @@ def bench(
     slos = parse_slos(goodput or [])
     if plot:
         _require_matplotlib()
-    where = _where(recipe, hosts, set_, url, model, "bench")
+    where = _where(recipe, hosts, set_, url, model, "bench", _api_key(api_key_env))
     tok = load.load_tokenizer(tokenizer) if tokenizer else None
     biggest = max(concurrencies) if concurrencies else 1
     n_prompts = num_prompts if num_prompts is not None or duration is not None else max(16, 4 * biggest)
@@ -290,6 +303,11 @@ def _require_matplotlib() -> None:
 def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dict:
     prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
     if where.loaded is None:
+        return prov
+    if where.plan is None:  # a recipe and --url, no hosts to ask: what the recipe says
+        from inkctl.plan.identity import recipe_hash
+
+        prov["recipe"] = {"name": where.loaded.recipe.name, "hash": recipe_hash(where.loaded.recipe)}
         return prov
     from inkctl.bench.provenance import deployment_provenance
 
