@@ -174,7 +174,14 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     from inkctl.recipe.lockfile import read_pins, write_lock
     from inkctl.recipe.source import load_recipe
 
+    from inkctl.bundled import installed_copy, lock_command
+
     loaded = load_recipe(recipe, overrides(set_), hosts)
+    if installed_copy(loaded.path):
+        raise UsageError(f"{loaded.path.stem} is a recipe installed with inkctl: its lock file would go inside the "
+                         "installation", hint=f"run {lock_command(loaded.path)}")
+    if not local and loaded.hosts is None:  # the arguments first, then the Hub, then the hosts
+        raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
     old = read_pins(loaded)
     from inkctl.weights.pin import pin_model
 
@@ -185,8 +192,6 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
         stores = {"local": LocalDaemon()}
     else:
-        if loaded.hosts is None:
-            raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
         from inkctl.execute.connect import connect_all
         from inkctl.execute.images import HostImages
         from inkctl.plan.deploy import build_plan

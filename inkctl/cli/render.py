@@ -436,19 +436,19 @@ def _step_text(s, files: bool = True) -> str:
     return pad + repr(s)
 
 
-def recipe_table(rows: list[dict]):
-    """Fits 80 columns: the name (what `plan` takes) is never cut; the description wraps by words."""
-    from rich.table import Table
+def recipe_listing(rows: list[dict], width: int = 80) -> str:
+    """Two or three lines a recipe on an 80-column screen: the name (what plan, up and init take,
+    never cut) and its model; then hardware, engine, parallelism, runtime, patches and status."""
+    import textwrap
 
-    t = Table(show_header=True, header_style="bold", show_lines=True)
-    t.add_column("recipe", no_wrap=True, overflow="fold")
-    t.add_column("hardware; engine, parallelism; runtime, patches", ratio=1, min_width=20, overflow="fold")
-    t.add_column("status", no_wrap=True)
+    name_w = max([len(r["recipe"]) for r in rows] + [6])
+    out = [f"{'recipe':<{name_w}}  model", "    hardware; engine, parallelism; runtime; patches; status", ""]
     for r in rows:
         if "error" in r:
-            t.add_row(r["recipe"], r["error"], "")
-        else:
-            what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; "
-                    f"{r['runtime']}, patches {r['patches']}")
-            t.add_row(r["recipe"], what, r["status"])
-    return t
+            out.append(f"{r['recipe']:<{name_w}}  {r['error']}")
+            continue
+        out.append(f"{r['recipe']:<{name_w}}  {r['model']}".rstrip())
+        what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; {r['runtime']}; patches {r['patches']}; "
+                f"{r['status']}")
+        out += textwrap.wrap(what, width - 2, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(out)

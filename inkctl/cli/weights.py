@@ -47,8 +47,10 @@ def weights(
     if not loaded.recipe.model.weights.manage:
         raise UsageError("model.weights.manage is false: inkctl does not manage this recipe's weights")
     if manifest is None:
+        from inkctl.bundled import lock_command
+
         raise InkctlError(f"the model is not pinned yet: {loaded.recipe.model.repo} has no manifest in the lock file",
-                          hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "") + "` first", exit_code=2)
+                          hint=f"run {lock_command(loaded.path, f' --hosts {hosts}' if hosts else '')} first", exit_code=2)
     names = [h.name for h in plan.hosts]
     source = from_ or names[0]
     if source not in names:
