@@ -181,7 +181,7 @@ def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> Non
     out = plain(stderr=stream is sys.stderr)
     for p in problems:
         color = "red" if p.severity == "error" or strict else "yellow"
-        out.print(f"  [{color}]{p.severity}[/] ", end="")
+        out.print(f"  [{color}]{p.severity}[/] " + (f"{p.code} " if p.code else ""), end="")
         text = relative(f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}")
         out.print(text, markup=False)
         if p.hint:

@@ -7,7 +7,7 @@ verbatim in ``extra``.
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from inkctl.recipe.fields import ImageDigest, Strict
 
@@ -34,8 +34,27 @@ class EngineArgs(Strict):
     tool_call_parser: Optional[str] = Field(None, description="Tool-call parser name (--tool-call-parser).")
     max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
     enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The field reports keep graphs on: decode throughput lives there.")
-    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones.")
+    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones, e.g. [--max-num-batched-tokens, 8192]: a number may be written bare (8192 passes as '8192'; true/false must be quoted).")
     unresolved: list[UnresolvedFlag] = Field(default_factory=list, description="Flags a source mentions without a value: reported by validate, never passed.")
+
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _bare_numbers(cls, v: object) -> object:
+        """[--max-num-batched-tokens, 8192]: YAML reads 8192 as a number; an argv has only text.
+        Whole numbers and plain decimals read back as written; booleans stay an error (yes/on/True)."""
+        if isinstance(v, list):
+            return [_as_written(x) for x in v]
+        return v
+
+
+def _as_written(x: object) -> object:
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float) and x == x and abs(x) not in (float("inf"),) and "e" not in repr(x):
+        return repr(x)
+    return x
 
 
 class Image(Strict):
