@@ -66,7 +66,7 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
     name = model or (loaded.recipe.model.name if loaded else None)
     if not name:
-        from inkctl.smoke.models import the_one_model
+        from inkctl.client.models import the_one_model
 
         name = the_one_model(base, command, api_key)
     return Where(base, name, loaded, plan)
@@ -107,7 +107,7 @@ def smoke(
     fmt = output_format(output)
     where = _where(recipe, hosts, set_, url, model, "smoke", _api_key(api_key_env))
     checks = _checks(where, prompt, expect, reasoning, tools)
-    from inkctl.execute.smoke import failure_message
+    from inkctl.execute.deploy.smoke import failure_message
     from inkctl.smoke.run import run_checks
 
     results = run_checks(where.base_url + CHAT, where.model, checks, timeout_s=timeout, api_key=_api_key(api_key_env))

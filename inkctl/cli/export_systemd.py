@@ -13,9 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.export import export_app
 from inkctl.cli.options import HostsOpt, RecipeArg, SetOpt
-
 
 CREDENTIALS = "@INKCTL_CREDENTIALS_DIRECTORY@"  # becomes systemd's %d after the ExecStart is escaped
 
@@ -77,7 +75,6 @@ def _systemd_literal(text: str) -> str:
     return text.replace("%", "%%").replace("$", "$$")
 
 
-@export_app.command("systemd")
 def systemd(
     recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,

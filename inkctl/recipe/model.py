@@ -18,16 +18,6 @@ from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
 
-# accelerator -> (compute capability, unified memory)
-ACCELERATORS: dict[str, tuple[str, bool]] = {
-    "dgx-spark-gb10": ("12.1", True),
-    "h200": ("9.0", False),
-    "h100": ("9.0", False),
-    "b200": ("10.0", False),
-    "rtx-pro-6000-blackwell": ("12.0", False),
-}
-
-
 class ModelWeights(Strict):
     """Which files of the model the engine reads, and where each host keeps them (``inkctl weights``)."""
 

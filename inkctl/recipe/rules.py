@@ -20,6 +20,16 @@ SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|P
 KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
 
 
+# accelerator -> (compute capability, unified memory)
+ACCELERATORS: dict[str, tuple[str, bool]] = {
+    "dgx-spark-gb10": ("12.1", True),
+    "h200": ("9.0", False),
+    "h100": ("9.0", False),
+    "b200": ("10.0", False),
+    "rtx-pro-6000-blackwell": ("12.0", False),
+}
+
+
 def _err(path: str, message: str, hint: str | None = None) -> Problem:
     return Problem(message, path=path, hint=hint)
 
@@ -58,8 +68,6 @@ def _parallelism(r: "Recipe") -> list[Problem]:
 
 
 def _hardware(r: "Recipe") -> list[Problem]:
-    from inkctl.recipe.model import ACCELERATORS
-
     hw, out = r.hardware, []
     cc, unified = ACCELERATORS[hw.accelerator]
     if hw.compute_capability != cc:
