@@ -61,7 +61,7 @@ def test_a_file_secret_is_a_credential_the_watch_reads_back(tmp_path):
     sets = [argv[i + 1].replace("%d", str(creds)) for i, a in enumerate(argv) if a == "--set"]
     assert sets == [f"secrets.HF_TOKEN={{file: {creds}/HF_TOKEN}}"]
     sys.path.insert(0, str(ROOT))
-    from inkctl.execute.secrets import resolve_secrets
+    from inkctl.secret import resolve_secrets
     from inkctl.recipe.source import load_recipe
 
     loaded = load_recipe(copy, sets)
