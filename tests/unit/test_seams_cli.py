@@ -105,3 +105,20 @@ def test_a_bare_name_after_init_is_the_copy_here(tmp_path):
     copy.write_text(copy.read_text().replace("name: qwen-small-single", "name: my-edited-one"))
     r = inkctl("plan", "vllm-single-docker", cwd=tmp_path)
     assert r.returncode == 0 and "my-edited-one" in r.stdout, r.stderr
+
+
+def test_set_hosts_changes_the_inventory_given_with_hosts(tmp_path):
+    assert inkctl("init", "inkling-small-2x-dgx-spark-vllm", cwd=tmp_path).returncode == 0
+    base = ("plan", "inkling-small-2x-dgx-spark-vllm.yaml", "--hosts", "hosts.yaml", "-o", "json")
+    for override, field, want in (("hosts[1].name=spark-b", "name", "spark-b"),
+                                  ("hosts.1.address=10.0.0.9", "address", "10.0.0.9")):
+        r = inkctl(*base, "--set", override, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["hosts"][1][field] == want
+    # hosts in the recipe as well: --hosts wins, and the --set lands on what is used, not silently nowhere
+    recipe = tmp_path / "inkling-small-2x-dgx-spark-vllm.yaml"
+    recipe.write_text(recipe.read_text() + (tmp_path / "hosts.yaml").read_text().split("hosts:", 1)[0] + "hosts:"
+                      + (tmp_path / "hosts.yaml").read_text().split("hosts:", 1)[1].replace("gpu-", "embedded-"))
+    r = inkctl(*base, "--set", "hosts[0].name=first", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [h["name"] for h in json.loads(r.stdout)["hosts"]] == ["first", "gpu-1"]
