@@ -211,7 +211,8 @@ def bench(
     from inkctl.bench.table import point_line, point_header
 
     if fmt == "text":
-        print(f"bench {where.model} at {target.url}: {'random ' + str(input_len) + ' in / ' + str(output_len) + ' out' if not dataset else dataset}")
+        print(f"bench {where.model} at {target.url}")
+        print(f"prompts: {'random, ' + str(input_len) + ' tokens in / ' + str(output_len) + ' out' if not dataset else dataset}")
         print(point_header())
 
     def done(point) -> None:
@@ -258,7 +259,7 @@ def bench(
         print(f"saved {run_dir} ({len(names)} point file(s){', ' + ', '.join(extra) if extra else ''})")
     failed = sum(p["failed"] for p in saved)
     if failed and fmt == "text":
-        print(f"{failed} request(s) failed; the reasons are counted in each point file under inkctl.errors")
+        print(f"{failed} request(s) failed; each point file counts the reasons (inkctl.errors)")
 
 
 class _NothingDone(Exception):
@@ -351,12 +352,21 @@ def results(
     if recipe is not None:
         from inkctl.recipe.source import load_recipe
 
-        measured = load_recipe(recipe).recipe.results
+        r = load_recipe(recipe).recipe
+        measured = r.results
         if not measured:
             raise InkctlError(f"{recipe}: the recipe records no results: to compare with")
         rows = compare.compare_recipe(measured, points)
-        print(json.dumps({"run": d.name, "recipe": str(recipe), "rows": rows}, indent=2) if fmt == "json"
-              else recipe_table(rows, d.name))
+        served = {r.model.name, r.model.repo}
+        other = meta.get("model") not in served
+        if other and fmt == "text":
+            from inkctl.cli.render import plain
+
+            plain(stderr=True).print(f"note: {d.name} measured {meta.get('model')}; the recipe serves "
+                                     f"{r.model.name}: the numbers below compare two models", markup=False)
+        print(json.dumps({"run": d.name, "recipe": str(recipe), "run_model": meta.get("model"),
+                          "recipe_model": r.model.name, "same_model": not other, "rows": rows}, indent=2)
+              if fmt == "json" else recipe_table(rows, d.name))
         return
     if plot:
         from inkctl.bench.plot import plot_run

@@ -133,18 +133,30 @@ def fold(line: str, width: int) -> list[str]:
 
 
 def relative(text: str) -> str:
-    """Paths under the current directory as relative paths: what the user typed, and shorter."""
+    """Absolute paths in TEXT as paths relative to the current directory where that is shorter:
+    what the user typed, and what fits a screen (a bundled recipe inside site-packages too)."""
     import os
+    import re
 
     try:
         cwd = os.getcwd()
     except OSError:
         return text
-    if cwd == "/" or cwd not in text:
-        return text
-    import re
 
-    return re.sub(re.escape(cwd) + r"(/|(?![\w.-]))", lambda m: "" if m.group(1) == "/" else ".", text)
+    def short(m: "re.Match[str]") -> str:
+        path = m.group(0)
+        tail = ""
+        while path and path[-1] in ".,;)":  # the sentence's punctuation, not the path's
+            path, tail = path[:-1], path[-1] + tail
+        if path == cwd:  # the directory itself: its name says more than "."
+            return m.group(0)
+        try:
+            rel = os.path.relpath(path, cwd)
+        except ValueError:
+            return m.group(0)
+        return (rel if len(rel) < len(path) else path) + tail
+
+    return re.sub(r"(?<![\w.~/-])/(?:[\w.@+-]+/?)+", short, text)
 
 
 def plain(stderr: bool = False) -> Plain:
