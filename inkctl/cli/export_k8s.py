@@ -13,7 +13,7 @@ from inkctl.errors import InkctlError, UsageError
 
 
 def k8s(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file, or the name of a bundled recipe (see inkctl recipes)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one file per manifest into DIR (default: print them)."),
     replicas: int = typer.Option(1, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers)."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="metadata.namespace of every manifest."),

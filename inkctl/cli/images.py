@@ -17,7 +17,7 @@ LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (doc
 
 @app.command()
 def build(
-    recipe: Path = typer.Argument(..., help="Recipe file (patches.mode: build)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file or a bundled recipe's name (patches.mode: build)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     emit: Optional[Path] = typer.Option(None, "--emit", help="Write the build context to DIR for review; build nothing."),

@@ -41,7 +41,7 @@ class Events:
 
 @app.command()
 def watch(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file, or the name of a bundled recipe (see inkctl recipes)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,

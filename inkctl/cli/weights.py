@@ -18,7 +18,7 @@ from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 @app.command()
 def weights(
-    recipe: Path = typer.Argument(..., help="Recipe file (its model pinned by `inkctl lock`)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file or a bundled recipe's name (its model pinned by `inkctl lock`)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     from_: Optional[str] = typer.Option(None, "--from", help="Host that downloads from the Hub and sends to the others (default: the head, rank 0)."),

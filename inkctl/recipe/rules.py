@@ -218,7 +218,7 @@ def _pins(r: "Recipe") -> list[Problem]:
         for side in ("before", "after"):
             full, prefix = getattr(f, f"sha256_{side}"), getattr(f, f"sha256_{side}_prefix")
             if full is None:
-                known = f" (the source gives only {prefix}...)" if prefix else ""
+                known = f" (the recipe's provenance gives only {prefix}...)" if prefix else ""
                 out.append(_warn(f"patches.files[{i}].sha256_{side}", f"sha256 {side} patching is not pinned{known}", "set it, or run `inkctl lock`"))
             elif prefix and not full.startswith(prefix):
                 out.append(_err(f"patches.files[{i}].sha256_{side}", f"{full} does not start with the stated prefix {prefix}"))

@@ -122,3 +122,11 @@ def test_set_hosts_changes_the_inventory_given_with_hosts(tmp_path):
     r = inkctl(*base, "--set", "hosts[0].name=first", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert [h["name"] for h in json.loads(r.stdout)["hosts"]] == ["first", "gpu-1"]
+
+
+def test_product_text_speaks_the_users_words():
+    ref = (ROOT / "docs" / "recipe-reference.md").read_text().lower()
+    assert "field report" not in ref and "registry record:" not in ref
+    r = inkctl("plan", "inkling-small-2x-rtxpro6000-sglang")
+    assert r.returncode == 0, r.stderr
+    assert "the source gives only" not in r.stderr and "provenance gives only" in r.stderr
