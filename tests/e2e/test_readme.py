@@ -129,3 +129,16 @@ def test_the_blocks_that_need_hosts_run_on_the_test_cluster(installed, tmp_path,
     finally:
         subprocess.run(["inkctl", "down", recipes[0].name, "--hosts", "hosts.yaml"], cwd=work, env=env,
                        capture_output=True, timeout=120)
+
+
+@pytest.mark.install
+def test_from_the_wheel_lock_names_the_copy_to_lock_not_site_packages(installed, tmp_path):  # noqa: F811
+    home = tmp_path / "home"
+    home.mkdir()
+    env = user_env(installed, home)
+    r = subprocess.run(["inkctl", "lock", "inkling-small-2x-dgx-spark-vllm", "--local"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "installed with inkctl" in r.stderr and "`inkctl init inkling-small-2x-dgx-spark-vllm` here" in r.stderr
+    assert "site-packages" not in r.stderr.split("hint:", 1)[1]
+    assert not list((installed.parent / "lib").glob("python3*/site-packages/inkctl/share/recipes/*.lock.json"))
