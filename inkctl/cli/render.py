@@ -102,7 +102,7 @@ _ANSI = None
 def fold(line: str, width: int) -> list[str]:
     """One line as screen lines of at most WIDTH visible columns: broken between words, the rest
     indented 4 more than the line; a word wider than the screen is cut where the screen ends.
-    A line continued with a backslash (a shell command) breaks only where it already does."""
+    (Shell commands are broken where a copy still runs by ``_shell``, before they get here.)"""
     import re
 
     global _ANSI
