@@ -101,7 +101,6 @@ def lock_command(path: Path, flags: str = "") -> str:
     shown = str(path)
     try:
         rel = os.path.relpath(path)
-        shown = rel if len(rel) < len(shown) else shown
-    except ValueError:
-        pass
-    return f"`inkctl lock {shown}{flags}`"
+    except ValueError:  # another drive (Windows): the path as it is
+        rel = shown
+    return f"`inkctl lock {rel if len(rel) < len(shown) else shown}{flags}`"

@@ -47,9 +47,9 @@ def plot_axis(points: list[dict]) -> tuple[list[dict], list[float], str]:
         r = p.get("request_rate")
         return float(r) if isinstance(r, (int, float)) else None
 
-    if any(rate(p) is not None for p in points):
-        pts = sorted((p for p in points if rate(p) is not None), key=rate)
-        return pts, [rate(p) for p in pts], "request rate (req/s)"
+    rated = sorted(((r, p) for p in points if (r := rate(p)) is not None), key=lambda rp: rp[0])
+    if rated:
+        return [p for _, p in rated], [r for r, _ in rated], "request rate (req/s)"
     pts = sorted((p for p in points if p.get("max_concurrency")), key=lambda p: p["max_concurrency"])
     if not pts:
         raise InkctlError("nothing to plot: the run has no points")

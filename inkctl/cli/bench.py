@@ -256,7 +256,10 @@ def bench(
     if fmt == "json":
         print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": saved}, indent=2))
     else:
-        print(f"saved {run_dir} ({len(names)} point file(s){', ' + ', '.join(extra) if extra else ''})")
+        from inkctl.cli.render import relative
+
+        print(f"saved {relative(str(run_dir.resolve()))} ({len(names)} point file(s)"
+              f"{', ' + ', '.join(extra) if extra else ''})")
     failed = sum(p["failed"] for p in saved)
     if failed and fmt == "text":
         print(f"{failed} request(s) failed; each point file counts the reasons (inkctl.errors)")

@@ -196,8 +196,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.state.images import HostImages
         from inkctl.plan.deploy import build_plan
 
-        plan = build_plan(loaded.recipe, loaded.hosts)
-        transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+        hosts_in_use = loaded.hosts or []  # checked above, before the Hub
+        plan = build_plan(loaded.recipe, hosts_in_use)
+        transports = connect_all(list(hosts_in_use), accept_new=accept_new)
         stores = {h.name: HostImages(transports[h.name], h.runtime) for h in plan.hosts}
     try:
         pins, per_host = observe(loaded, stores)

@@ -60,7 +60,7 @@ def test_a_watch_right_after_another_on_the_same_hosts_sees_no_ghost(cluster, in
     try:
         for i in range(LOOPS):
             f = follow("watch", rec, "--hosts", inv, "-o", "json", "--interval", "0.5")
-            wait_for("watch to see every rank", lambda: f.saw('"event": "ok"'), timeout=60)
+            wait_for("watch to see every rank", lambda f=f: f.saw('"event": "ok"'), timeout=60)
             time.sleep(1.5)  # a few turns after the first ok
             f.p.send_signal(signal.SIGINT)
             assert f.end(timeout=30) == 130, f.text
