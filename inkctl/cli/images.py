@@ -190,7 +190,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     if local:
         from inkctl.execute.image.local_daemon import LocalDaemon
 
-        stores = {"local": LocalDaemon()}
+        stores: dict[str, object] = {"local": LocalDaemon()}  # HostImages or LocalDaemon (pinning.observe)
     else:
         from inkctl.execute.hosts.connect import connect_all
         from inkctl.execute.state.images import HostImages

@@ -15,10 +15,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
+
+if TYPE_CHECKING:
+    from inkctl.plan.step import Plan
+    from inkctl.recipe.model import Recipe
 
 
 FATAL_SETTLE_S = 0.5
@@ -43,13 +48,13 @@ class Failure:
 
 @dataclass
 class Supervisor:
-    plan: object
+    plan: Plan
     transports: dict
-    recipe: object
+    recipe: Recipe
     interval: float = 2.0
     unhealthy_after: int = 3  # consecutive failed health probes
     stop: threading.Event = field(default_factory=threading.Event)
-    on_state: object = None  # callable(text) when the picture changes
+    on_state: Callable[[str], None] | None = None  # called with a line when the picture changes
 
     def __post_init__(self):
         self.wake = threading.Event()
@@ -93,14 +98,14 @@ class Supervisor:
         for h in self.plan.hosts:
             self._unread[h.name] = self._unread.get(h.name, 0) + 1 if h.name in unread else 0
             if self._unread[h.name] >= UNREAD_TURNS:  # it answers keepalives, but not what it runs
-                r = unread[h.name]
+                u = unread[h.name]
                 return Failure("host-unanswering", f"{h.name} answers, but {self._unread[h.name]} reads in a row of "
-                               f"its containers failed: {r.error}" + others_text(seen, h.name), h.name, None, now)
-        r = first_down(seen)
-        if r is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
-            body = "".join(f"\n    | {x}" for x in r.lines) or "\n    (no log output)"
-            return Failure("rank-exited", f"rank {r.rank} on {r.host} ({r.container}) {r.describe()}; its last lines:{body}"
-                           + others_text(seen, r.host) + _fatal_text(fatal), r.host, r.rank, now)
+                               f"its containers failed: {u.error}" + others_text(seen, h.name), h.name, None, now)
+        down = first_down(seen)
+        if down is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
+            body = "".join(f"\n    | {x}" for x in down.lines) or "\n    (no log output)"
+            return Failure("rank-exited", f"rank {down.rank} on {down.host} ({down.container}) {down.describe()}; its last lines:{body}"
+                           + others_text(seen, down.host) + _fatal_text(fatal), down.host, down.rank, now)
         if fatal:
             host, rank, kind, text = fatal[0]
             return Failure("fatal-log", f"rank {rank} on {host} logged a fatal {kind}:\n    | {text}"
