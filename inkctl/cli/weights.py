@@ -28,7 +28,7 @@ def weights(
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
     partition: Optional[str] = typer.Option(None, "--partition", help="Every node of this Slurm partition (sinfo), in Slurm's order; --hosts FILE then gives per-node settings by node name."),
-    slurm_job: Optional[str] = typer.Option(None, "--slurm-job", metavar="JOBID", help="Every node of this running Slurm job's allocation (scontrol show job), in Slurm's order; --hosts FILE as with --partition. Inside an allocation ($SLURM_JOB_NODELIST) with neither this, --partition nor --hosts: its nodes."),
+    slurm_job: Optional[str] = typer.Option(None, "--slurm-job", metavar="JOBID", help="Every node of this running Slurm job's allocation (scontrol show job), in Slurm's order; --hosts FILE as with --partition. Inside an allocation ($SLURM_JOB_NODELIST) without this or --partition: the allocation's nodes."),
 ) -> None:
     """Put the pinned model on every host: what a host lacks is downloaded ONCE (on the head, or
     --from HOST) and copied host to host over the cluster network, all hosts at once. Only missing
@@ -38,7 +38,7 @@ def weights(
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
     import os
 
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (hosts or partition or slurm_job) else None
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (partition or slurm_job) else None
     if partition and slurm_job:
         raise UsageError("--partition and --slurm-job both name the nodes: choose one")
     if partition or slurm_job or nodelist:

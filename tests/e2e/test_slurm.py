@@ -402,7 +402,7 @@ def test_a_job_left_pending_is_cancelled_with_slurms_reason(sl, slurm, recipe, t
     assert _no_jobs(slurm) == []
 
 
-def test_weights_on_a_running_jobs_nodes(slurm, cluster, recipe, inkctl, home, tmp_path):
+def test_weights_on_a_running_jobs_nodes(slurm, cluster, recipe, inkctl, tmp_path):
     """`weights --slurm-job JOBID` fills the nodes the job holds (its allocation: h1 only here),
     and inside an allocation ($SLURM_JOB_NODELIST) the same without the option."""
     import shutil
@@ -438,13 +438,10 @@ def test_weights_on_a_running_jobs_nodes(slurm, cluster, recipe, inkctl, home, t
             snap = next((caches["h1"] / ("models--" + repo.replace("/", "--")) / "snapshots").iterdir())
             assert {p: (snap / p).stat().st_size for p in files} == files
             assert not caches["h2"].exists()  # not a node of the job
-            # inside the allocation: its $SLURM_JOB_NODELIST, no option; how to reach the node
-            # is the login node's ssh config, as on a real cluster
-            h1 = cluster.host("h1")
-            with (home / ".ssh" / "config").open("a") as f:
-                f.write(f"Host {slurm.node('h1')} {h1.address}\n  User root\n  IdentityFile {cluster.identity_file}\n")
+            # inside the allocation: its $SLURM_JOB_NODELIST, no option (--hosts: per-node settings)
             shutil.rmtree(caches["h1"])
-            inside = inkctl("weights", rec, env={**env, "SLURM_JOB_NODELIST": slurm.node("h1")}, timeout=180)
+            inside = inkctl("weights", rec, "--hosts", inv, env={**env, "SLURM_JOB_NODELIST": slurm.node("h1")},
+                            timeout=180)
             assert inside.rc == 0, inside
             assert {p: (snap / p).stat().st_size for p in files} == files
             assert not caches["h2"].exists()
