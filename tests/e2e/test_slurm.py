@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITION_HOSTS = ("h1", "h2")
+PODMAN_HOST = "h3"  # the cluster's podman host, alone in partition ink<K>pod
 SECRET = "hf_slurm_e2e_Zq8vX3kP0wLr"
 
 
@@ -31,7 +32,9 @@ SECRET = "hf_slurm_e2e_Zq8vX3kP0wLr"
 def slurm(cluster):
     from tests.cluster import slurm as slurm_harness
 
-    s = slurm_harness.start(cluster, PARTITION_HOSTS)
+    pod = f"ink{cluster.net_id}pod"  # a second partition: the podman host
+    s = slurm_harness.start(cluster, PARTITION_HOSTS, extra={pod: [PODMAN_HOST]})
+    s.pod = pod
     yield s
     for job in s.jobs():
         s.run(["scancel", job.split()[0]], check=False)
@@ -453,3 +456,24 @@ def test_weights_on_a_running_jobs_nodes(slurm, cluster, recipe, inkctl, tmp_pat
         assert no_traceback(gone.out)
     finally:
         slurm.run(["scancel", alloc], check=False)
+
+
+def test_podman_node_serves_under_slurm(sl, slurm, cluster, recipe):
+    """A podman host under Slurm (h3, partition ink<K>pod): `up --slurm --container podman` on a
+    docker recipe starts the rank with the node's podman (GPUs through CDI), serves, and
+    `down --slurm` leaves nothing there."""
+    rec = recipe("single", name="e2e-slurm-podman")
+    up = sl("up", rec, "--slurm", "--partition", slurm.pod, "--container", "podman", "--time", "10:00")
+    try:
+        assert up.rc == 0, up
+        assert no_traceback(up.out)
+        assert f"runs on {slurm.node(PODMAN_HOST)}" in up.stdout, up
+        job = next(w for w in up.stdout.split() if w.isdigit())
+        stored = _batch_script(slurm, job)
+        assert "podman run" in stored and "nvidia.com/gpu=all" in stored and "docker" not in stored
+        assert containers(cluster, PODMAN_HOST, "e2e-slurm-podman") == ["inkctl-e2e-slurm-podman-r0 running"]
+    finally:
+        down = sl("down", rec, "--slurm")
+    assert down.rc == 0, down
+    assert _no_jobs(slurm) == []
+    assert containers(cluster, PODMAN_HOST, "e2e-slurm-podman") == []
