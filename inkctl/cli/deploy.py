@@ -45,7 +45,7 @@ def up(
     job_dir: Optional[str] = JobDirOpt,
     gpus_per_node: Optional[int] = GpusOpt,
     container: Optional[str] = ContainerOpt,
-    pending_timeout: float = PendingOpt,
+    pending_timeout: Optional[float] = PendingOpt,
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
@@ -66,8 +66,10 @@ def up(
         return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
                             gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout,
                             timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
-    if partition or account or time_limit or job_dir or gpus_per_node is not None or container:
-        raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node and --container go with --slurm")
+    if partition or account or time_limit or job_dir or gpus_per_node is not None or container \
+            or pending_timeout is not None:
+        raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
+                         "--pending-timeout go with --slurm")
     if (restart or hook) and not watch:
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:

@@ -18,9 +18,10 @@ import typer
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
 SlurmFlag = typer.Option(False, "--slurm", help="Run it as a Slurm job from this login node (sbatch, squeue, scancel): no --hosts.")
-PendingOpt = typer.Option(600.0, "--pending-timeout", min=0, help=(
+PENDING_S = 600.0
+PendingOpt = typer.Option(None, "--pending-timeout", min=0, help=(
     "With --slurm: seconds the job may stay pending (waiting for nodes) before it is cancelled, "
-    "with squeue's reason; 0: wait as long as Slurm keeps it."))
+    "with squeue's reason (default 600); 0: wait as long as Slurm keeps it."))
 
 
 def _say(fmt: str):
@@ -43,7 +44,7 @@ def _load(recipe: Path, set_):
 
 
 def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
-       container: Optional[str] = None, pending_timeout: float = 600.0, timeout: Optional[float],
+       container: Optional[str] = None, pending_timeout: Optional[float] = None, timeout: Optional[float],
        keep_on_failure: bool, fmt: str) -> None:
     from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
@@ -78,7 +79,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     job_id, script, secrets_file = sr.submit(job, options, part, secrets=secrets, hidden=hidden, say=say)
     try:
         run = sr.follow_up(job, job_id, r, timeout=timeout or r.health.timeout_s, say=say, cancel=cancel,
-                           pending_timeout=pending_timeout or None)
+                           pending_timeout=PENDING_S if pending_timeout is None else (pending_timeout or None))
     except (InkctlError, Cancelled) as e:
         interrupted = isinstance(e, Cancelled)
         if keep_on_failure and not interrupted:

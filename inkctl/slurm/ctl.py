@@ -195,7 +195,7 @@ def job_hosts(job_id: str, known: list | None = None) -> list:
         raise InkctlError(f"Slurm has no job {job_id}", hint="list yours: squeue --me", exit_code=2)
     if st.state != "RUNNING" or not st.nodes:
         raise InkctlError(f"job {job_id} is {st.state.lower()}: it holds no nodes now", exit_code=2,
-                          hint="name a running job (squeue --me -t running), or --partition P for every node")
+                          hint="name a running job (squeue --me -t running), or use --partition P")
     return as_hosts(list(st.nodes), known, f"of job {job_id}")
 
 

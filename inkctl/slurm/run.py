@@ -185,12 +185,20 @@ def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threadin
             if hopeless or (pending_timeout is not None and waited > pending_timeout):
                 what, todo = ctl.pending_why(st.reason, st.partition or "PARTITION", job_id)
                 when = "cannot start" if hopeless else f"still pending after {waited:.0f} s"
-                raise SlurmJobFailed(f"job {job_id} {when} (reason {st.reason}): {what}", hint=todo)
+                raise SlurmJobFailed(_fit(f"job {job_id} {when} (reason {st.reason}): {what}", 73),
+                                     hint=_fit(todo, 74))
         text = f"job {job_id}: {st.state.lower()}" + (f" ({st.reason})" if st.reason not in ("None", "") else "")
         if text != last:
             say(text)
             last = text
         time.sleep(POLL_S)
+
+
+def _fit(text: str, width: int) -> str:
+    """Lines that fit 80 columns after the 'error: ' / 'hint: ' prefix."""
+    import textwrap
+
+    return textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def health_url(job: SlurmJob, head_address: str) -> tuple[str, str]:

@@ -393,8 +393,10 @@ def test_a_job_left_pending_is_cancelled_with_slurms_reason(sl, slurm, recipe, t
         assert up.rc == 1, up
         assert no_traceback(up.out)
         job = next(w for w in up.stdout.split() if w.isdigit() and w != blocker)
-        assert f"job {job} still pending after 4 s (reason Resources): the nodes it needs are busy" in up.stderr, up
-        assert f"squeue -p {slurm.partition}" in up.stderr, up
+        said = " ".join(up.stderr.split())
+        assert f"job {job} still pending after 4 s (reason Resources): the nodes it needs are busy" in said, up
+        assert f"squeue -p {slurm.partition}" in said, up
+        assert all(len(ln) <= 80 for ln in up.stderr.splitlines()), up
         assert f"job {job} is cancelled; it never ran" in up.stdout, up
         assert took < 60, took
         assert slurm.jobs() == [f"{blocker} RUNNING"]

@@ -68,8 +68,9 @@ def test_export_container_podman_is_the_recipe_on_podman(tmp_path):
 
 
 def test_slurm_options_without_slurm_are_refused():
-    r = inkctl("up", E2E / "single.yaml", "--container", "pyxis")
-    assert r.returncode == 2 and "go with --slurm" in r.stderr and "Traceback" not in r.stderr
+    for args in (["--container", "pyxis"], ["--gpus-per-node", "0"], ["--pending-timeout", "5"]):
+        r = inkctl("up", E2E / "single.yaml", *args)
+        assert r.returncode == 2 and "go with --slurm" in r.stderr and "Traceback" not in r.stderr, args
     r = inkctl("up", E2E / "single.yaml", "--slurm", "--container", "lxc")
     assert r.returncode == 2 and "--container 'lxc': expected docker, podman, pyxis or apptainer" in r.stderr
 
@@ -85,6 +86,10 @@ def _fake_scontrol(tmp_path, line: str) -> dict:
     return {"PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}"}
 
 
+def _one_line(e) -> str:
+    return " ".join(str(e).split())
+
+
 def test_pending_job_is_given_up_after_the_timeout_with_its_reason(tmp_path, monkeypatch):
     from inkctl.slurm import run as sr
 
@@ -95,8 +100,9 @@ def test_pending_job_is_given_up_after_the_timeout_with_its_reason(tmp_path, mon
     said: list[str] = []
     with pytest.raises(InkctlError) as e:
         sr.wait_running("7", "x", 2, said.append, threading.Event(), pending_timeout=0.3)
-    assert "job 7 still pending after 0 s (reason Resources): the nodes it needs are busy" in str(e.value)
+    assert "job 7 still pending after 0 s (reason Resources): the nodes it needs are busy" in _one_line(e.value)
     assert "squeue -p gpu" in (e.value.hint or "")
+    assert all(len(ln) <= 73 for ln in str(e.value).splitlines())
     assert said == ["job 7: pending (Resources)"]
 
 
@@ -109,7 +115,7 @@ def test_hopeless_reason_fails_at_once_and_says_what_to_do(tmp_path, monkeypatch
     with pytest.raises(InkctlError) as e:
         sr.wait_running("8", "x", 4, lambda _: None, threading.Event(), pending_timeout=None)
     assert "job 8 cannot start (reason PartitionNodeLimit): it asks for more nodes than the partition allows" \
-        in str(e.value)
+        in _one_line(e.value)
     assert "--partition" in (e.value.hint or "")
 
 
