@@ -177,7 +177,7 @@ def recipes(
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl import bundled
-    from inkctl.cli.render import console, recipe_table
+    from inkctl.cli.render import recipe_listing
     from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
@@ -208,7 +208,6 @@ def recipes(
     if fmt == "json":
         print(json.dumps(rows, indent=2))
     else:
-        out = console()
-        out.print(recipe_table(rows))
-        out.print("next: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
-                  "      inkctl init RECIPE   a copy to edit here, with an inventory template", markup=False)
+        print(recipe_listing(rows))
+        print("\nnext: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
+              "      inkctl init RECIPE   a copy to edit here, with an inventory for it")
