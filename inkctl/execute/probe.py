@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from inkctl.execute import gpu as gpu_probe
+from inkctl.execute import gpu_amd
 from inkctl.execute.deploylock import PROBE_SECTION
 from inkctl.execute.deployed import ContainerState, parse_inspect
 from inkctl.execute.transport import HostError, Result, Transport
@@ -48,6 +49,9 @@ HOST_PROBE = "\n".join([
     'if command -v "$rt" >/dev/null 2>&1; then "$rt" ps --all --format "$psfmt"; ps_rc=$?; else ps_rc=127; fi; rc $ps_rc',
     "sec gpus",
     f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
+    "sec amdgpus",  # the tool's name first, then its JSON (execute/gpu_amd.py)
+    f"if command -v amd-smi >/dev/null 2>&1; then echo amd-smi; {command_line(gpu_amd.AMD_SMI)}; rc $?;"
+    f" elif command -v rocm-smi >/dev/null 2>&1; then echo rocm-smi; {command_line(gpu_amd.ROCM_SMI)}; rc $?; else rc 127; fi",
     "sec meminfo",
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",

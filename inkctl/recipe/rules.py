@@ -58,16 +58,9 @@ def _parallelism(r: "Recipe") -> list[Problem]:
 
 
 def _hardware(r: "Recipe") -> list[Problem]:
-    from inkctl.recipe.model import ACCELERATORS
+    from inkctl.recipe.accelerator_rules import accelerator_findings
 
-    hw, out = r.hardware, []
-    cc, unified = ACCELERATORS[hw.accelerator]
-    if hw.compute_capability != cc:
-        out.append(_err("hardware.compute_capability", f"{hw.accelerator} has compute capability {cc}, not {hw.compute_capability}", f"set compute_capability: '{cc}'"))
-    if unified and not hw.unified_memory:
-        out.append(_err("hardware.unified_memory", f"{hw.accelerator} has unified memory", "set unified_memory: true (nvidia-smi reports its memory as [N/A])"))
-    if not unified and hw.unified_memory:
-        out.append(_err("hardware.unified_memory", f"{hw.accelerator} does not have unified memory", "set unified_memory: false"))
+    hw, out = r.hardware, accelerator_findings(r)
     m = r.model
     if m.weights_gb and hw.memory_gib:
         per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.world_gpus
@@ -116,7 +109,7 @@ def _gpus(r: "Recipe") -> list[Problem]:
     if c.gpus == "none":
         out.append(_warn("container.gpus", "the container gets no GPU"))
     for where, env in (("container.env", c.env), ("network.nccl_env", r.network.nccl_env)):
-        if "NVIDIA_VISIBLE_DEVICES" in env and c.gpus != "none":
+        if "NVIDIA_VISIBLE_DEVICES" in env and c.gpus in ("all", "cdi"):
             flag = "--gpus" if c.gpus == "all" else "--device nvidia.com/gpu=..."
             out.append(_err(f"{where}.NVIDIA_VISIBLE_DEVICES",
                             f"the runtime's {flag} sets NVIDIA_VISIBLE_DEVICES in the container and overrides this value: "
