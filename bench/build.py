@@ -106,8 +106,8 @@ def remove_tag(cluster, names, tag, local=False):
 
 
 def measure(loaded, plan, local: bool):
-    from inkctl.execute.build import ensure_image
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.image.build import ensure_image
+    from inkctl.execute.hosts.connect import close_all, connect_all
 
     t0 = time.monotonic()
     transports = connect_all(list(loaded.hosts))
@@ -130,9 +130,9 @@ def cli_cache_hit(recipe: Path, hosts: Path, env: dict) -> float:
 
 
 def run_size(cluster, tmp: Path, n: int, env: dict) -> dict:
-    from inkctl.execute.connect import close_all, connect_all
-    from inkctl.execute.images import HostImages
-    from inkctl.execute.pinning import observe
+    from inkctl.execute.hosts.connect import close_all, connect_all
+    from inkctl.execute.state.images import HostImages
+    from inkctl.execute.image.pinning import observe
     from inkctl.plan.build import build_context
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs

@@ -4,7 +4,7 @@ and the client's CPU time per generated token, at concurrency 1, 16, 64 and 256.
 
 The server is the fake engine (tests/cluster/fake_engine) in its own process on loopback,
 streaming one token every D seconds on a clock (first token after D). The client is
-inkctl's load generator (inkctl/bench/load.py, asyncio + inkctl/bench/wire.py) in this
+inkctl's load generator (inkctl/bench/load.py, asyncio + inkctl/client/wire.py) in this
 process. Baseline, side by side in the same run: the same requests through httpx's
 AsyncClient streaming (aiter_lines, one json.loads per event): the obvious way to write it.
 

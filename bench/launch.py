@@ -230,7 +230,7 @@ def health_lag(delays: list[float], runs: int, interval: float = 2.0) -> dict[fl
     import socket
     import threading
 
-    from inkctl.execute.health import HealthWait
+    from inkctl.execute.supervise.health import HealthWait
     from inkctl.plan.step import WaitHealth
 
     class Ok(http.server.BaseHTTPRequestHandler):
@@ -242,7 +242,7 @@ def health_lag(delays: list[float], runs: int, interval: float = 2.0) -> dict[fl
         def log_message(self, *a):
             pass
 
-    from inkctl.execute.health import warm
+    from inkctl.execute.supervise.health import warm
 
     warm()  # before the clock starts, as up does while it connects
 

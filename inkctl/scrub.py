@@ -60,6 +60,6 @@ def arm_for(recipe) -> Scrubber:
     """Arm with every secret of ``recipe`` that can be read on this machine. Commands that only
     read (logs, status, watch) do not need the values, but must mask what the engines echo;
     an unreadable secret cannot be echoed by anything inkctl started from here with it."""
-    from inkctl.execute.secrets import readable_values
+    from inkctl.secret import readable_values
 
     return arm(readable_values(getattr(recipe, "secrets", None) or {}))

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inkctl.bench.stream import (CHAT_PATH, COMPLETIONS_PATH, Output, auth_headers, chat_body, completion_body, new_pool,
+from inkctl.client.stream import (CHAT_PATH, COMPLETIONS_PATH, Output, auth_headers, chat_body, completion_body, new_pool,
                                  stream)
 from inkctl.errors import InkctlError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from inkctl.bench.stream import Output
+from inkctl.client.stream import Output
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 PERCENTILES = (90.0, 99.0)

@@ -15,8 +15,8 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
         "image": {"ref": image.model_dump(mode="json", exclude_none=True), "digest": None},
         "hosts": {},
     }
-    from inkctl.execute.connect import close_all, connect_each
-    from inkctl.execute.fanout import each
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.hosts.fanout import each
     from inkctl.plan import runtime
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
@@ -27,7 +27,7 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
     def one(h):
         tr = conn.transports[h.name]
         info: dict = {}
-        from inkctl.execute.gpu import QUERY, GpuProbeError, parse_query_gpu
+        from inkctl.execute.state.gpu import QUERY, GpuProbeError, parse_query_gpu
 
         res = tr.run(QUERY, timeout=30)
         try:

@@ -96,7 +96,7 @@ def smoke(
     fmt = output_format(output)
     where = _where(recipe, hosts, set_, url, model, "smoke")
     checks = _checks(where, prompt, expect, reasoning, tools)
-    from inkctl.execute.smoke import failure_message
+    from inkctl.execute.deploy.smoke import failure_message
     from inkctl.smoke.run import run_checks
 
     results = run_checks(where.base_url + CHAT, where.model, checks, timeout_s=timeout, api_key=_api_key(api_key_env))

@@ -1,4 +1,4 @@
-"""``up`` and ``down``: load -> plan -> (``execute.bringup`` / ``execute.takedown``) -> print.
+"""``up`` and ``down``: load -> plan -> (``execute.deploy.bringup`` / ``execute.deploy.takedown``) -> print.
 
 ``up`` is all-or-nothing: every host is connected (and its key checked) before anything starts
 anywhere, and any failure after that (a step, a crashed rank, a health timeout, Ctrl-C,
@@ -48,11 +48,11 @@ def up(
     if watch and detach:
         raise UsageError("--watch supervises a healthy deployment; --detach leaves it booting: choose one")
     t0 = time.monotonic()
-    from inkctl.execute.bringup import bring_up, warm_imports
+    from inkctl.execute.deploy.bringup import bring_up, warm_imports
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
     from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
-    from inkctl.execute.secrets import resolve_secrets, secret_values
+    from inkctl.secret import resolve_secrets, secret_values
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.plan.step import EnvFile
@@ -83,12 +83,14 @@ def up(
             _summary(plan, outcome, time.monotonic() - t0)
             said.append(True)
 
-    from inkctl.execute.runner import LaunchFailed
+    from inkctl.execute.deploy.runner import LaunchFailed
+    from inkctl.weights.preflight import weights_check
 
     try:
         outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
                            timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
-                           allow_socket_fallback=allow_socket_fallback, after_boot=not watch)
+                           allow_socket_fallback=allow_socket_fallback, after_boot=not watch,
+                           weights=weights_check)
     except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
         started = isinstance(e, Cancelled) and e.started
         left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
@@ -156,7 +158,7 @@ def _live():
 
 def _summary(plan, outcome, total: float, follow: str = "") -> None:
     from inkctl.cli.render import console
-    from inkctl.execute.runner import UpStatus
+    from inkctl.execute.deploy.runner import UpStatus
 
     out = console()
     if outcome.status is UpStatus.ALREADY:
@@ -201,7 +203,7 @@ def down(
 
     fmt = output_format(output)
     loaded, plan, _ = load_target(recipe, hosts, set_, "down")
-    from inkctl.execute.takedown import take_down
+    from inkctl.execute.deploy.takedown import take_down
 
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
     if fmt == "json":

@@ -1,20 +1,20 @@
 """inkctl export: the same plan, written out for another runner (Kubernetes, systemd).
 
-Each target lives in its own module (``export_<target>.py``) that adds one command to
-``export_app``; they are imported at the bottom of this file.
+Each target lives in its own module (``export_<target>.py``) with one command function;
+this file registers them on ``export_app`` (they never import this file back).
 """
 
 from __future__ import annotations
 
 import typer
 
+from inkctl.cli import export_k8s, export_systemd
 from inkctl.cli.app import app
 
 export_app = typer.Typer(
     help="Write a deployment out for another runner (Kubernetes manifests, a systemd unit).",
     no_args_is_help=True,
 )
+export_app.command("k8s")(export_k8s.k8s)
+export_app.command("systemd")(export_systemd.systemd)
 app.add_typer(export_app, name="export")
-
-import inkctl.cli.export_k8s  # noqa: E402,F401  (registers `export k8s`)
-import inkctl.cli.export_systemd  # noqa: E402,F401  (registers `export systemd`)

@@ -8,12 +8,10 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.export import export_app
 from inkctl.cli.options import SetOpt, output_format, overrides
 from inkctl.errors import InkctlError, UsageError
 
 
-@export_app.command("k8s")
 def k8s(
     recipe: Path = typer.Argument(..., help="Recipe file."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one file per manifest into DIR (default: print them)."),

@@ -13,7 +13,6 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.export import export_app
 from inkctl.cli.options import HostsOpt, SetOpt
 
 
@@ -54,7 +53,6 @@ def _systemd_literal(text: str) -> str:
     return text.replace("%", "%%").replace("$", "$$")
 
 
-@export_app.command("systemd")
 def systemd(
     recipe: Path = typer.Argument(..., help="Recipe file."),
     hosts: Optional[Path] = HostsOpt,

@@ -67,13 +67,13 @@ def build(
 
 
 def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str, push: str | None = None):
-    from inkctl.execute.build import ensure_image
+    from inkctl.execute.image.build import ensure_image
 
     sink = None if fmt == "json" else _live()
     try:
         if loaded.hosts is None:  # --local with no hosts: build here, deliver nowhere
             return _pushed(loaded, _local_only(loaded, sink), push, None)
-        from inkctl.execute.connect import close_all, connect_all
+        from inkctl.execute.hosts.connect import close_all, connect_all
         from inkctl.plan.deploy import build_plan
         from inkctl.plan.inputs import plan_inputs
 
@@ -94,14 +94,14 @@ def _pushed(loaded, report, registry: str | None, host):
     """``--push``: from the first host (``host`` = (transport, runtime)) or the local daemon."""
     if registry is None:
         return report
-    from inkctl.execute import push
+    from inkctl.execute.image import push
 
     if host is None:
-        from inkctl.execute.local_daemon import LocalDaemon
+        from inkctl.execute.image.local_daemon import LocalDaemon
 
         report.pushed = push.push_from_daemon(LocalDaemon(), report.image, registry)
     else:
-        from inkctl.execute.images import HostImages
+        from inkctl.execute.state.images import HostImages
 
         report.pushed = push.push_from_host(HostImages(*host), report.image, registry)
     push.record(loaded, report.image, report.pushed)
@@ -111,13 +111,13 @@ def _pushed(loaded, report, registry: str | None, host):
 def _deploy_lock_held(plan, transports):
     """One up/down/build per deployment at a time (the deploy lock), when it is installed; taken
     only when something must be built or delivered (a cache hit only reads)."""
-    from inkctl.execute.deploylock import DeployLock
+    from inkctl.execute.state.deploylock import DeployLock
 
     return DeployLock(plan, transports, "build")
 
 
 def _local_only(loaded, sink):
-    from inkctl.execute.build import ensure_image
+    from inkctl.execute.image.build import ensure_image
     from inkctl.plan.step import Plan
 
     empty = Plan(deployment=loaded.recipe.name, recipe_hash="", hosts=(), stages=(), containers=())
@@ -170,7 +170,7 @@ def lock(
 
 
 def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) -> None:
-    from inkctl.execute.pinning import changes, observe
+    from inkctl.execute.image.pinning import changes, observe
     from inkctl.recipe.lockfile import read_pins, write_lock
     from inkctl.recipe.source import load_recipe
 
@@ -181,14 +181,14 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
     transports = {}
     if local:
-        from inkctl.execute.local_daemon import LocalDaemon
+        from inkctl.execute.image.local_daemon import LocalDaemon
 
         stores = {"local": LocalDaemon()}
     else:
         if loaded.hosts is None:
             raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
-        from inkctl.execute.connect import connect_all
-        from inkctl.execute.images import HostImages
+        from inkctl.execute.hosts.connect import connect_all
+        from inkctl.execute.state.images import HostImages
         from inkctl.plan.deploy import build_plan
 
         plan = build_plan(loaded.recipe, loaded.hosts)
@@ -197,7 +197,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     try:
         pins, per_host = observe(loaded, stores)
     finally:
-        from inkctl.execute.connect import close_all
+        from inkctl.execute.hosts.connect import close_all
 
         close_all(transports)
     pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here

@@ -1,7 +1,7 @@
 """``inkctl lease status|release RECIPE``: the deploy lease each up/down/build holds on every host.
 
 Distinct from ``inkctl lock RECIPE`` (which pins hashes in RECIPE.lock.json): this one says who
-holds a deployment's lease (inkctl.execute.deploylock) and breaks a stale one.
+holds a deployment's lease (inkctl.execute.state.deploylock) and breaks a stale one.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ _command("release", "Break the deployment's lease on every host (after a command
 
 
 def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) -> None:
-    from inkctl.execute import deploylock
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.state import deploylock
+    from inkctl.execute.hosts.connect import close_all, connect_all
     from inkctl.plan.deploy import build_plan
     from inkctl.recipe.source import load_recipe
 

@@ -86,7 +86,7 @@ class LiveDisplay:
             return text
         if isinstance(e, Finished):
             return None
-        from inkctl.execute.preflight import PreflightReport
+        from inkctl.execute.deploy.preflight import PreflightReport
 
         if isinstance(e, PreflightReport):
             return self._preflight(e)

@@ -26,8 +26,8 @@ PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "b
 
 def _connect(hosts, accept_new: bool) -> dict:
     """Every host in parallel; a host that cannot be reached becomes an Unreachable stand-in."""
-    from inkctl.execute.connect import connect_each
-    from inkctl.execute.preflight import Unreachable
+    from inkctl.execute.hosts.connect import connect_each
+    from inkctl.execute.deploy.preflight import Unreachable
 
     def accepted(host, name, key_type, fp):
         print(f"trusted the new host key of {host}: {key_type} {fp} (added {name} to known_hosts)", file=sys.stderr)
@@ -39,7 +39,7 @@ def _connect(hosts, accept_new: bool) -> dict:
 
 
 def _close(transports: dict) -> None:
-    from inkctl.execute.connect import close_all
+    from inkctl.execute.hosts.connect import close_all
 
     close_all(transports)
 
@@ -79,7 +79,7 @@ def doctor(
     output: str = OutputOpt,
 ) -> None:
     """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass."""
-    from inkctl.execute.preflight import PreflightFailed, check_names, run_preflight
+    from inkctl.execute.deploy.preflight import PreflightFailed, check_names, run_preflight
 
     fmt = output_format(output)
     skip = check_names(skip_check)  # a typo fails before any connection
@@ -117,7 +117,7 @@ def doctor(
 # ------------------------------------------------------------------------------------ status
 
 def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
-    from inkctl.execute.probe import human_duration, uptime
+    from inkctl.execute.state.probe import human_duration, uptime
 
     rows = []
     for c in plan.containers:
@@ -149,7 +149,7 @@ def _status_rows(plan, found: dict, errors: dict, health: dict) -> list[dict]:
 
 
 def _health(plan, head_running: bool) -> dict:
-    from inkctl.execute.health import check_once
+    from inkctl.execute.supervise.health import check_once
 
     url = plan.health_url
     if url is None or not head_running:
@@ -167,7 +167,7 @@ def status(
     output: str = OutputOpt,
 ) -> None:
     """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run."""
-    from inkctl.execute.probe import deployment_states
+    from inkctl.execute.state.probe import deployment_states
 
     fmt = output_format(output)
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")
@@ -262,7 +262,7 @@ def logs(
     output: str = OutputOpt,
 ) -> None:
     """Every rank's log merged, each line prefixed host/rank (JSON lines with --output json)."""
-    from inkctl.execute.logs import Follow, snapshot, sources
+    from inkctl.execute.supervise.logs import Follow, snapshot, sources
 
     fmt = output_format(output)
     if tail is not None and not (tail.isdigit() or tail == "all"):

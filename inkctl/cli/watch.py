@@ -78,7 +78,7 @@ class Watching:
 def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: Watching, emit) -> None:
     """Supervise until a failure (raises InkctlError, after the hook) or, with ``restart``, for
     good; Ctrl-C detaches (exit 130) and leaves the deployment as it is."""
-    from inkctl.execute.watch import RestartBudget
+    from inkctl.execute.supervise.watch import RestartBudget
 
     budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
     again = [sys.executable, "-m", "inkctl"]
@@ -116,13 +116,13 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
 
 def supervise(loaded, plan, accept_new: bool, interval: float, emit):
     """Connect (retrying while a host is away), then supervise until the first failure."""
-    from inkctl.execute.connect import close_all, connect_each
-    from inkctl.execute.watch import Supervisor
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.supervise.watch import Supervisor
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
     try:
         if conn.errors:
-            from inkctl.execute.watch import Failure
+            from inkctl.execute.supervise.watch import Failure
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())

@@ -35,7 +35,7 @@ def weights(
     if repair and not verify:
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
     loaded, plan, image = load_target(recipe, hosts, set_, "weights")
-    from inkctl.weights.manifest import host_cache_template, read_manifest
+    from inkctl.recipe.manifest import host_cache_template, read_manifest
 
     if loaded.recipe.model.local:
         raise UsageError(f"model.repo is a local directory ({loaded.recipe.model.repo}): `inkctl weights` puts Hub models in the hosts' Hub cache",

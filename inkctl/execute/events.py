@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from inkctl.secret import MASK  # noqa: F401  (re-exported)
 from inkctl.scrub import Scrubber  # noqa: F401  (the one scrubber; re-exported)
+from inkctl.smoke.result import SmokeResult
 
 
 @dataclass(frozen=True)
@@ -112,20 +113,6 @@ class HealthProgress(Event):
     timeout: float
     ranks: tuple[RankState, ...]
     status: str = ""  # last HTTP answer: "connection refused", "503", "200"
-
-
-@dataclass(frozen=True)
-class SmokeResult:
-    prompt: str
-    ok: bool
-    answer: str
-    latency_s: float
-    ttft_s: float | None
-    tokens: int
-    tokens_per_s: float | None
-    error: str = ""
-    kind: str = "answer"  # answer | reasoning | tools (inkctl.plan.smoke.SmokeCheck.kind)
-    expect: str = ""  # what the answer had to be, in words
 
 
 @dataclass(frozen=True)

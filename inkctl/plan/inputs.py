@@ -39,7 +39,7 @@ def built_image(loaded: Loaded) -> str | None:
 def weights_pinned(loaded: Loaded) -> bool:
     """The lock file pins the model's files and inkctl manages them on the hosts."""
     from inkctl.errors import InkctlError
-    from inkctl.weights.manifest import managed, read_manifest
+    from inkctl.recipe.manifest import managed, read_manifest
 
     if not managed(loaded.recipe):
         return False

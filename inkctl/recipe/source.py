@@ -4,32 +4,13 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid, UsageError
 from inkctl.recipe.hosts import Host, Inventory
+from inkctl.recipe.loaded import Loaded
 from inkctl.recipe.model import Recipe
-
-
-@dataclass
-class Loaded:
-    recipe: Recipe
-    path: Path
-    hosts: list[Host] | None  # None: plan with placeholders
-    warnings: list[Problem] = field(default_factory=list)
-    hosts_source: str | None = None  # "--hosts FILE" | "recipe" | None
-
-    @property
-    def root(self) -> Path:
-        """The repository a recipe belongs to: the parent of recipes/, else the recipe's directory."""
-        d = self.path.resolve().parent
-        return d.parent if d.name == "recipes" else d
-
-    @property
-    def patch_dir(self) -> Path:
-        return (self.root / self.recipe.patches.directory).resolve()
 
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), hosts_file: str | Path | None = None) -> Loaded:

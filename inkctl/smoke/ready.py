@@ -10,7 +10,7 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from inkctl.bench.stream import chat_body, new_pool, stream
+from inkctl.client.stream import chat_body, new_pool, stream
 from inkctl.errors import InkctlError
 
 PROMPT = "Say OK."

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 
-from inkctl.bench.stream import Output, auth_headers, chat_body, new_pool, stream
-from inkctl.execute.events import SmokeResult
+from inkctl.client.stream import Output, auth_headers, chat_body, new_pool, stream
+from inkctl.smoke.result import SmokeResult
 from inkctl.plan.smoke import SmokeCheck
 from inkctl.smoke.verdict import verdict
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 
-from inkctl.bench.stream import Output
+from inkctl.client.stream import Output
 from inkctl.plan.smoke import SmokeCheck
 
 

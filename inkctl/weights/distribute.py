@@ -20,11 +20,11 @@ from pathlib import Path
 
 from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
-from inkctl.execute.fanout import each
-from inkctl.execute.transport import HostError, Transport
+from inkctl.execute.hosts.fanout import each
+from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.runtime import ContainerSpec, Mount
-from inkctl.weights.manifest import Manifest, repo_folder
+from inkctl.recipe.manifest import Manifest, repo_folder
 
 ONHOST = Path(__file__).with_name("onhost.py")
 CONTAINER_PREFIX = "inkctl-weights"

@@ -12,7 +12,7 @@ import os
 import tempfile
 
 from inkctl.errors import InkctlError
-from inkctl.weights.manifest import DEFAULT_HUB, SAFETENSORS_INDEX, FileEntry, Manifest, needed_files
+from inkctl.recipe.manifest import DEFAULT_HUB, SAFETENSORS_INDEX, FileEntry, Manifest, needed_files
 
 TOKEN_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
@@ -31,7 +31,7 @@ def endpoint(recipe=None) -> str:
 def token_secret(recipe):
     """(name, Secret) of the recipe's HF token, resolved here; (None, None) when the recipe has
     none or its source is not set (public models need none)."""
-    from inkctl.execute.secrets import resolve_secrets
+    from inkctl.secret import resolve_secrets
 
     for name in TOKEN_NAMES:
         if name in recipe.secrets:

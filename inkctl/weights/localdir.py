@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from inkctl.errors import InkctlError
-from inkctl.weights.manifest import SAFETENSORS_INDEX, FileEntry, Manifest, needed_files
+from inkctl.recipe.manifest import SAFETENSORS_INDEX, FileEntry, Manifest, needed_files
 
 CHUNK = 8 << 20
 LOCAL_REF = "local"

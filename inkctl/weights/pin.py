@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inkctl.weights.manifest import Manifest, managed
+from inkctl.recipe.manifest import Manifest, managed
 
 
 def pin_model(loaded) -> Manifest | None:

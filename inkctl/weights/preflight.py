@@ -4,9 +4,9 @@ only, one ``stat`` round trip per host, no container: fast enough to run before 
 
 from __future__ import annotations
 
-from inkctl.execute.fanout import each
-from inkctl.execute.transport import HostError
-from inkctl.weights.manifest import Manifest, host_cache_template, read_manifest, repo_folder
+from inkctl.execute.hosts.fanout import each
+from inkctl.execute.hosts.transport import HostError
+from inkctl.recipe.manifest import Manifest, host_cache_template, read_manifest, repo_folder
 
 # positional arguments are the snapshot paths; one line per path: its size, or '-' when absent
 STAT = 'for p in "$@"; do s=$(stat -L -c %s -- "$p" 2>/dev/null) && echo "$s" || echo -; done'

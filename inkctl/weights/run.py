@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from inkctl.weights.distribute import Site, distribute, prepare, scan, to_write, wanted
-from inkctl.weights.manifest import Manifest, host_cache_template
+from inkctl.recipe.manifest import Manifest, host_cache_template
 
 
 @dataclass
@@ -63,7 +63,7 @@ class Report:
 
 
 def sites_for(loaded, plan, image, transports) -> list[Site]:
-    from inkctl.execute.preflight import host_image
+    from inkctl.execute.deploy.preflight import host_image
     from inkctl.plan.hostvars import HostContext
 
     template = host_cache_template(loaded.recipe)
@@ -81,7 +81,7 @@ def sites_for(loaded, plan, image, transports) -> list[Site]:
 def run_weights(loaded, plan, image, manifest: Manifest, sink, *, source: str, verify: bool, repair: bool,
                 accept_new: bool, hub_url: str, hub_env: dict[str, str], interrupt: threading.Event,
                 bwlimit: float | None = None) -> Report:
-    from inkctl.execute.connect import close_all, connect_all
+    from inkctl.execute.hosts.connect import close_all, connect_all
 
     report = Report(manifest.repo, manifest.revision, manifest.total_bytes, [h.name for h in plan.hosts], source, verify)
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)

@@ -143,7 +143,7 @@ def containers(cluster, host: str, deployment: str | None = None) -> list[str]:
     """'name state' of inkctl's containers on a host (of one deployment, or all)."""
     label = f"label=inkctl.deployment={deployment}" if deployment else "label=inkctl.deployment"
     r = cluster.docker(host, "ps", "--all", "--filter", label, "--format", "{{.Names}} {{.State}}", check=True)
-    from inkctl.execute.deployed import normal_state
+    from inkctl.execute.state.deployed import normal_state
 
     out = []
     for line in r.stdout.splitlines():

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.execute.gpu import GpuProbeError, describe
-from inkctl.execute.gpu_amd import parse
+from inkctl.execute.state.gpu import GpuProbeError, describe
+from inkctl.execute.state.gpu_amd import parse
 from inkctl.plan.container import gpu_args
 from inkctl.recipe.accelerators import KNOWN, lookup, normalize
 from inkctl.recipe.model import Recipe
@@ -108,7 +108,7 @@ def test_amd_smi_garbage_is_one_clear_error():
 def test_preflight_reads_amd_gpus_through_amd_smi():
     from tests.unit.test_preflight import Replay, answer, by_check, hosts, recipe as h200_recipe, run
 
-    from inkctl.execute.preflight import PreflightFailed
+    from inkctl.execute.deploy.preflight import PreflightFailed
 
     amd = (f"amd-smi\n{(AMD / 'mi300x-static-asic-vram.json').read_text()}", "", 0)
     r = h200_recipe(hardware={"accelerator": "MI300X", "gpus_per_host": 8, "memory_gib": 192},

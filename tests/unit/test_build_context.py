@@ -271,7 +271,7 @@ def test_verify_diff(tmp_path, applier):
 # --- what the executor reads back from docker/podman ---------------------------------------
 
 def test_inspect_of_docker_and_podman():
-    from inkctl.execute.images import parse_inspect
+    from inkctl.execute.state.images import parse_inspect
 
     docker = json.dumps([{"Id": "sha256:" + "a" * 64, "RepoDigests": [], "Architecture": "amd64",
                           "Config": {"User": "", "Labels": {"inkctl.content": "x"}}}]).encode()
@@ -284,7 +284,7 @@ def test_inspect_of_docker_and_podman():
 
 
 def test_build_failure_lines_show_our_verdict_not_exit_code_1():
-    from inkctl.execute.images import NO_FILE, build_failure_lines
+    from inkctl.execute.state.images import NO_FILE, build_failure_lines
 
     out = ("Step 7/10 : RUN [...]\n ---> Running in a567\n\x1b[91minkctl-build: patch 0 (replace): /etc/x: sha256 "
            "mismatch before patching: expected 1111, actual 2d84\n\x1b[0mThe command '/bin/sh ...' returned a non-zero code: 1")

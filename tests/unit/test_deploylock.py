@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from inkctl.execute.deploylock import DeployLock, LockHeld, lock_dir, release, status
-from inkctl.execute.local import LocalTransport
+from inkctl.execute.state.deploylock import DeployLock, LockHeld, lock_dir, release, status
+from inkctl.execute.hosts.local import LocalTransport
 from inkctl.plan.step import Plan, PlannedHost
 
 
@@ -78,8 +78,8 @@ def test_status_and_forced_release(tmp_path):
 
 def test_taken_in_the_probe_is_all_or_nothing(tmp_path):
     """up takes the lock inside its combined probe; a host that failed there makes the others give it back."""
-    from inkctl.execute.deploylock import _ACQUIRE
-    from inkctl.execute.transport import HostError
+    from inkctl.execute.state.deploylock import _ACQUIRE
+    from inkctl.execute.hosts.transport import HostError
 
     plan = _plan(tmp_path)
     tr = _transports(plan)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.execute.gpu import QUERY, GpuProbeError, describe, parse_meminfo, parse_query_gpu, query_failure
+from inkctl.execute.state.gpu import QUERY, GpuProbeError, describe, parse_meminfo, parse_query_gpu, query_failure
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 DRIVER_DOWN = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "

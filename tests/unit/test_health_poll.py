@@ -1,7 +1,7 @@
 """The health poll schedule: fast at first, backing off to health.interval_s, fast again when
 the answer changes or the head announces its server. Pure: the clock is passed in."""
 
-from inkctl.execute.health import BACKOFF, FAST_FOR_S, FAST_POLL_S, PollSchedule, announces_server
+from inkctl.execute.supervise.health import BACKOFF, FAST_FOR_S, FAST_POLL_S, PollSchedule, announces_server
 
 
 def delays(s: PollSchedule, start: float, answers: list[str]) -> list[float]:

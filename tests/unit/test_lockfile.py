@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from inkctl.errors import InkctlError
-from inkctl.execute.images import ImageInfo
-from inkctl.execute.pinning import Refused, changes, observe
+from inkctl.execute.state.images import ImageInfo
+from inkctl.execute.image.pinning import Refused, changes, observe
 from inkctl.plan.build import image_tag
 from inkctl.plan.inputs import require_trusted
 from inkctl.recipe.lockfile import (HEADER, LockDrift, drift_findings, local_drift, lock_path, read_pins,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 
-from inkctl.execute.logs import Follow, LogLine, Source
+from inkctl.execute.supervise.logs import Follow, LogLine, Source
 
 
 class SlowToStop:

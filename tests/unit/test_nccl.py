@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inkctl.execute.nccl import RankNet, TransportCheck, fallback_message, read_log
+from inkctl.execute.supervise.nccl import RankNet, TransportCheck, fallback_message, read_log
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 

@@ -7,8 +7,8 @@ user is not root (denied); the e2e suite runs the real script on the test cluste
 from __future__ import annotations
 
 from inkctl.execute.events import Collect, Info
-from inkctl.execute.runner import Runner
-from inkctl.execute.transport import Result
+from inkctl.execute.deploy.runner import Runner
+from inkctl.execute.hosts.transport import Result
 from inkctl.plan import pagecache
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Plan

@@ -19,11 +19,11 @@ import pytest
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
-from inkctl.execute.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
+from inkctl.execute.deploy.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       run_preflight)
 from inkctl.plan.runtime import ps_format
-from inkctl.execute.probe import HOST_PROBE, parse_links, split_sections
-from inkctl.execute.transport import HostError, Result
+from inkctl.execute.state.probe import HOST_PROBE, parse_links, split_sections
+from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -390,7 +390,7 @@ def test_multinode_head_checks_the_rendezvous_port_workers_none():
 
 
 def test_sglang_and_ray_rendezvous_ports():
-    from inkctl.execute.preflight import planned_ports
+    from inkctl.execute.deploy.preflight import planned_ports
 
     s = spark(engine={"kind": "sglang", "version": "x", "image": {"ref": "lmsysorg/sglang:x"},
                       "args": {"tensor_parallel": 2, "port": 8010}})
@@ -528,9 +528,9 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
 def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
     """The lock section is deploylock's own acquisition: taken -> the probe goes on; held -> the
     holder record, and the rest still answers (a stale lock taken over after it needs them)."""
-    from inkctl.execute.deploylock import DeployLock, LockHeld
-    from inkctl.execute.local import LocalTransport
-    from inkctl.execute.preflight import probe_hosts
+    from inkctl.execute.state.deploylock import DeployLock, LockHeld
+    from inkctl.execute.hosts.local import LocalTransport
+    from inkctl.execute.deploy.preflight import probe_hosts
 
     r = recipe(container__mounts=[])
     plan = build_plan(r, [Host(name="h1", address="127.0.0.1")])
@@ -553,7 +553,7 @@ def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
 
 def test_probe_parses_podman():
     """podman 4.3's inspect: bare name, bare hex image id, ImageName (recorded on Debian 12)."""
-    from inkctl.execute.deployed import parse_inspect
+    from inkctl.execute.state.deployed import parse_inspect
 
     rec = [{"Id": "a10a6ea99b0f", "Name": "inkctl-t-r0", "Image": "8fcbef0cfaa3b507a3537837d2305d3300b557e48c4a97d2af9c97e7dc8d0407",
             "ImageName": "localhost/tiny:1",
@@ -572,7 +572,7 @@ def test_probe_parses_podman():
 
 
 def test_listening_ports_reads_tcp_and_tcp6():
-    from inkctl.execute.probe import listening_ports
+    from inkctl.execute.state.probe import listening_ports
 
     tcp6 = "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 1\n"
     assert listening_ports(TCP_HEADER + SSHD + PORT_8000 + ESTABLISHED_8000 + tcp6) == {22, 8000, 8080}

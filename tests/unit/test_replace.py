@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from inkctl.execute.deployed import ContainerState
-from inkctl.execute.replace import Replacement
+from inkctl.execute.state.deployed import ContainerState
+from inkctl.execute.deploy.replace import Replacement
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.record import argv_by_rank, diff_argv, flag_units, parse_record
 from inkctl.plan.step import Put

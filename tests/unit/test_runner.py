@@ -16,10 +16,11 @@ import pytest
 from inkctl.errors import EXIT_INTERRUPTED
 from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
                                    StageStarted, StepFailed)
-from inkctl.execute.health import HealthTimeout
-from inkctl.execute.runner import LaunchFailed, Runner, StepError, launch
-from inkctl.execute.secrets import render_env_file, resolve_secrets
-from inkctl.execute.transport import HostError, Result
+from inkctl.execute.supervise.health import HealthTimeout
+from inkctl.execute.deploy.runner import LaunchFailed, Runner, StepError, launch
+from inkctl.execute.deploy.secrets import render_env_file
+from inkctl.secret import resolve_secrets
+from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.errors import InkctlError
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Stage, WaitFor
@@ -344,7 +345,7 @@ def test_health_answered_early_starts_no_remote_process():
     process per rank); a rank that had died by then is still found (test above)."""
     import http.server
 
-    from inkctl.execute.health import FOLLOW_AFTER_S, HealthWait
+    from inkctl.execute.supervise.health import FOLLOW_AFTER_S, HealthWait
     from inkctl.plan.step import WaitHealth
 
     class Ok(http.server.BaseHTTPRequestHandler):

@@ -8,9 +8,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from inkctl.execute.deployed import parse_inspect_lines, parse_ps, parse_time
-from inkctl.execute.fanout import each, on_hosts
-from inkctl.execute.transport import HostError
+from inkctl.execute.state.deployed import parse_inspect_lines, parse_ps, parse_time
+from inkctl.execute.hosts.fanout import each, on_hosts
+from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Run

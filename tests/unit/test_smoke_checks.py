@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from inkctl.bench.stream import Output
+from inkctl.client.stream import Output
 from inkctl.plan.smoke import SmokeCheck, smoke_checks
 from inkctl.recipe.model import Recipe
 from inkctl.smoke.verdict import verdict

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.execute.connect import connect_all, connect_each, connect_host
-from inkctl.execute.transport import HostError
+from inkctl.execute.hosts.connect import connect_all, connect_each, connect_host
+from inkctl.execute.hosts.transport import HostError
 from inkctl.recipe.hosts import Host
 from tests.cluster.proc import wait_for
 

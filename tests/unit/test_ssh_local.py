@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from inkctl.execute.connect import connect_host
-from inkctl.execute.local import LocalTransport
-from inkctl.execute.transport import HostError
+from inkctl.execute.hosts.connect import connect_host
+from inkctl.execute.hosts.local import LocalTransport
+from inkctl.execute.hosts.transport import HostError
 from inkctl.recipe.hosts import Host
 
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from inkctl.execute.deploylock import Holder, stale, this_machine
-from inkctl.execute.supervise import RankSeen, fatal_line, first_down
-from inkctl.execute.watch import RestartBudget
+from inkctl.execute.state.deploylock import Holder, stale, this_machine
+from inkctl.execute.supervise.ranks import RankSeen, fatal_line, first_down
+from inkctl.execute.supervise.watch import RestartBudget
 from inkctl.plan.container import gpu_args
 from inkctl.scrub import Scrubber
 
@@ -50,7 +50,7 @@ def test_fatal_engine_lines(line, kind):
 
 
 def test_the_first_rank_to_stop_is_the_cause():
-    from inkctl.execute.deployed import parse_inspect_lines
+    from inkctl.execute.state.deployed import parse_inspect_lines
 
     seen = parse_inspect_lines("h1", "/a|exited|1|2026-12-01T16:00:01.5+01:00\n/b|exited|137|2026-12-01T15:00:01.2Z\n"
                                      "/c|running|0|0001-01-01T00:00:00Z\njunk\n")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inkctl.execute.watchdog import MemoryWatch, Trip, mem_available_gib, parse_meminfo
+from inkctl.execute.supervise.watchdog import MemoryWatch, Trip, mem_available_gib, parse_meminfo
 
 MEMINFO = "MemTotal:       131981020 kB\nMemFree:        1000 kB\nMemAvailable:   131466512 kB\n"
 

@@ -107,7 +107,7 @@ def test_an_index_naming_a_missing_shard_is_refused(tmp_path):
 
 
 def test_a_local_model_is_not_put_in_the_hub_cache(tmp_path):
-    from inkctl.weights.manifest import managed
+    from inkctl.recipe.manifest import managed
 
     doc = _recipe_doc(tmp_path)
     doc["container"] = {"mounts": [{"source": "/data/hf", "target": "/root/.cache/huggingface"}]}

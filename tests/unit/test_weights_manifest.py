@@ -7,7 +7,7 @@ import yaml
 
 from inkctl.errors import InkctlError
 from inkctl.recipe.model import Recipe
-from inkctl.weights.manifest import (FileEntry, Manifest, container_hub_cache, host_cache_template, managed,
+from inkctl.recipe.manifest import (FileEntry, Manifest, container_hub_cache, host_cache_template, managed,
                                      needed_files, repo_folder)
 
 REPO_FILES = [

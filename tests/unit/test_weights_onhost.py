@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.weights.manifest import repo_folder
+from inkctl.recipe.manifest import repo_folder
 from tests.cluster.hub import Hub, make_model
 
 ONHOST = Path(__file__).resolve().parents[2] / "inkctl" / "weights" / "onhost.py"

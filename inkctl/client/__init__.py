@@ -1,0 +1,1 @@
+"""The streaming OpenAI-compatible client (used by smoke and bench)."""

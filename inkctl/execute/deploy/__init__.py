@@ -1,0 +1,1 @@
+"""Up and down: bring-up, the plan runner, preflight, replacing, take-down, env files."""

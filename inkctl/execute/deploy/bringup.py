@@ -1,0 +1,377 @@
+"""Bring a planned deployment up on connected hosts: the orchestration behind ``inkctl up``.
+
+Order: each host is probed as soon as it is connected (deploy lock, containers, image, GPUs,
+memory, ports, paths: one remote command) -> the one barrier correctness needs: every answer is
+in -> build or deliver a missing image -> preflight table -> nothing there, the same version
+running (done), or another version (replace) -> run the plan with the boot watchdog beside it
+-> optionally keep watching memory after boot. Never prints: events go to ``sink``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Union
+
+from inkctl.errors import Cancelled, InkctlError
+from inkctl.execute.deploy.replace import Replacement, replace_old
+from inkctl.execute.deploy.runner import Outcome, Runner, UpStatus, launch
+from inkctl.plan import runtime
+
+
+def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
+             interrupt: threading.Event, detach: bool = False, on_healthy=None,
+             allow_socket_fallback: bool = False, after_boot: bool = True, weights=None) -> Outcome:
+    """Raises Cancelled when ``interrupt`` stops it (``started`` says whether anything was launched).
+    ``after_boot=False``: return once healthy even when the recipe's watchdog stays attached
+    (``up --watch`` supervises instead, memory included). ``weights(loaded)``: the weights
+    preflight check, or None (``inkctl.weights.preflight.weights_check``, passed in by the
+    caller: execute does not import the weights package above it)."""
+    from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
+    from inkctl.execute.state.deploylock import DeployLock
+    from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
+    from inkctl.execute.deploy.preflight import PreflightFailed, probe_one
+
+    def accepted(host, name, key_type, fp):
+        from inkctl.execute.hosts.hostkeys import default_known_hosts
+
+        sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
+
+    _warm_health()
+    t = time.monotonic()
+    # one round trip per host, sent the moment that host is connected: the deploy lock, the
+    # containers (the deployment probe and the name check), the image (ensure_image and
+    # preflight) and everything else preflight reads; the answers are judged once all are in
+    lock = DeployLock(plan, {}, "up")
+    lock.record()  # one holder record for every host, made before the probes' threads ask for it
+    answers: dict = {}
+    connected: list[float] = []
+
+    def on_host(h: str, secs: float, e) -> None:
+        if e is None:
+            connected.append(secs)
+            sink.emit(HostConnected(host=h, seconds=round(secs, 3)))
+
+    def probe(name: str, transport) -> None:
+        if not interrupt.is_set():
+            answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
+
+    res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
+    transports = lock.transports = res.transports
+    if res.errors or interrupt.is_set():
+        lock.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
+        lock.release()  # taken by the probes of the hosts that did connect
+        close_all(transports)
+        if interrupt.is_set():
+            raise Cancelled()
+        raise connection_failure(list(loaded.hosts), res)
+    n = len(transports)
+    sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
+                        f"probed in {time.monotonic() - t:.2f} s"))
+    launched = False
+    try:
+        answers = {h.name: answers[h.name] for h in plan.hosts}
+        lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        for text in lock.notices:
+            sink.emit(Info(text=text, level="warning"))
+        existing = _existing(plan, answers)
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip, weights)
+        # an existing deployment explains a failed image or preflight check best
+        if isinstance(existing, Conflict):
+            raise existing.error
+        if isinstance(existing, SameHealthy):
+            return Outcome(seconds=0.0, url=existing.url, status=UpStatus.ALREADY)
+        if isinstance(existing, OtherVersion):
+            if problem is not None and not isinstance(problem, PreflightFailed):
+                raise problem
+            if interrupt.is_set():
+                raise Cancelled()
+            replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
+            if problem is not None:  # most likely the old containers' ports and names: check again
+                _preflight(loaded.recipe, plan, transports, skip, sink, weights=_weights(loaded, weights))
+        elif problem is not None:
+            raise problem
+        if interrupt.is_set():
+            raise Cancelled()
+        launched = True
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
+        try:
+            with _watchdog(loaded.recipe, plan, transports, runner, sink):
+                outcome = launch(runner, keep_on_failure=keep, detach=detach)
+        except InkctlError as e:
+            if isinstance(existing, OtherVersion):
+                e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
+                              "had been removed before the launch")
+                e.args = (e.message,)
+            raise
+        if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
+            return outcome
+        lock.release()  # the deployment is up: down (or another up) may run while this one watches
+        if on_healthy is not None:
+            on_healthy(outcome)
+        _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
+        outcome.status = UpStatus.WATCHED
+        return outcome
+    except KeyboardInterrupt:  # a second Ctrl-C, raised by the CLI's handler
+        raise Cancelled(started=launched) from None
+    finally:
+        lock.release()  # also after Ctrl-C: a lock must never outlive its command
+        close_all(transports)
+
+
+def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], weights) -> InkctlError | None:
+    """The image (built or delivered where missing, held against its pins), then preflight:
+    the first failure, returned so that what is already there can explain it first."""
+    from inkctl.execute.deploy.preflight import host_image
+
+    image = host_image(loaded.recipe, plan)
+    try:
+        report = _ensure_image(loaded, plan, transports, sink, answers, image)
+        _refresh_image(report, answers, transports, plan, image)
+        _preflight(loaded.recipe, plan, transports, skip, sink, answers, weights=_weights(loaded, weights))
+    except InkctlError as e:
+        return e
+    return None
+
+
+def _ensure_image(loaded, plan, transports, sink, answers, image: str):
+    """Build the recipe's image where it is missing (patches.mode: build), or hold the hosts'
+    images against the lock's pins. The deploy lock is already held; the probe's ``image
+    inspect`` answers the first look at each host."""
+    from inkctl.execute.image.build import ensure_image
+    from inkctl.execute.hosts.transport import Result
+
+    inspected = {}
+    for h, a in answers.items():
+        if a.sections is not None:
+            out, err, rc = a.sections.get("image")
+            inspected[h] = (image, Result(runtime.image_inspect(plan.host(h).runtime, image), rc, out.encode(), err.encode(), 0.0))
+    return ensure_image(loaded, plan, transports, sink, inspected=inspected)
+
+
+def _refresh_image(report, answers, transports, plan, image: str) -> None:
+    """Where the image was just built or delivered, the probe's image section predates it: read it again."""
+    from inkctl.execute.hosts.fanout import each
+    from inkctl.execute.state.probe import image_section
+
+    stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
+    if not stale:
+        return
+
+    def one(host: str) -> None:
+        res = transports[host].run(runtime.image_inspect(plan.host(host).runtime, image), timeout=60)
+        s = answers[host].sections
+        s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
+
+    each(one, stale, name="image")
+
+
+def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
+    """``watchdog.after_boot``: stay attached, reading MemAvailable, until Ctrl-C (which detaches
+    and leaves the deployment running). A trip kills the deployment's containers and fails."""
+    from inkctl.execute.events import Info
+    from inkctl.execute.supervise.watchdog import Watchdog
+
+    w = recipe.watchdog
+    sink.emit(Info(text=f"watching MemAvailable on {', '.join(h.name for h in plan.hosts)} every {w.interval_s:g} s "
+                        f"(watchdog.after_boot; floor {w.mem_available_min_gib:g} GiB for {w.consecutive} reads); "
+                        "Ctrl-C detaches and leaves the deployment running"))
+    latest: dict[str, float] = {}
+    said = [0.0]
+    trips = []
+    lock = threading.Lock()
+
+    def reading(host: str, gib: float) -> None:
+        with lock:
+            latest[host] = gib
+            now = time.monotonic()
+            if len(latest) == len(plan.hosts) and now - said[0] >= AFTER_BOOT_EVERY_S:
+                said[0] = now
+                sink.emit(Info(text="watchdog: MemAvailable " + ", ".join(f"{h} {g:.1f} GiB" for h, g in latest.items())))
+
+    def tripped(trip) -> None:
+        trips.append(trip)
+        interrupt.set()
+
+    dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped, on_reading=reading).start()
+    try:
+        while not interrupt.wait(0.5):  # short waits: a signal handler must get to run
+            pass
+    finally:
+        dog.stop_event.set()
+    if not trips:
+        sink.emit(Info(text=f"detached: {plan.deployment} keeps running (the watchdog stopped watching)"))
+        return
+    trip = trips[0]
+    others = _kill_all(plan, transports, skip=trip.host)
+    raise InkctlError(f"after boot: {trip.message}" + (f"\nalso killed {', '.join(others)}" if others else ""),
+                      hint="the containers are stopped, not removed: read inkctl logs RECIPE, then inkctl down RECIPE")
+
+
+AFTER_BOOT_EVERY_S = 30.0  # how often up prints the readings while it watches after boot
+
+
+def _kill_all(plan, transports, *, skip: str) -> list[str]:
+    """Kill the deployment's containers on the other hosts (their peer is gone); -> what was killed."""
+    killed = []
+    for h in plan.hosts:
+        names = [c.name for c in plan.containers if c.host == h.name]
+        if h.name == skip or not names:
+            continue
+        try:
+            if transports[h.name].run(runtime.kill(h.runtime, *names), timeout=30).ok:
+                killed += names
+        except Exception:
+            pass
+    return killed
+
+
+class _watchdog:
+    """The boot memory watchdog during the launch, when the recipe wants it (unified memory).
+
+    A trip kills that host's containers (the health wait then fails on them) and its reading
+    series becomes the first line of the failure, since it is the cause."""
+
+    def __init__(self, recipe, plan, transports, runner, sink):
+        self.on = recipe.watchdog_on
+        self.args = (recipe, plan, transports, runner, sink)
+        self.dog = None
+
+    def __enter__(self):
+        if not self.on:
+            return self
+        from inkctl.execute.events import Info
+        from inkctl.execute.supervise.watchdog import Watchdog
+
+        recipe, plan, transports, runner, sink = self.args
+
+        def tripped(trip) -> None:
+            runner.causes.append(trip.message)
+            sink.emit(Info(text=trip.message, level="warning"))
+
+        self.dog = Watchdog.for_recipe(recipe, plan, transports, on_trip=tripped).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.dog is not None:
+            self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _transport_check(loaded, sink, allow: bool):
+    """With network.rdma: read each rank's boot log for the network NCCL chose (execute.supervise.nccl)."""
+    recipe = loaded.recipe
+    if not recipe.network.rdma:
+        return None
+    from inkctl.execute.events import Info
+    from inkctl.execute.supervise.nccl import TransportCheck
+
+    hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
+    return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
+
+
+def warm_imports(*modules: str) -> None:
+    """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
+    recipe loads, off the critical path."""
+    import importlib
+
+    def warm():
+        for m in modules:
+            try:
+                importlib.import_module(m)
+            except ImportError:
+                pass
+
+    threading.Thread(target=warm, daemon=True, name="warm-imports").start()
+
+
+def _warm_health() -> None:
+    """httpx and its TLS context, for the health wait, while the hosts answer the probes."""
+    def warm():
+        try:
+            from inkctl.execute.supervise.health import warm
+
+            warm()
+        except Exception:
+            pass  # the health wait builds it (and reports any error) itself
+
+    threading.Thread(target=warm, daemon=True, name="warm-health").start()
+
+
+def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None, weights=None) -> None:
+    """``run_preflight`` raises InkctlError when a host is unfit; its table goes to ``sink``."""
+    from inkctl.execute.deploy.preflight import run_preflight
+
+    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=weights)
+
+
+def _weights(loaded, check):
+    """The pinned model's files on every host, when the lock pins them (inkctl.weights)."""
+    return check(loaded) if check is not None else None
+
+
+@dataclass(frozen=True)
+class Nothing:
+    """No container of the deployment on any host."""
+
+
+@dataclass(frozen=True)
+class SameHealthy:
+    """This version is up on every host and its health URL answers: ``up`` changes nothing."""
+
+    url: str
+
+
+@dataclass(frozen=True)
+class OtherVersion:
+    """Containers of another version (another recipe hash): ``up`` replaces them."""
+
+    replacement: Replacement
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """What is there (or what could not be asked) stops ``up``; ``error`` says what and why."""
+
+    error: InkctlError
+
+
+Existing = Union[Nothing, SameHealthy, OtherVersion, Conflict]
+
+
+def _existing(plan, answers) -> Existing:
+    """A second ``up`` must neither duplicate nor roll back the first one's containers."""
+    from inkctl.execute.state.deployed import of_deployment, parse_ps, ps_failed
+    from inkctl.execute.deploy.replace import Replacement, replace_old
+
+    items = []
+    for h in plan.hosts:  # what the probe's ``ps --all`` listed, by the deployment's label
+        a = answers[h.name]
+        if a.error is not None:
+            return Conflict(a.error)
+        out, err, rc = a.sections.get("containers")
+        if rc != 0:
+            return Conflict(ps_failed(h.name, h.runtime, rc, err))
+        items += of_deployment(parse_ps(h.name, out), plan.deployment)
+    if not items:
+        return Nothing()
+    if any(f.recipe_hash != plan.recipe_hash for f in items):
+        return OtherVersion(Replacement(plan, items))
+    planned = {(c.host, c.name) for c in plan.containers}
+    running_same = all(f.state == "running" and f.recipe_hash == plan.recipe_hash for f in items)
+    have = {(f.host, f.name) for f in items}
+    listing = "\n".join(f"  {f.host}: {f.name} ({f.state}{'' if f.recipe_hash == plan.recipe_hash else ', another recipe version'})"
+                        for f in items)
+    if running_same and have == planned:
+        from inkctl.execute.supervise.health import check_once
+
+        url = plan.health_url
+        if url and check_once(url)[0]:
+            return SameHealthy(url.rsplit("/", 1)[0])
+        return Conflict(InkctlError(
+            f"deployment {plan.deployment} is already running but {url} does not answer 200:\n{listing}\nnothing was changed",
+            hint="see inkctl status / inkctl logs, or replace it: inkctl down RECIPE, then inkctl up RECIPE"))
+    return Conflict(InkctlError(
+        f"deployment {plan.deployment} already has containers on its hosts:\n{listing}\nnothing was changed",
+        hint="remove them first: inkctl down RECIPE (with the same --hosts), then run up again"))

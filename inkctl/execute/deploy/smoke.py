@@ -1,0 +1,32 @@
+"""Smoke checks as a plan step: prove the healthy server answers right, and measure how fast.
+
+The checks (prompts with expected answers, capability checks) come from the plan; sending and
+judging them lives in ``inkctl.smoke``, shared with the ``inkctl smoke`` command.
+"""
+
+from __future__ import annotations
+
+from inkctl.errors import InkctlError
+from inkctl.smoke.result import SmokeResult
+from inkctl.plan.step import Smoke
+
+
+class SmokeFailed(InkctlError):
+    pass
+
+
+def failure_message(url: str, results) -> str:
+    bad = [r for r in results if not r.ok]
+    lines = "\n".join(f"  {r.prompt!r}: {r.error}" for r in bad)
+    return f"{len(bad)} of {len(results)} smoke check(s) failed at {url}:\n{lines}"
+
+
+def run_smoke(step: Smoke) -> tuple[SmokeResult, ...]:
+    from inkctl.smoke.run import run_checks
+
+    results = tuple(run_checks(step.url, step.model, step.checks, timeout_s=step.timeout_s))
+    if any(not r.ok for r in results):
+        raise SmokeFailed(failure_message(step.url, results),
+                          hint="the server is healthy but its answers are wrong; check the model, its parsers "
+                               "(reasoning, tool calls) and the engine's log")
+    return results

@@ -1,0 +1,77 @@
+"""Take a deployment down: what ``inkctl down`` does on every host it can reach.
+
+Each host is asked what the deployment has there (by label), and exactly that is removed,
+with the deployment's state directory; unreachable hosts are reported, not guessed at.
+``remove_from_host`` is also how ``up`` removes an old version before it launches a new one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from inkctl.execute.hosts.transport import HostError, Transport
+from inkctl.plan import runtime
+
+REMOVE_TIMEOUT_S = 120.0
+
+
+@dataclass
+class TakeDown:
+    """What ``down`` did: host -> the containers removed there; host -> why it could not."""
+
+    removed: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)  # stale locks taken over
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def remove_from_host(t: Transport, rt: str, containers: list[str], state_dir: str) -> None:
+    """Remove the containers (running or not) and the deployment's directory on one host;
+    raises HostError saying what was left."""
+    if containers:
+        res = t.run(runtime.remove(rt, *containers), timeout=REMOVE_TIMEOUT_S)
+        if not res.ok:
+            raise HostError(t.name, "runtime", f"{rt} rm failed with exit code {res.exit_code}: {res.err_text().strip()[-300:]}")
+    res = t.run(("rm", "-rf", "--", state_dir), timeout=60)
+    if not res.ok:
+        raise HostError(t.name, "command", f"cannot remove {state_dir}: {res.err_text().strip()[-300:]}")
+
+
+def take_down(plan, hosts, *, accept_new: bool = False) -> TakeDown:
+    """Probe and remove on every reachable host in parallel; report per host."""
+    from dataclasses import replace
+
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.state.deployed import list_deployment
+    from inkctl.execute.state.deploylock import DeployLock
+    from inkctl.execute.hosts.fanout import on_hosts
+
+    conn = connect_each(list(hosts), accept_new=accept_new)
+    failed: dict[str, str] = {n: e.reason for n, e in conn.errors.items()}
+    removed: dict[str, list[str]] = {}
+
+    def one(name: str) -> list[str]:
+        h, tr = plan.host(name), conn.transports[name]
+        names = [f.name for f in list_deployment(name, tr, h.runtime, plan.deployment)]
+        remove_from_host(tr, h.runtime, names, h.state_dir)
+        return names
+
+    todo = [h for h in plan.hosts if h.name in conn.transports]
+    lock = None
+    try:
+        if todo:
+            lock = DeployLock(replace(plan, hosts=tuple(todo)), conn.transports, "down").acquire()
+            res = on_hosts(one, [h.name for h in todo], name="down")
+            removed = res.ok
+            failed.update({n: e.reason for n, e in res.failed.items()})
+    finally:
+        if lock is not None:
+            lock.release()
+        close_all(conn.transports)
+    order = [h.name for h in plan.hosts]
+    return TakeDown(removed={n: removed[n] for n in order if n in removed},
+                    failed={n: failed[n] for n in order if n in failed},
+                    notices=list(lock.notices) if lock is not None else [])

@@ -1,0 +1,157 @@
+"""Host keys: the user's known_hosts, OpenSSH-style fingerprints, and trust on first use.
+
+inkctl never trusts a host key silently (no AutoAddPolicy, no WarningPolicy): an unknown key
+is refused with its fingerprint unless ``--accept-new-host-keys`` is given, in which case it is
+appended to the user's known_hosts exactly as OpenSSH's ``StrictHostKeyChecking=accept-new``
+would (``[host]:port`` for a port other than 22; hashed when the user hashes their entries).
+A changed key is refused always: it is what a man-in-the-middle looks like.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inkctl.execute.hosts.transport import HostError
+
+ACCEPT_FLAG = "--accept-new-host-keys"
+_APPEND_LOCK = threading.Lock()
+
+
+def key_type(key) -> str:
+    """The name OpenSSH shows for the key's algorithm (ED25519, ECDSA, RSA)."""
+    name = key.get_name()
+    if "ed25519" in name:
+        return "ED25519"
+    if "ecdsa" in name:
+        return "ECDSA"
+    if "rsa" in name:
+        return "RSA"
+    return name
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    """How known_hosts names a host: the bare name on port 22, else ``[host]:port``."""
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+def default_known_hosts() -> Path:
+    return Path(os.path.expanduser("~/.ssh/known_hosts"))
+
+
+@dataclass
+class KnownHosts:
+    """The known_hosts files to check against, and the one new keys are written to."""
+
+    files: list[Path]
+    hash_names: bool | None = None  # None: follow what the file already does
+    accepted: list[str] = field(default_factory=list)  # lines appended this run
+
+    @property
+    def write_to(self) -> Path:
+        return self.files[0] if self.files else default_known_hosts()
+
+    def load_into(self, client) -> None:
+        """Load every readable file into the client's host keys: checked, never written back
+        (the client has no file to save them to; new keys are appended by ``append`` only).
+
+        Parsed line by line, so that one bad line is skipped (as OpenSSH does) instead of
+        making the whole file unreadable (``HostKeys.load`` stops at a malformed key). The
+        first line for a name and key type wins, as in the file's order.
+        """
+        from paramiko.hostkeys import HostKeyEntry
+
+        keys = client.get_host_keys()
+        seen: set[tuple[str, str]] = set()
+        for f in self.files:
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                line = line.strip()
+                if not line or line.startswith("#") or line.startswith("@"):
+                    continue  # @revoked / @cert-authority markers are not supported: never trusted
+                try:
+                    e = HostKeyEntry.from_line(line)
+                except Exception:
+                    continue
+                if e is None:
+                    continue
+                for name in e.hostnames:
+                    if (name, e.key.get_name()) not in seen:
+                        seen.add((name, e.key.get_name()))
+                        keys.add(name, e.key.get_name(), e.key)
+
+    def append(self, name: str, key) -> str:
+        """Append one entry as OpenSSH would; returns the line written."""
+        path = self.write_to
+        with _APPEND_LOCK:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            hashed = self.hash_names if self.hash_names is not None else _file_is_hashed(path)
+            if hashed:
+                from paramiko.hostkeys import HostKeys
+
+                host_field = HostKeys.hash_host(name)
+            else:
+                host_field = name
+            line = f"{host_field} {key.get_name()} {key.get_base64()}\n"
+            existed = path.exists()
+            prefix = ""
+            if existed and path.stat().st_size:
+                with open(path, "rb") as f:
+                    f.seek(-1, os.SEEK_END)
+                    if f.read(1) != b"\n":
+                        prefix = "\n"
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "a") as f:
+                f.write(prefix + line)
+            self.accepted.append(line)
+            return line
+
+
+def _file_is_hashed(path: Path) -> bool:
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith("#"):
+                    return line.startswith("|1|")
+    except OSError:
+        pass
+    return False
+
+
+def make_policy(host: str, known: KnownHosts, accept_new: bool, on_accept=None):
+    """A paramiko MissingHostKeyPolicy that refuses unknown keys, or trusts them on first use."""
+    import paramiko
+
+    class TrustOnFirstUse(paramiko.MissingHostKeyPolicy):
+        """Called by paramiko only when the host has no entry at all in known_hosts."""
+
+        def missing_host_key(self, client, hostname, key):
+            fp = key.fingerprint
+            if not accept_new:
+                raise HostError(
+                    host, "unknown-host-key",
+                    f"host key unknown: {hostname} presented {key_type(key)} key {fp}, "
+                    f"which is not in {known.write_to}",
+                    hint=f"check the fingerprint out of band (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub on the host), "
+                         f"then run again with {ACCEPT_FLAG} to trust it and record it in {known.write_to}")
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            known.append(hostname, key)
+            if on_accept:
+                on_accept(host, hostname, key_type(key), fp)
+
+    return TrustOnFirstUse()
+
+
+def changed_key_error(host: str, name: str, presented, expected, known: KnownHosts) -> HostError:
+    return HostError(
+        host, "changed-host-key",
+        f"HOST KEY CHANGED for {name}: known_hosts expects {key_type(expected)} {expected.fingerprint} "
+        f"but the host presented {key_type(presented)} {presented.fingerprint}; refusing to connect "
+        f"(this is what a man-in-the-middle attack looks like; {ACCEPT_FLAG} does not override it)",
+        hint=f"if the host was really reinstalled, remove the old entry (ssh-keygen -R '{name}' -f {known.write_to}) and run again")

@@ -1,0 +1,1 @@
+"""What the hosts have, read at run time: probe, containers, GPUs, images, the deploy lock."""

@@ -1,0 +1,1 @@
+"""Running ranks: the health wait, `inkctl watch`, the boot watchdog, NCCL, logs."""

@@ -1,0 +1,180 @@
+"""The packages and their arrows, as docs/architecture.md draws them, read from the code.
+
+Every module's imports (top level, inside functions, under TYPE_CHECKING: all of them) are
+read with ``ast``. A module may import its own package and the packages its package stands
+on: nothing up a floor, whatever kind of import. No two modules may reach each other through
+imports that run (a circle); an import under ``if TYPE_CHECKING:`` only names a type for the
+checker (``recipe/rules.py`` names the ``Recipe`` whose ``findings()`` call it), so it counts
+for the floors but cannot close a circle.
+The allowed arrows are written once, here, in ``STANDS_ON``: a package named there may be
+imported by the one naming it, and so may everything below that.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "inkctl"
+
+# package -> the packages right below it (the floors it stands on); "inkctl" is the base:
+# the modules directly in inkctl/ (errors, codes, secret, scrub, bundled).
+STANDS_ON: dict[str, tuple[str, ...]] = {
+    "inkctl": (),
+    "recipe": ("inkctl",),
+    "plan": ("recipe",),
+    "client": ("inkctl",),
+    "smoke": ("plan", "client"),
+    "execute": ("plan", "smoke"),
+    "execute.hosts": ("execute",),
+    "execute.state": ("execute.hosts",),
+    "execute.image": ("execute.state",),
+    "execute.supervise": ("execute.state",),
+    "execute.deploy": ("execute.image", "execute.supervise"),
+    "weights": ("execute.deploy",),
+    "bench": ("execute.state",),
+    "export": ("plan",),
+    "cli": ("weights", "bench", "export"),
+}
+# the entry point is the one module outside cli/ that may import cli/
+ENTRY = {"inkctl.__main__": "cli"}
+
+
+@functools.cache
+def modules() -> dict[str, Path]:
+    out = {}
+    for p in sorted(ROOT.rglob("*.py")):
+        parts = list(p.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes under ``if TYPE_CHECKING:``."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    return out
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path], *, types: bool = True) -> set[str]:
+    """The inkctl modules ``name`` imports (a package's ``__init__`` counts as that package);
+    ``types=False``: leave out the imports under ``if TYPE_CHECKING:``."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(), str(path))
+    skip = set() if types else _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t.startswith("inkctl") and t != name:
+                found.add(t)
+    return found
+
+
+def unit(module: str, known: dict[str, Path]) -> str:
+    if module in ENTRY:
+        return ENTRY[module]
+    parts = module.split(".")
+    package = parts if known[module].name == "__init__.py" else parts[:-1]
+    return ".".join(package[1:]) or "inkctl"
+
+
+def below(package: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(STANDS_ON[package])
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo.extend(STANDS_ON[p])
+    return seen
+
+
+@functools.cache
+def graph(types: bool = True) -> dict[str, set[str]]:
+    known = modules()
+    return {m: imports_of(m, p, known, types=types) for m, p in known.items()}
+
+
+def test_every_package_has_a_floor():
+    known = modules()
+    missing = sorted({unit(m, known) for m in known} - set(STANDS_ON))
+    assert not missing, f"add these packages to STANDS_ON (and docs/architecture.md): {missing}"
+
+
+def test_the_floors_themselves_form_no_circle():
+    for p in STANDS_ON:
+        assert p not in below(p), f"{p} stands on itself"
+
+
+def test_no_import_up_a_floor():
+    known = modules()
+    bad = []
+    for m, targets in graph().items():
+        mine = unit(m, known)
+        allowed = below(mine) | {mine}
+        bad += [f"{m} -> {t}  ({mine} may import {sorted(allowed)})" for t in sorted(targets)
+                if unit(t, known) not in allowed and t != "inkctl"]
+    assert not bad, "imports up a floor or sideways:\n" + "\n".join(bad)
+
+
+def test_no_import_circle():
+    g = graph(types=False)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in g[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    assert not circles, f"modules that import each other: {circles}"
+
+
+def test_the_checker_sees_what_it_must():
+    """The reader finds a lazy import inside a function and a TYPE_CHECKING one."""
+    g = graph()
+    assert "inkctl.secret" in g["inkctl.scrub"]  # imported inside arm_for()
+    assert "inkctl.execute.hosts.target" in g["inkctl.execute.hosts.ssh"]  # under TYPE_CHECKING
+    assert "inkctl.recipe.model" in g["inkctl.recipe.rules"]
+    assert "inkctl.recipe.model" not in graph(types=False)["inkctl.recipe.rules"]
+    known = modules()
+    assert unit("inkctl.execute.events", known) == "execute"
+    assert unit("inkctl.execute.hosts.ssh", known) == "execute.hosts"
+    assert "client" in below("bench") and "cli" not in below("execute.deploy")
