@@ -216,6 +216,13 @@ class Recipe(Strict):
     # --- derived -------------------------------------------------------------------------
     @property
     def world_gpus(self) -> int:
+        from inkctl.recipe.parallel import world_gpus
+
+        return world_gpus(self)
+
+    @property
+    def model_shards(self) -> int:
+        """Ranks one copy of the weights is split over (tensor x pipeline)."""
         return self.engine.args.tensor_parallel * self.engine.args.pipeline_parallel
 
     @property

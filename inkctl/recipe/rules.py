@@ -45,16 +45,9 @@ def recipe_findings(r: "Recipe") -> list[Problem]:
 
 
 def _parallelism(r: "Recipe") -> list[Problem]:
-    a, hw = r.engine.args, r.hardware
-    have = hw.nodes * hw.gpus_per_host
-    if r.world_gpus != have:
-        return [_err(
-            "engine.args.tensor_parallel",
-            f"tensor_parallel {a.tensor_parallel} x pipeline_parallel {a.pipeline_parallel} = {r.world_gpus} GPUs, "
-            f"but the hosts provide {hw.nodes} x {hw.gpus_per_host} = {have}",
-            "make tensor_parallel x pipeline_parallel equal hardware.nodes x hardware.gpus_per_host",
-        )]
-    return []
+    from inkctl.recipe.parallel import parallel_findings
+
+    return parallel_findings(r)
 
 
 def _hardware(r: "Recipe") -> list[Problem]:
@@ -63,7 +56,7 @@ def _hardware(r: "Recipe") -> list[Problem]:
     hw, out = r.hardware, accelerator_findings(r)
     m = r.model
     if m.weights_gb and hw.memory_gib:
-        per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.world_gpus
+        per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.model_shards
         if per_rank_gib > hw.memory_gib:
             out.append(_err("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank does not fit {hw.memory_gib} GiB per GPU", "raise tensor or pipeline parallelism, or use more hosts"))
         elif per_rank_gib > 0.9 * hw.memory_gib:
@@ -220,7 +213,10 @@ def _engine(r: "Recipe") -> list[Problem]:
         out.append(_warn("engine.args.enforce_eager", "CUDA graphs are off: decode throughput drops"))
     typed = {"--tensor-parallel-size", "--tp-size", "--tp", "--pipeline-parallel-size", "--pp-size", "--port", "--host",
              "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--model",
-             "--model-path", "--served-model-name", "--trust-remote-code"}
+             "--model-path", "--served-model-name", "--trust-remote-code", "--data-parallel-size", "-dp",
+             "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
+             "--data-parallel-start-rank", "--enable-expert-parallel", "--dp-size", "--dp", "--enable-dp-attention",
+             "--ep-size", "--ep", "--speculative-config", "--speculative-algorithm", "--speculative-draft-model-path"}
     for i, x in enumerate(a.extra):
         flag = x.split("=", 1)[0]
         if flag in typed:
