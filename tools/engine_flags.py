@@ -1,7 +1,7 @@
 """Dump an engine release's command-line flags from its own argument parser, into the table
 inkctl ships (inkctl/recipe/engine_flags/<engine>-<version>.json).
 
-    python tools/engine_flags.py sglang 0.5.20 [--wheel-dir DIR] [--keep]
+    python tools/engine_flags.py sglang 0.5.20 [--wheel-dir DIR] [--venv DIR]
 
 How: a throwaway venv; the release's wheel installed with --no-deps (a full install pulls a
 CUDA torch of several GB); then the parser is built the way the server builds it
@@ -65,23 +65,29 @@ for a in parser._actions:
     for s in a.option_strings:
         if s.startswith("--") and s != "--help":
             out[s] = {"deprecated": deprecated, "takes_value": a.nargs != 0,
+                      "choices": sorted(str(c) for c in a.choices) if a.choices else None,
                       "help": " ".join(helptext.split())[:160]}
 print("@@FLAGS " + json.dumps(out, sort_keys=True))
 '''
 
 
 def _pip(py: Path, *args: str) -> None:
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=False)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def dump(engine: str, version: str, wheel_dir: Path | None, keep: bool, tries: int = 80) -> dict:
-    venv = Path(tempfile.mkdtemp(prefix=f"inkctl-{engine}-{version}-"))
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, tries: int = 120) -> dict:
+    """With ``venv``, an earlier run's venv is reused (its installed modules kept); the release's
+    wheel replaces whatever release it had."""
+    if venv is None:
+        venv = Path(tempfile.mkdtemp(prefix=f"inkctl-{engine}-{version}-"))
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
     wheel = None
     if wheel_dir:
         wheel = next(iter(sorted(wheel_dir.glob(f"{engine}-{version}-*.whl"))), None)
-    _pip(py, "--no-deps", str(wheel) if wheel else f"{engine}=={version}")
+    _pip(py, "--no-deps", "--force-reinstall", str(wheel) if wheel else f"{engine}=={version}")
     script = venv / "dump.py"
     script.write_text(DUMP)
     missing_seen: list[str] = []
@@ -111,9 +117,9 @@ def main() -> None:
     ap.add_argument("engine", choices=["vllm", "sglang"])
     ap.add_argument("version")
     ap.add_argument("--wheel-dir", type=Path)
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--venv", type=Path, help="reuse this venv (made if missing) instead of a new one")
     a = ap.parse_args()
-    table = dump(a.engine, a.version, a.wheel_dir, a.keep)
+    table = dump(a.engine, a.version, a.wheel_dir, a.venv)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{a.engine}-{a.version}.json"
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")

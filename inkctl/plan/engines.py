@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inkctl.plan.hostvars import HostContext
-from inkctl.recipe import parallel
+from inkctl.recipe import parallel, speculative
 from inkctl.recipe.engine import SGLang, VLLM
 from inkctl.recipe.model import Recipe
 
@@ -37,6 +37,7 @@ def vllm_serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) ->
     if m.trust_remote_code:
         argv.append("--trust-remote-code")
     argv += parallel.vllm_args(r, ctx.rank, ctx.head_address)
+    argv += speculative.vllm_args(r)
     if ray:
         argv += ["--distributed-executor-backend", "ray"]
     elif nodes > 1 and a.data_parallel.size > 1:
@@ -80,6 +81,7 @@ def sglang_launch(r: Recipe, ctx: HostContext, nodes: int) -> list[str]:
     if m.trust_remote_code:
         argv.append("--trust-remote-code")
     argv += parallel.sglang_args(r)
+    argv += speculative.sglang_args(r)
     if nodes > 1:
         argv += ["--nnodes", str(nodes), "--node-rank", str(ctx.rank),
                  "--dist-init-addr", f"{ctx.head_address}:{e.dist_init_port}"]

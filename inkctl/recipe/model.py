@@ -17,6 +17,7 @@ from inkctl.recipe.engine import Engine
 from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
+from inkctl.recipe.speculative import Speculative
 
 class ModelWeights(Strict):
     """Which files of the model the engine reads, and where each host keeps them (``inkctl weights``)."""
@@ -201,6 +202,7 @@ class Recipe(Strict):
     model: ModelSpec = Field(description="The model.")
     hardware: Hardware = Field(description="The hardware every host must have.")
     engine: Engine = Field(description="The inference engine: kind 'vllm' or 'sglang'.")
+    speculative: Optional[Speculative] = Field(None, description="Speculative decoding; a draft model is pinned, distributed and checked like the served one.")
     container: ContainerSpec = Field(default_factory=ContainerSpec, description="How the engine's container runs.")
     network: NetworkSpec = Field(default_factory=NetworkSpec, description="NCCL/Gloo transport between hosts.")
     patches: Patches = Field(default_factory=Patches, description="How the engine is patched.")

@@ -31,7 +31,7 @@ def _warn(path: str, message: str, hint: str | None = None) -> Problem:
 RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
-    "_hosts": "hosts", "_smoke": "smoke",
+    "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine",
 }
 
 
@@ -226,6 +226,18 @@ def _engine(r: "Recipe") -> list[Problem]:
     if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):
         out.append(_err("engine.args.port", f"port {a.port} is also the rendezvous port"))
     return out
+
+
+def _engine_flags(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.engine_versions import engine_flag_findings
+
+    return engine_flag_findings(r)
+
+
+def _speculative(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.speculative import speculative_findings
+
+    return speculative_findings(r)
 
 
 def _hosts(r: "Recipe") -> list[Problem]:
