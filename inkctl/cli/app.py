@@ -50,7 +50,7 @@ COMMAND_MODULES = {
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
     "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
-    "watch": "inkctl.cli.watch",
+    "watch": "inkctl.cli.watch", "import": "inkctl.cli.importing",
 }
 
 
