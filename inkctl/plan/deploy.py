@@ -22,6 +22,7 @@ from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
 from inkctl.plan.record import record_path, record_text
 from inkctl.plan.smoke import smoke_checks
+from inkctl.recipe.engine import VLLM
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -109,8 +110,8 @@ def build_plan(
     stages: list[Stage] = []
     head, workers = ctxs[0], ctxs[1:]
     kind = recipe.engine.kind
-    if kind == "vllm" and recipe.engine.multinode == "ray" and nodes > 1:
-        eng = recipe.engine
+    eng = recipe.engine
+    if isinstance(eng, VLLM) and eng.multinode == "ray" and nodes > 1:
         status = runtime.exec_(rt, containers[0].name, "ray", "status")
         stages.append(Stage("ray-head", "start the Ray head on rank 0", (run_step(head, engines.ray_start(recipe, head), "start Ray head"),)))
         stages.append(Stage("ray-head-ready", "wait until the Ray head answers", (
@@ -159,7 +160,7 @@ def build_plan(
     if free is not None:  # first: the memory is free before anything loads
         stages.insert(0, free)
 
-    teardown: list = []
+    teardown: list[Run] = []
     for c, p in zip(containers, planned):
         teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=runtime.remove(rt, c.name),
                             ok_codes=(0, 1)))

@@ -283,7 +283,7 @@ class Runner:
             while t.is_alive():
                 t.join(0.25)
         order = {h.name: i for i, h in enumerate(self.plan.hosts)}
-        cleaned.sort(key=order.get)
+        cleaned.sort(key=lambda h: order.get(h, 0))
         left.sort(key=lambda x: order.get(x.split(":", 1)[0], 0))
         self.sink.emit(RollbackFinished(removed=tuple(cleaned), left=tuple(left), seconds=round(time.monotonic() - t0, 3)))
         return cleaned, left
@@ -366,7 +366,7 @@ def _barrier(futures: list[Future], cancel: threading.Event) -> None:
         raise
     wait(futures, timeout=RUN_TIMEOUT_S)
     errors = [f.exception() for f in futures if f.done() and f.exception() is not None]
-    real = [e for e in errors if not isinstance(e, (KeyboardInterrupt, Cancelled))]
+    real = [e for e in errors if e is not None and not isinstance(e, (KeyboardInterrupt, Cancelled))]
     if real:
         raise real[0]
     if errors or cancel.is_set():
