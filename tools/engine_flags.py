@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -92,7 +93,10 @@ def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, t
     script.write_text(DUMP)
     missing_seen: list[str] = []
     for _ in range(tries):
-        p = subprocess.run([str(py), str(script), engine], capture_output=True, text=True)
+        # vLLM infers its device from the platform; on a machine without GPUs its CPU platform
+        # answers only when asked for (the parser's defaults build a DeviceConfig)
+        env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu"} if engine == "vllm" else None
+        p = subprocess.run([str(py), str(script), engine], capture_output=True, text=True, env=env)
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("@@FLAGS ")), None)
         if line:
             flags = json.loads(line[len("@@FLAGS "):])

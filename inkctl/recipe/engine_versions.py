@@ -54,17 +54,19 @@ def tables(engine: str) -> tuple[FlagTable, ...]:
     return tuple(sorted(out, key=lambda t: t.key))
 
 
+def _release_text(text: str) -> str | None:
+    m = _RELEASE.match(text.strip())
+    return m.group(0).lstrip("v") if m else None
+
+
 def targeted_release(r: "Recipe") -> str | None:
     """The release a recipe targets: engine.version when it starts with one, else the image tag."""
     e = r.engine
-    if release_key(e.version):
-        return _RELEASE.match(e.version.strip()).group(0).lstrip("v")
+    found = _release_text(e.version)
+    if found:
+        return found
     ref = e.image.ref.rsplit("/", 1)[-1]
-    if ":" in ref:
-        tag = ref.split(":", 1)[1]
-        if release_key(tag):
-            return _RELEASE.match(tag).group(0).lstrip("v")
-    return None
+    return _release_text(ref.split(":", 1)[1]) if ":" in ref else None
 
 
 def table_for(engine: str, release: str) -> tuple[FlagTable | None, bool]:

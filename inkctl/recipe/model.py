@@ -61,7 +61,7 @@ class Hardware(Strict):
     gfx_target: Optional[str] = Field(None, pattern=r"^gfx[0-9a-f]{3,4}$", description="AMD GPU architecture (LLVM gfx target), e.g. 'gfx942' (MI300X, MI325X), 'gfx950' (MI355X). Default: the known accelerator's.")
     nodes: int = Field(1, ge=1, le=1024, description="Number of hosts.")
     gpus_per_host: int = Field(ge=1, le=64, description="GPUs each host contributes.")
-    unified_memory: Optional[bool] = Field(None, description="CPU and GPU share one memory pool (GB10): nvidia-smi reports memory as [N/A]; MemAvailable is what matters. Default: the known accelerator's, else false.")
+    unified_memory: bool = Field(False, description="CPU and GPU share one memory pool (GB10): nvidia-smi reports memory as [N/A]; MemAvailable is what matters. Default: the known accelerator's, else false.")
     memory_gib: Optional[float] = Field(None, gt=0, description="Memory per GPU, or the unified pool per host, in GiB.")
     interconnect: Optional[str] = Field(None, description="How GPUs and hosts are connected, in words (e.g. 'RoCE 200G', 'PCIe 5.0 x8+x4, no NVLink').")
 
@@ -84,10 +84,8 @@ class Hardware(Strict):
                 self.compute_capability = known.arch
             if self.vendor == "amd" and self.gfx_target is None:
                 self.gfx_target = known.arch
-            if self.unified_memory is None:
+            if "unified_memory" not in self.model_fields_set:
                 self.unified_memory = known.unified
-        if self.unified_memory is None:
-            self.unified_memory = False
         return self
 
     @property

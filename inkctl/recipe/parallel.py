@@ -42,7 +42,7 @@ class ExpertParallel(Strict):
 
     @property
     def deepep(self) -> bool:
-        return bool(self.all2all_backend) and self.all2all_backend.startswith("deepep")
+        return self.all2all_backend is not None and self.all2all_backend.startswith("deepep")
 
 
 class DataParallel(Strict):
@@ -90,10 +90,10 @@ def parallel_findings(r: "Recipe") -> list[Problem]:
                             f"use a divisor of {a.tensor_parallel}, e.g. {a.tensor_parallel}"))
     elif world_gpus(r) != have:
         out.append(_err("engine.args.tensor_parallel",
-                        f"{tp_pp} x data_parallel {dp.size} = {world_gpus(r)} GPUs, but the hosts provide "
+                        f"{tp_pp}{f' x data_parallel {dp.size}' if dp.size > 1 else ''} = {world_gpus(r)} GPUs, but the hosts provide "
                         f"{hw.nodes} x {hw.gpus_per_host} = {have}",
-                        "make tensor_parallel x pipeline_parallel x data_parallel equal "
-                        "hardware.nodes x hardware.gpus_per_host"))
+                        "make tensor_parallel x pipeline_parallel" + (" x data_parallel" if dp.size > 1 else "")
+                        + " equal hardware.nodes x hardware.gpus_per_host"))
     elif kind == "vllm" and dp.size > 1 and hw.nodes > 1 and dp.size % hw.nodes:
         out.append(_err("engine.args.data_parallel.size", f"data_parallel {dp.size} does not split evenly over "
                         f"{hw.nodes} hosts (vLLM runs data_parallel / nodes ranks on each)",

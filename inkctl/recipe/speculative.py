@@ -76,7 +76,7 @@ def sglang_args(r: "Recipe") -> list[str]:
 
 
 def speculative_findings(r: "Recipe") -> list[Problem]:
-    spec, out = r.speculative, []
+    spec, out = r.speculative, list[Problem]()
     if spec is None:
         return out
     if r.engine.kind == "vllm" and (spec.num_steps is not None or spec.eagle_topk is not None):

@@ -106,7 +106,7 @@ def test_amd_smi_garbage_is_one_clear_error():
 
 
 def test_preflight_reads_amd_gpus_through_amd_smi():
-    from tests.unit.test_preflight import Replay, answer, by_check, hosts, recipe as h200_recipe, run
+    from tests.unit.test_preflight import Replay, answer, by_check, recipe as h200_recipe, run
 
     from inkctl.execute.deploy.preflight import PreflightFailed
 

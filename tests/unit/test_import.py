@@ -5,7 +5,6 @@ original; `inkctl recipes --from` lists a git repository (a local bare repo, fil
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
