@@ -50,7 +50,8 @@ COMMAND_MODULES = {
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
     "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
-    "watch": "inkctl.cli.watch", "import": "inkctl.cli.importing",
+    "watch": "inkctl.cli.watch", "cache": "inkctl.cli.cache", "images": "inkctl.cli.images_push", "top": "inkctl.cli.fleet",
+    "import": "inkctl.cli.importing",
 }
 
 

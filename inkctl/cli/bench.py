@@ -26,8 +26,9 @@ CHAT = "/v1/chat/completions"
 class Where:
     """The server to talk to and what the recipe (if any) says about it."""
 
-    def __init__(self, base_url: str, model: str, loaded=None, plan=None):
+    def __init__(self, base_url: str, model: str, loaded=None, plan=None, fleet: dict | None = None):
         self.base_url, self.model, self.loaded, self.plan = base_url.rstrip("/"), model, loaded, plan
+        self.fleet = fleet  # a fleet's router: replicas, router kind, policy
 
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
@@ -36,14 +37,30 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
     loaded = plan = None
     base = None
+    fleet_info = None
     if recipe is not None:
         from inkctl.cli.options import load_target
 
-        loaded, plan, _ = load_target(recipe, hosts, set_, command)
+        from inkctl.recipe.source import load_recipe
+
+        from inkctl.cli.options import overrides
+
+        if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+            # a fleet is measured through its router; provenance comes from replica 0
+            from inkctl.cli.fleet import load_fleet
+            from inkctl.execute.deploy.fleet import replica_loaded
+
+            loaded, fleet = load_fleet(recipe, hosts, set_, command)
+            rep = fleet.replicas[0]
+            loaded, plan, base = replica_loaded(loaded, rep), rep.plan, fleet.url
+            r = fleet.router_spec
+            fleet_info = {"replicas": len(fleet.replicas), "router": r.kind, "policy": r.policy_name, "url": fleet.url}
+        else:
+            loaded, plan, _ = load_target(recipe, hosts, set_, command)
         from inkctl.plan.step import WaitHealth
 
         health = next((s for s in plan.steps() if isinstance(s, WaitHealth)), None)
-        if health is not None and health.answer_url:
+        if base is None and health is not None and health.answer_url:
             base = health.answer_url[: -len(CHAT)] if health.answer_url.endswith(CHAT) else health.answer_url
     if url is not None:
         if not url.startswith(("http://", "https://")):
@@ -58,7 +75,7 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
         raise UsageError(f"{command} --url needs --model NAME (the name the server serves)")
     if base is None:
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
-    return Where(base, name, loaded, plan)
+    return Where(base, name, loaded, plan, fleet_info)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url
@@ -187,7 +204,7 @@ def bench(
     prompts = (load.file_prompts(dataset, output_len) if dataset else
                load.random_prompts(max(n_prompts or 0, biggest, 16), input_len, output_len, seed, tok))
     target = load.Target(where.base_url, where.model, api=api, api_key=_api_key(api_key_env), timeout_s=timeout)
-    provenance = _provenance(where, accept_new_host_keys, tokenizer)
+    provenance = _provenance(where, accept_new_host_keys, tokenizer, results_dir)
     when = report.now()
     run_dir = report.new_run_dir(results_dir, where.model, when)
     saved: list[dict] = []
@@ -251,27 +268,60 @@ def _require_matplotlib() -> None:
                           hint="pip install 'inkctl[plot]' (or pip install matplotlib), or leave --plot out")
 
 
-def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dict:
+def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
     prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
+    if where.fleet:
+        prov["fleet"] = where.fleet  # through the router: how many replicas, which policy
     if where.loaded is None:
         return prov
     from inkctl.bench.provenance import deployment_provenance
 
     prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
+    if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
+        from inkctl.bench import boots
+
+        last = boots.previous(results_dir, where.plan.deployment)
+        prov["boot"] = {"id": last[0], **last[1]} if last else None
     return prov
 
 
 # ---------------------------------------------------------------------------------- results
+
+def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
+    from inkctl.bench import boots
+    from inkctl.cli.boottable import boot_compare, boot_table
+
+    if not refs:
+        listing = boots.list_boots(results_dir)
+        if fmt == "json":
+            print(json.dumps(listing, indent=2))
+        elif not listing:
+            print(f"no boot records under {results_dir / boots.SUBDIR} (inkctl up saves one per boot)")
+        else:
+            for b in listing:
+                print(b["id"])
+        return
+    loaded = [boots.load(results_dir, r) for r in refs]
+    if fmt == "json":
+        print(json.dumps({i: rec for i, rec in loaded} if len(loaded) == 2 else loaded[0][1], indent=2))
+    elif len(loaded) == 1:
+        print(loaded[0][0])
+        print(boot_table(loaded[0][1]))
+    else:
+        print(boot_compare(loaded[0][0], loaded[0][1], loaded[1][0], loaded[1][1]))
+
 
 @app.command()
 def results(
     runs: Optional[List[str]] = typer.Argument(None, help="No run: list them. One run: show it. Two runs: compare them (B against A)."),
     recipe: Optional[Path] = typer.Option(None, "--recipe", help="Compare the run with the results: this recipe records."),
     plot: bool = typer.Option(False, "--plot", help="Write plot.png into the run's directory (needs matplotlib)."),
+    boots: bool = typer.Option(False, "--boots", help="Boot records (saved by up) instead of bench runs: none to list, one to show its phases, two to compare."),
     results_dir: Path = ResultsDirOpt,
     output: str = OutputOpt,
 ) -> None:
-    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe."""
+    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe.
+    With --boots: the same for the boot records up saves (where each boot's time went)."""
     from inkctl.bench import compare, report
     from inkctl.bench.table import compare_table, point_header, point_line, recipe_table, runs_table
 
@@ -279,6 +329,11 @@ def results(
     runs = list(runs or [])
     if len(runs) > 2:
         raise UsageError("results takes at most two runs")
+    if boots:
+        if recipe or plot:
+            raise UsageError("--recipe and --plot are for bench runs, not --boots")
+        _boots(results_dir, runs, fmt)
+        return
     if not runs:
         if recipe or plot:
             raise UsageError("--recipe and --plot need a run")

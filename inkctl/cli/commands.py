@@ -78,6 +78,11 @@ def _result_json(path, ok: bool, problems: list, warnings: list, strict: bool) -
 
 
 def _check_hosts(loaded) -> None:
+    if loaded.recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_of
+
+        fleet_of(loaded)
+        return
     from inkctl.plan.deploy import build_plan
 
     build_plan(loaded.recipe, loaded.hosts)
@@ -100,6 +105,8 @@ def plan(
 
     fmt = output_format(output)
     loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.recipe.fleet is not None:
+        return _plan_fleet(loaded, recipe, fmt, host, full)
     the_plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
     if fmt == "json":
         doc = plan_json(the_plan)
@@ -123,6 +130,29 @@ def plan(
     print_plan(plain(), the_plan, loaded, only_host=host, full=full,
                next_command=command_line(("inkctl", "up", str(recipe))) + where
                + ("    (an inventory: inkctl init writes one to edit)" if loaded.hosts is None else ""))
+
+
+def _plan_fleet(loaded, recipe, fmt: str, host: Optional[str], full: bool) -> None:
+    from inkctl.cli.fleet import fleet_json, fleet_of, print_fleet_plan
+    from inkctl.cli.render import print_problems
+    from inkctl.plan.quote import command_line
+
+    fleet = fleet_of(loaded)
+    if fmt == "json":
+        doc = fleet_json(fleet)
+        doc["warnings"] = [w.as_dict() for w in loaded.warnings]
+        print(json.dumps(doc, indent=2))
+        return
+    names = {h.name for p in fleet.plans for h in p.hosts}
+    if host is not None and host not in names:
+        from inkctl.errors import UsageError
+
+        raise UsageError(f"--host {host}: no such host in this plan", hint="its hosts are " + ", ".join(sorted(names)))
+    print_problems(loaded.warnings, strict=False, stream=sys.stderr)
+    where = f" {loaded.hosts_source}" if loaded.hosts_source and loaded.hosts_source.startswith("--hosts ") else (
+        " --hosts FILE" if loaded.hosts is None else "")
+    print_fleet_plan(loaded, fleet, full=full, only_host=host,
+                     next_command=command_line(("inkctl", "up", str(recipe))) + where)
 
 
 @app.command()

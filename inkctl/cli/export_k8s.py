@@ -15,7 +15,7 @@ from inkctl.errors import InkctlError, UsageError
 def k8s(
     recipe: Path = typer.Argument(..., help="Recipe file."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one file per manifest into DIR (default: print them)."),
-    replicas: int = typer.Option(1, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers)."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers). Default: the recipe's fleet.replicas, else 1."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="metadata.namespace of every manifest."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Model cache: pvc:NAME (an existing claim) or hostpath:/PATH on every node. Default: pvc:<name>-hf-cache."),
     secret_name: Optional[str] = typer.Option(None, "--secret-name", help="Secret holding the recipe's secrets, one key per name. Default: <name>-secrets."),
@@ -44,7 +44,7 @@ def k8s(
     loaded = load_recipe(recipe, overrides(set_))
     require_trusted(loaded, patches=False)  # it runs the image pushed earlier
     options = K8sOptions(
-        namespace=namespace, replicas=replicas, cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
+        namespace=namespace, replicas=replicas or (loaded.recipe.fleet.replicas if loaded.recipe.fleet else 1), cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
         annotations=tuple(_pairs(annotation, "--network-annotation")),
         device_resources=tuple(_pairs(device_resource, "--device-resource")) or DEFAULT_DEVICE_RESOURCES,
         host_network=host_network, offline=not online, vars=tuple(_vars(var)))

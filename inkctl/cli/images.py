@@ -203,7 +203,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.hosts.connect import close_all
 
         close_all(transports)
-    pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here
+    pins.update({k: v for k, v in old.items() if k.startswith(("push:", "compile-cache:"))})  # `build --push` and `cache --lock` pins: not observed here
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
     if draft is not None:

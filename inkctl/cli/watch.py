@@ -21,7 +21,7 @@ import typer
 from inkctl.cli.app import app
 from inkctl.cli.slurm import SlurmFlag
 from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
-                                SetOpt, SocketFallbackOpt, load_target, output_format)
+                                SetOpt, SocketFallbackOpt, StuckAfterOpt, load_target, output_format)
 from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 
 
@@ -50,12 +50,14 @@ def watch(
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
     interval: float = IntervalOpt,
+    stuck_after: float = StuckAfterOpt,
     max_restarts_per_hour: int = MaxRestartsOpt,
     backoff: float = BackoffOpt,
     allow_socket_fallback: bool = SocketFallbackOpt,
     slurm: bool = SlurmFlag,
 ) -> None:
-    """Supervise a running deployment: every rank, every host, health, memory and fatal log lines.
+    """Supervise a running deployment: every rank, every host, health, memory, fatal log lines,
+    and progress (requests waiting while no token is generated: a stuck engine core).
 
     With --slurm: the job's state, every rank's status and health; the job ending: exit 1."""
     fmt = output_format(output)
@@ -63,9 +65,21 @@ def watch(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.watch(recipe, set_, fmt, interval)
+    how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,
+                   max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
+                   allow_socket_fallback=allow_socket_fallback)
+    from inkctl.cli.options import overrides
+    from inkctl.recipe.source import load_recipe
+
+    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_watch, load_fleet
+
+        loaded, fleet = load_fleet(recipe, hosts, set_, "watch")
+        fleet_watch(loaded, fleet, how, Events(fmt), supervise=supervise, run_hook=_run_hook)
+        return
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
     keep_watching(loaded, plan, recipe, hosts, set_, Watching(
-        accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,
+        accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,
         max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
         allow_socket_fallback=allow_socket_fallback), Events(fmt))
 
@@ -78,6 +92,7 @@ class Watching:
     restart: bool = False
     hook: Optional[str] = None
     interval: float = 2.0
+    stuck_after: float = 300.0
     max_restarts_per_hour: int = 3
     backoff: float = 5.0
     allow_socket_fallback: bool = False
@@ -94,7 +109,7 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
     up_flags = ["--allow-socket-fallback"] if how.allow_socket_fallback else []
     try:
         while True:
-            failure = supervise(loaded, plan, how.accept_new, how.interval, emit)
+            failure = supervise(loaded, plan, how.accept_new, how.interval, emit, stuck_after=how.stuck_after)
             emit("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
             if how.hook:
                 _run_hook(how.hook, failure, emit)
@@ -122,7 +137,7 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
         raise typer.Exit(EXIT_INTERRUPTED)
 
 
-def supervise(loaded, plan, accept_new: bool, interval: float, emit):
+def supervise(loaded, plan, accept_new: bool, interval: float, emit, stuck_after: float = 0.0):
     """Connect (retrying while a host is away), then supervise until the first failure."""
     from inkctl.execute.hosts.connect import close_all, connect_each
     from inkctl.execute.supervise.watch import Supervisor
@@ -134,7 +149,7 @@ def supervise(loaded, plan, accept_new: bool, interval: float, emit):
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
-        sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval,
+        sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval, stuck_after_s=stuck_after or None,
                          on_state=lambda text: emit("ok", text))
         return sup.run()
     finally:

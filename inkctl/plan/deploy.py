@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import container as ctr
+from inkctl.plan import compilecache, container as ctr
 from inkctl.plan import engines, pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
@@ -96,7 +96,9 @@ def build_plan(
 
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
         d = planned[c.rank].state_dir
-        mounts = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
+        mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
+        if recipe.compile_cache.enabled:
+            mounts += (compilecache.mount(recipe, cache_root(c), image),)
         entry, cmd = command[0], command[1:]
         if hotfix_on:
             entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -107,7 +109,14 @@ def build_plan(
             env_file=f"{d}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
         return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(rt, spec), container=spec)
 
+    def cache_root(c: HostContext) -> str:
+        return c.expand(recipe.compile_cache.path, "compile_cache.path")
+
     stages: list[Stage] = []
+    if recipe.compile_cache.enabled:  # the directory must exist before a bind mount (podman)
+        stages.append(Stage("compile-cache", "make each host's compile cache directory", tuple(
+            Run(host=c.name, rank=c.rank, purpose="make the compile cache directory",
+                argv=("mkdir", "-p", "--", compilecache.host_dir(recipe, cache_root(c), image))) for c in ctxs)))
     head, workers = ctxs[0], ctxs[1:]
     kind = recipe.engine.kind
     eng = recipe.engine
