@@ -1,5 +1,5 @@
 """Dump an engine release's command-line flags from its own argument parser, into the table
-inkctl ships (inkctl/recipe/engine_flags/<engine>-<version>.json).
+inkctl ships (inkctl/recipe/engine_releases/<engine>-<version>.json).
 
     python tools/engine_flags.py sglang 0.5.20 [--wheel-dir DIR] [--venv DIR]
 
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "inkctl" / "recipe" / "engine_flags"
+OUT = ROOT / "inkctl" / "recipe" / "engine_releases"
 PACKAGE_OF = {"torch": "torch==2.13.0", "PIL": "pillow", "yaml": "pyyaml", "zmq": "pyzmq", "cv2": "opencv-python-headless",
               "google": "protobuf", "sklearn": "scikit-learn", "IPython": "ipython", "attr": "attrs",
               "msgspec": "msgspec", "cbor2": "cbor2", "cpuinfo": "py-cpuinfo", "jwt": "pyjwt", "dotenv": "python-dotenv",

@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=True,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 STATE = {"debug": False}

@@ -179,7 +179,7 @@ def recipes(
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl import bundled
-    from inkctl.cli.render import console, recipe_table
+    from inkctl.cli.render import recipe_listing
     from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
@@ -202,10 +202,12 @@ def recipes(
     for path in paths:
         # what `plan` accepts: the bundled name, or the path of a recipe in DIR
         ref = bundled.name_of(path) if directory is None else str(path)
+        if checkout is not None:  # a repository's files by their path in it (the header says where it is)
+            ref = str(path.relative_to(checkout.path))
         try:
             r = load_recipe(path).recipe
         except InkctlError:
-            rows.append({"recipe": ref, "path": str(path), "error": _foreign(path) or "invalid (run inkctl validate)"})
+            rows.append({"recipe": ref, "path": str(path), "error": _foreign(path, ref) or "invalid (run inkctl validate)"})
             continue
         rows.append({
             "recipe": ref, "path": str(path), "name": r.name, "model": r.model.repo,
@@ -219,18 +221,17 @@ def recipes(
         print(json.dumps({"source": checkout.source, "commit": checkout.commit, "path": str(checkout.path),
                           "recipes": rows} if checkout else rows, indent=2))
     else:
-        out = console()
         if checkout is not None:
             at = f"at commit {checkout.commit}" if checkout.commit else "(a directory, not pinned)"
             for line in (checkout.source, f"  {at}", f"  in {checkout.path}",
                          f"  {len(rows)} file(s); nothing from it runs until you plan or up one"):
                 while len(line) > 80:  # a long URL or path folds; every line fits 80 columns
-                    out.print(line[:80], markup=False)
+                    print(line[:80])
                     line = "    " + line[80:]
-                out.print(line, markup=False)
-        out.print(recipe_table(rows))
-        out.print("next: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
-                  "      inkctl init RECIPE   a copy to edit here, with an inventory template", markup=False)
+                print(line)
+        print(recipe_listing(rows))
+        print("\nnext: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
+              "      inkctl init RECIPE   a copy to edit here, with an inventory for it")
 
 
 def _parallel(r) -> str:
@@ -243,7 +244,7 @@ def _parallel(r) -> str:
     return text
 
 
-def _foreign(path: Path) -> str | None:
+def _foreign(path: Path, shown: str) -> str | None:
     """A recipe of another tool: say how to import it instead of calling it invalid."""
     import yaml
 
@@ -253,4 +254,4 @@ def _foreign(path: Path) -> str | None:
         kind = detect(yaml.safe_load(path.read_text()))
     except Exception:
         return None
-    return f"a {kind} recipe: inkctl import {path}" if kind else None
+    return f"a {kind} recipe: inkctl import it" if kind else None

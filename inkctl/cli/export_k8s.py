@@ -13,8 +13,8 @@ from inkctl.errors import InkctlError, UsageError
 
 
 def k8s(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one file per manifest into DIR (default: print them)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file, or the name of a bundled recipe (see inkctl recipes)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one file per manifest into DIR (default: print them)."),
     replicas: Optional[int] = typer.Option(None, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers). Default: the recipe's fleet.replicas, else 1."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="metadata.namespace of every manifest."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Model cache: pvc:NAME (an existing claim) or hostpath:/PATH on every node. Default: pvc:<name>-hf-cache."),
@@ -27,7 +27,7 @@ def k8s(
     online: bool = typer.Option(False, "--online", help="Let pods download weights (no HF_HUB_OFFLINE=1)."),
     check: bool = typer.Option(False, "--check", help="Validate every manifest (LeaderWorkerSet CRD, Kubernetes schemas); fail on any problem."),
     set_: Optional[List[str]] = SetOpt,
-    output: str = typer.Option("text", "--output", help="text or json."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json."),
 ) -> None:
     """Write the deployment as Kubernetes manifests: a LeaderWorkerSet (group size = nodes), a Service
     for the leader's port and, for at-start hotfixes, a ConfigMap. Apply them with `kubectl apply -f DIR`.

@@ -374,9 +374,17 @@ class _LinePrinter:
 
             from inkctl.cli.render import console
 
-            text = Text(self.prefix[key] + " | ", style=self.style[key])
-            text.append(ln.line)
-            console().print(text, soft_wrap=True)
+            import textwrap
+
+            out = console()
+            prefix = self.prefix[key]
+            # the terminal's width: a long line goes on under its prefix, never under the one before
+            room = max(20, out.width - len(prefix) - 3)
+            parts = textwrap.wrap(ln.line, room, break_on_hyphens=False, drop_whitespace=False) or [""]
+            for i, part in enumerate(parts):
+                text = Text((prefix if i == 0 else " " * len(prefix)) + " | ", style=self.style[key])
+                text.append(part.rstrip())
+                out.print(text, soft_wrap=True)
             return
         else:
             sys.stdout.write(f"{self.prefix[key]} | {ln.line}\n")

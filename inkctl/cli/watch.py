@@ -22,7 +22,7 @@ from inkctl.cli.app import app
 from inkctl.cli.slurm import SlurmFlag
 from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
                                 SetOpt, SocketFallbackOpt, StuckAfterOpt, load_target, output_format)
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, EXIT_INVALID, InkctlError
 
 
 class Events:
@@ -42,7 +42,7 @@ class Events:
 
 @app.command()
 def watch(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file, or the name of a bundled recipe (see inkctl recipes)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -130,11 +130,24 @@ def keep_watching(loaded, plan, recipe: Path, hosts: Optional[Path], set_, how: 
                 if up.returncode == 0:
                     emit("restarted", f"{plan.deployment} is up again")
                     break
-                last = (up.stderr.strip().splitlines() or ["(no output)"])[-1]
-                emit("restart_failed", f"up failed (exit {up.returncode}): {last}")
+                why = _why_up_failed(up.stderr)
+                emit("restart_failed", f"up failed (exit {up.returncode}): {why}")
+                if up.returncode == EXIT_INVALID:  # the recipe, a secret, a flag: trying again changes nothing
+                    raise InkctlError(f"{plan.deployment}: up refused to start: {why}", exit_code=EXIT_INVALID,
+                                      hint="fix that, then run the watch again")
     except KeyboardInterrupt:
         emit("stopped", f"stopped watching; {plan.deployment} is left as it is")
         raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def _why_up_failed(stderr: str) -> str:
+    """What a failed ``up`` said: its last error with the hint after it, not just the last line."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "(no output)"
+    starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
+    text = " ".join(lines[starts[-1]:] if starts else lines[-1:])
+    return text[:600]
 
 
 def supervise(loaded, plan, accept_new: bool, interval: float, emit, stuck_after: float = 0.0):

@@ -18,7 +18,7 @@ from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 @app.command()
 def weights(
-    recipe: Path = typer.Argument(..., help="Recipe file (its model pinned by `inkctl lock`)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file or a bundled recipe's name (its model pinned by `inkctl lock`)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     from_: Optional[str] = typer.Option(None, "--from", help="Host that downloads from the Hub and sends to the others (default: the head, rank 0)."),
@@ -55,8 +55,10 @@ def weights(
     if not loaded.recipe.model.weights.manage:
         raise UsageError("model.weights.manage is false: inkctl does not manage this recipe's weights")
     if manifest is None:
+        from inkctl.bundled import lock_command
+
         raise InkctlError(f"the model is not pinned yet: {loaded.recipe.model.repo} has no manifest in the lock file",
-                          hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "") + "` first", exit_code=2)
+                          hint=f"run {lock_command(loaded.path, f' --hosts {hosts}' if hosts else '')} first", exit_code=2)
     names = [h.name for h in plan.hosts]
     source = from_ or names[0]
     if source not in names:

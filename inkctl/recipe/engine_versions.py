@@ -1,5 +1,5 @@
 """Which flags an engine release has: tables dumped from the releases' own argument parsers
-(tools/engine_flags.py; one JSON file per release in recipe/engine_flags/).
+(tools/engine_flags.py; one JSON file per release in recipe/engine_releases/).
 
 A recipe targets a release by ``engine.version`` when it starts with one ('v0.28.0', '0.5.20'),
 else by its image tag ('vllm/vllm-openai:v0.28.0', 'lmsysorg/sglang:v0.5.20-cu129'). Against
@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
+from inkctl.recipe.engine_flags import other_engines_flag
 
 if TYPE_CHECKING:
     from inkctl.recipe.model import Recipe
 
-TABLES = Path(__file__).resolve().parent / "engine_flags"
+TABLES = Path(__file__).resolve().parent / "engine_releases"
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
 ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 
@@ -97,6 +98,8 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
         flag = flag_of(arg)
         if flag is None:
             continue
+        if other_engines_flag(engine, flag) is not None:
+            continue  # rules._engine reports a flag its hand list knows as the other engine's
         if mine and flag in theirs and flag not in mine:  # only with both engines' tables at hand
             out.append(Problem(f"{flag} is an {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
                                path=path_of(i), hint=_cross_hint(flag)))

@@ -165,7 +165,7 @@ class Smoke(Strict):
 
 
 class Capabilities(Strict):
-    """What the deployment serves, as verified by the source."""
+    """What the deployment serves, as verified where the recipe came from (provenance)."""
 
     chat: bool = Field(True, description="Chat completions.")
     reasoning: bool = Field(False, description="Reasoning output (a reasoning parser).")
@@ -222,7 +222,7 @@ class Recipe(Strict):
     smoke: Smoke = Field(default_factory=Smoke, description="Smoke prompts after health.")
     capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
     provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
-    results: list[Measurement] = Field(default_factory=list, description="Measured results from the source.")
+    results: list[Measurement] = Field(default_factory=list, description="Results measured where the recipe came from (provenance); `inkctl results RUN --recipe` compares a run with them.")
     fleet: Optional[Fleet] = Field(None, description="Several replicas of this engine group behind one request router (`up` starts the router too).")
     hosts: Optional[list[Host]] = Field(None, description="Hosts embedded for convenience; --hosts FILE wins.")
 

@@ -1,4 +1,4 @@
-"""The engine-version tables (inkctl/recipe/engine_flags/, dumped from the releases' own parsers by
+"""The engine-version tables (inkctl/recipe/engine_releases/, dumped from the releases' own parsers by
 tools/engine_flags.py): every planned engine command of every bundled recipe that targets a release
 is accepted by that release's table; validate names gone, deprecated and cross-engine flags."""
 
@@ -117,8 +117,14 @@ def test_deprecated_warns_and_cross_engine_fails(tmp_path):
     p = _validate(str(doc))
     out = " ".join((p.stdout + p.stderr).split())
     assert p.returncode != 0
-    assert "--mem-fraction-static is an SGLang flag, not a vLLM one" in out
+    assert "--mem-fraction-static is an SGLang flag: vLLM refuses it at start" in out  # rules' hand list
     assert "use engine.args.memory_fraction" in out
+    assert out.count("--mem-fraction-static") == 1, out  # reported once, not by both checks
+    # a flag only the dumped tables know as SGLang's (not in the hand list) is found by them
+    v["engine"]["args"]["extra"] = ["--moe-a2a-backend=deepep"]
+    doc.write_text(yaml.safe_dump(v))
+    out = " ".join((_validate(str(doc)).stdout).split())
+    assert "--moe-a2a-backend is an SGLang flag, not a vLLM one" in out, out
 
 
 def test_flag_of():

@@ -152,7 +152,7 @@ def test_recipes_from_a_git_repository_at_a_pinned_commit(tmp_path):
     names = {Path(r["path"]).name: r for r in doc["recipes"]}
     assert set(names) == {"spark.yaml", "qwen3-sparkrun.yaml"}  # the later commit's file is not there
     assert names["spark.yaml"]["name"] == "gpt-oss-120b-spark"
-    assert names["qwen3-sparkrun.yaml"]["error"].startswith("a sparkrun recipe: inkctl import ")
+    assert names["qwen3-sparkrun.yaml"]["error"] == "a sparkrun recipe: inkctl import it"
     p = inkctl("recipes", "--from", f"file://{bare}", env=env)
     assert p.returncode == 0, p.stderr
     assert "at commit " in p.stdout and "nothing from it runs" in p.stdout

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 
 FATAL_SETTLE_S = 0.5
+UNREAD_TURNS = 3  # a host whose connection stands but whose container reads fail this often in a row
 
 
 def _fatal_text(fatal: list) -> str:
@@ -35,7 +36,7 @@ def _fatal_text(fatal: list) -> str:
 
 @dataclass
 class Failure:
-    cause: str  # host-lost | rank-exited | unhealthy | fatal-log | memory | stuck
+    cause: str  # host-lost | host-unanswering | rank-exited | unhealthy | fatal-log | memory | stuck
     message: str
     host: str | None = None
     rank: int | None = None
@@ -61,6 +62,7 @@ class Supervisor:
         self.fatal: list[tuple[str, int, str, str]] = []  # (host, rank, kind, line)
         self._lock = threading.Lock()
         self._bad_health = 0  # failed health probes in a row
+        self._unread: dict[str, int] = {}  # failed reads of a host's containers in a row
         from inkctl.execute.supervise.progress import ProgressCheck
 
         self.progress = ProgressCheck(self.stuck_after_s) if self.stuck_after_s else None
@@ -96,6 +98,13 @@ class Supervisor:
         for r in seen:
             if r.state == "unreachable":
                 return self._lost(r.host, now)
+        unread = {r.host: r for r in seen if r.state == "unread"}
+        for h in self.plan.hosts:
+            self._unread[h.name] = self._unread.get(h.name, 0) + 1 if h.name in unread else 0
+            if self._unread[h.name] >= UNREAD_TURNS:  # it answers keepalives, but not what it runs
+                u = unread[h.name]
+                return Failure("host-unanswering", f"{h.name} answers, but {self._unread[h.name]} reads in a row of "
+                               f"its containers failed: {u.error}" + others_text(seen, h.name), h.name, None, now)
         down = first_down(seen)
         if down is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
             body = "".join(f"\n    | {x}" for x in down.lines) or "\n    (no log output)"
