@@ -9,6 +9,6 @@ SHARED = ("recipes", "examples", "patches", "docs")
 setup(
     packages=find_packages(include=["inkctl", "inkctl.*"]) + [f"inkctl.share.{d}" for d in SHARED],
     package_dir={f"inkctl.share.{d}": d for d in SHARED},
-    package_data={"inkctl": ["py.typed", "export/schemas/*.yaml", "export/schemas/*.md"], **{f"inkctl.share.{d}": ["**/*"] for d in SHARED}},
+    package_data={"inkctl": ["py.typed", "export/schemas/*.yaml", "export/schemas/*.md", "recipe/engine_releases/*.json"], **{f"inkctl.share.{d}": ["**/*"] for d in SHARED}},
     include_package_data=False,
 )

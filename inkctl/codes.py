@@ -54,7 +54,7 @@ CODES: tuple[Code, ...] = (
     Code("INK106", "invalid-value", "A value fails a check of its own (a name, a path, a digest, ...).",
          "correct the value as the message says"),
     # checks across fields
-    Code("INK201", "parallelism", "tensor x pipeline parallel does not match the hosts' GPUs.",
+    Code("INK201", "parallelism", "tensor x pipeline x data parallel does not match the hosts' GPUs, or data/expert parallelism does not fit the engine.",
          "make tensor_parallel x pipeline_parallel equal hardware.nodes x hardware.gpus_per_host"),
     Code("INK202", "hardware", "The hardware section contradicts itself or the accelerator.", "correct the hardware section"),
     Code("INK203", "networking", "Network or NCCL settings that will not work, or will be slow.", "follow the hint"),
@@ -64,7 +64,7 @@ CODES: tuple[Code, ...] = (
     Code("INK207", "patches", "Patches that cannot be applied or built as written.", "follow the hint"),
     Code("INK208", "unpinned", "Something the recipe trusts is not pinned by sha256 or digest.",
          "pin it in the recipe, or run `inkctl lock RECIPE`"),
-    Code("INK209", "engine", "Engine flags that conflict or are unknown to this engine.", "follow the hint"),
+    Code("INK209", "engine", "Engine flags that conflict, belong to the other engine, or are unknown, deprecated or gone in the release the recipe targets.", "follow the hint"),
     Code("INK210", "hosts", "Hosts that clash (names, addresses) or do not match hardware.nodes.", "follow the hint"),
     Code("INK211", "smoke", "Smoke-test prompts that cannot prove what they claim.", "follow the hint"),
     Code("INK220", "missing-file", "A patch or hotfix source file is not on disk.", "put the file there before build or up"),

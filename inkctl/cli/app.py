@@ -63,6 +63,7 @@ COMMAND_MODULES = {
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
     "watch": "inkctl.cli.watch", "cache": "inkctl.cli.cache", "images": "inkctl.cli.images_push", "top": "inkctl.cli.fleet",
     "runs": "inkctl.cli.runs",
+    "import": "inkctl.cli.importing",
 }
 
 

@@ -173,6 +173,8 @@ def schema(
 @app.command()
 def recipes(
     directory: Optional[Path] = typer.Argument(None, metavar="[DIR]", help="A directory of recipes to list instead of the bundled ones."),
+    from_: Optional[str] = typer.Option(None, "--from", metavar="GIT_URL|DIR", help="List a recipe repository: a git URL is cloned into inkctl's cache at --ref and pinned to that commit; nothing from it runs."),
+    ref: Optional[str] = typer.Option(None, "--ref", help="With --from GIT_URL: the commit, tag or branch (default: the remote's HEAD)."),
     output: str = OutputOpt,
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
@@ -181,6 +183,14 @@ def recipes(
     from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
+    checkout = None
+    if from_ is not None:
+        from inkctl.recipe.repository import fetch
+
+        if directory is not None:
+            raise InkctlError("give a directory or --from, not both", exit_code=EXIT_INVALID)
+        checkout = fetch(from_, ref)
+        directory = checkout.path
     if directory is None:
         paths = bundled.bundled_files()
         if not paths:
@@ -192,22 +202,56 @@ def recipes(
     for path in paths:
         # what `plan` accepts: the bundled name, or the path of a recipe in DIR
         ref = bundled.name_of(path) if directory is None else str(path)
+        if checkout is not None:  # a repository's files by their path in it (the header says where it is)
+            ref = str(path.relative_to(checkout.path))
         try:
             r = load_recipe(path).recipe
         except InkctlError:
-            rows.append({"recipe": ref, "path": str(path), "error": "invalid (run inkctl validate)"})
+            rows.append({"recipe": ref, "path": str(path), "error": _foreign(path, ref) or "invalid (run inkctl validate)"})
             continue
         rows.append({
             "recipe": ref, "path": str(path), "name": r.name, "model": r.model.repo,
             "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator}",
             "engine": f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
-            "parallel": f"TP={r.engine.args.tensor_parallel} PP={r.engine.args.pipeline_parallel}",
+            "parallel": _parallel(r),
             "runtime": r.container.runtime, "patches": r.patches.mode,
             "status": r.provenance.status if r.provenance else "draft",
         })
     if fmt == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"source": checkout.source, "commit": checkout.commit, "path": str(checkout.path),
+                          "recipes": rows} if checkout else rows, indent=2))
     else:
+        if checkout is not None:
+            at = f"at commit {checkout.commit}" if checkout.commit else "(a directory, not pinned)"
+            for line in (checkout.source, f"  {at}", f"  in {checkout.path}",
+                         f"  {len(rows)} file(s); nothing from it runs until you plan or up one"):
+                while len(line) > 80:  # a long URL or path folds; every line fits 80 columns
+                    print(line[:80])
+                    line = "    " + line[80:]
+                print(line)
         print(recipe_listing(rows))
         print("\nnext: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
               "      inkctl init RECIPE   a copy to edit here, with an inventory for it")
+
+
+def _parallel(r) -> str:
+    a = r.engine.args
+    text = f"TP={a.tensor_parallel} PP={a.pipeline_parallel}"
+    if a.data_parallel.size > 1:
+        text += f" DP={a.data_parallel.size}" + (" (attention)" if a.data_parallel.attention else "")
+    if a.expert is not None and a.expert.enabled:
+        text += " EP"
+    return text
+
+
+def _foreign(path: Path, shown: str) -> str | None:
+    """A recipe of another tool: say how to import it instead of calling it invalid."""
+    import yaml
+
+    from inkctl.recipe.foreign import detect
+
+    try:
+        kind = detect(yaml.safe_load(path.read_text()))
+    except Exception:
+        return None
+    return f"a {kind} recipe: inkctl import it" if kind else None

@@ -63,6 +63,7 @@ LISTING = {
     "recipes": "The bundled recipes, by the names every command takes",
     "validate": "Check recipes: every problem located, with its code and fix",
     "plan": "What `up` will run: per rank the host, image and exact argv",
+    "import": "Turn a sparkrun or vLLM recipes file into an inkctl recipe",
     "doctor": "The preflight alone: ssh, runtime, GPUs, image, ports, weights",
     "build": "Build the recipe's patched image where it is missing",
     "lock": "Pin digests, hashes and the model's files in RECIPE.lock.json",
@@ -78,8 +79,9 @@ LISTING = {
     "smoke": "Check a running server's answers (the recipe's checks, or --url)",
     "bench": "Measure a running server: a concurrency or request-rate sweep",
     "results": "Saved bench runs: list them, show one, compare two",
+    "runs": "The runs recorded here (argv, events, debug log, exit status)",
     "lease": "The deploy lease: who holds it; release a stale one",
-    "export": "The deployment as Kubernetes manifests or a systemd unit",
+    "export": "The deployment for Kubernetes, Slurm, systemd or Prometheus",
     "schema": "The recipe's JSON Schema, or its reference in Markdown",
 }
 

@@ -189,6 +189,9 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     from inkctl.weights.pin import pin_model
 
     model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
+    from inkctl.weights.pin import pin_draft
+
+    draft = pin_draft(loaded)
     transports = {}
     if local:
         from inkctl.execute.image.local_daemon import LocalDaemon
@@ -212,7 +215,10 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     pins.update({k: v for k, v in old.items() if k.startswith(("push:", "compile-cache:"))})  # `build --push` and `cache --lock` pins: not observed here
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
-    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)
+    if draft is not None:
+        pins[f"model:{draft.repo}"] = draft.revision
+    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None,
+                      models={"draft": draft.as_dict()} if draft else None)
     diff = changes(old, pins) if old else []
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))

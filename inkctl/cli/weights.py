@@ -71,23 +71,44 @@ def weights(
     if source not in names:
         raise UsageError(f"--from {source}: not a host of the inventory ({', '.join(names)})")
 
-    from inkctl.execute.events import JsonLines, ScrubbingSink
     from inkctl.weights.hub import endpoint, token_secret
-    from inkctl.weights.run import run_weights
 
     token_name, token = token_secret(loaded.recipe)
-    from inkctl import runlog
     from inkctl.scrub import arm
 
     scrub = arm([token.reveal()] if token is not None else [])  # the one scrubber: the run's record too
+    from dataclasses import replace
+
+    from inkctl.recipe.draft import draft_view
+    from inkctl.recipe.manifest import read_draft_manifest
+
+    models = [(loaded, manifest)]
+    draft = read_draft_manifest(loaded)
+    if draft is not None:  # the speculative draft: the same cache, the same copies, after the model
+        models.append((replace(loaded, recipe=draft_view(loaded.recipe)), draft))
+    elif loaded.recipe.speculative is not None and loaded.recipe.speculative.draft is not None:
+        raise InkctlError(f"the draft model is not pinned yet: {loaded.recipe.speculative.draft.repo} has no manifest "
+                          "in the lock file", hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "")
+                          + "` first", exit_code=2)
+    for one, pinned in models:
+        _one_model(one, plan, image, pinned, fmt, scrub, source, verify, repair, accept_new_host_keys,
+                   endpoint(loaded.recipe), {token_name: token.reveal()} if token is not None else {}, bwlimit,
+                   recipe, hosts)
+
+
+def _one_model(loaded, plan, image, manifest, fmt, scrub, source, verify, repair, accept_new, hub_url, hub_env,
+               bwlimit, recipe, hosts) -> None:
+    from inkctl import runlog
+    from inkctl.execute.events import JsonLines, ScrubbingSink
+    from inkctl.weights.run import run_weights
+
     view = None if fmt == "json" else _view(manifest)
     sink = ScrubbingSink(runlog.recording(JsonLines() if view is None else view), scrub)
     interrupt = threading.Event()
     previous = on_signals(interrupt, lambda: Cancelled(started=True))
     try:
         report = run_weights(loaded, plan, image, manifest, sink, source=source, verify=verify, repair=repair,
-                             accept_new=accept_new_host_keys, hub_url=endpoint(loaded.recipe),
-                             hub_env={token_name: token.reveal()} if token is not None else {}, interrupt=interrupt,
+                             accept_new=accept_new, hub_url=hub_url, hub_env=hub_env, interrupt=interrupt,
                              bwlimit=bwlimit * 1e6 if bwlimit else None)
     except Cancelled:  # a second Ctrl-C: the copies stop where they are
         raise _interrupted() from None

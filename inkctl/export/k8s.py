@@ -348,6 +348,10 @@ class _Export:
                     self.gaps.append(Gap("container.security_opt", f"--security-opt {opt}", f"securityContext.{text}"))
             elif rank == 0:
                 self.gaps.append(Gap("container.security_opt", f"--security-opt {opt}", "no pod securityContext equivalent: not in the manifests", expressed=False))
+        for g in run.group_add if rank == 0 else ():  # ROCm's video group: a pod names groups by number
+            self.gaps.append(Gap("container.gpus", f"--group-add {g}", "securityContext.supplementalGroups takes the "
+                                 "group's number on the node: not in the manifests (AMD's device plugin grants GPU access)",
+                                 expressed=False))
         for u in run.ulimits if rank == 0 else ():
             self.gaps.append(Gap(f"container.ulimits.{u.split('=')[0]}", f"--ulimit {u}",
                                  "a Pod cannot set ulimits: configure the nodes' container runtime (e.g. LimitMEMLOCK=infinity for containerd)",

@@ -91,6 +91,7 @@ class RunArgs:
     gpus: bool = False
     security_opt: list[str] = field(default_factory=list)
     cap_add: list[str] = field(default_factory=list)
+    group_add: list[str] = field(default_factory=list)
     devices: list[str] = field(default_factory=list)
     ulimits: list[str] = field(default_factory=list)
     privileged: bool = False
@@ -102,7 +103,7 @@ class RunArgs:
 
 
 # the option flags a ContainerSpec carries (plan/container.py): each has its Kubernetes form
-_WITH_VALUE = {"--ipc", "--shm-size", "--gpus", "--security-opt", "--cap-add", "--device", "--ulimit",
+_WITH_VALUE = {"--ipc", "--shm-size", "--gpus", "--security-opt", "--cap-add", "--device", "--ulimit", "--group-add",
                # and what container.extra_args may also hold
                "--label", "--network", "--publish", "--volume", "--env", "--env-file", "--pull"}
 _FLAGS = {"--privileged"}
@@ -165,6 +166,8 @@ def _take_options(argv: list[str], out: RunArgs, *, strict: bool) -> None:
             out.security_opt.append(value)
         elif flag == "--cap-add":
             out.cap_add.append(value)
+        elif flag == "--group-add":
+            out.group_add.append(value)
         elif flag == "--ulimit":
             out.ulimits.append(value)
         elif flag == "--volume":

@@ -32,13 +32,14 @@ def key_fields(r: Recipe, image: str | None = None) -> dict:
     return {"engine": e.kind, "image": image or e.image.ref, "image_digest": e.image.digest,
             "compute_capability": r.hardware.compute_capability, "model": r.model.repo,
             "revision": r.model.revision, "tensor_parallel": a.tensor_parallel,
-            "pipeline_parallel": a.pipeline_parallel, "data_parallel": getattr(a, "data_parallel", None),
+            "pipeline_parallel": a.pipeline_parallel, "data_parallel": a.data_parallel.size,
             "nodes": r.hardware.nodes}
 
 
 def key(r: Recipe, image: str | None = None) -> str:
     blob = json.dumps(key_fields(r, image), sort_keys=True).encode()
-    return f"{r.engine.kind}-sm{r.hardware.compute_capability.replace('.', '')}-{hashlib.sha256(blob).hexdigest()[:16]}"
+    arch = r.hardware.gfx_target if r.hardware.vendor == "amd" else f"sm{(r.hardware.compute_capability or '').replace('.', '')}"
+    return f"{r.engine.kind}-{arch}-{hashlib.sha256(blob).hexdigest()[:16]}"
 
 
 def host_dir(r: Recipe, root: str, image: str | None = None) -> str:

@@ -44,6 +44,12 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
     from inkctl.plan import compilecache
 
     env += compilecache.env(r)
+
+    from inkctl.recipe.parallel import parallel_env
+
+    env += parallel_env(r)
+    if r.container.gpus == "rocm" and h.gpus:
+        env.append(("ROCR_VISIBLE_DEVICES", h.gpus))
     return env
 
 
@@ -67,7 +73,17 @@ def gpu_args(mode: str, indices: str | None) -> list[str]:
         return ["--gpus", f'"device={",".join(ids)}"' if ids else "all"]
     if mode == "cdi":
         return [x for i in (ids or ["all"]) for x in ("--device", f"nvidia.com/gpu={i}")]
+    if mode == "rocm":
+        return list(ROCM_ARGS)
     return []
+
+
+# AMD GPUs in a container (ROCm's and vLLM's documented docker run): the compute interface
+# (/dev/kfd), the render nodes (/dev/dri), the video group that owns them, and the ptrace and
+# seccomp relaxations ROCm's debugger/profiler hooks need. The inventory's gpus select devices
+# through ROCR_VISIBLE_DEVICES (rank_env), since /dev/dri holds every card.
+ROCM_ARGS = ("--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+             "--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined")
 
 
 def container_spec(r: Recipe, ctx: HostContext, *, name: str, image: str, labels: list[tuple[str, str]],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from inkctl.plan.hostvars import HostContext
+from inkctl.recipe import parallel, speculative
 from inkctl.recipe.engine import SGLang, VLLM
 from inkctl.recipe.model import Recipe
 
@@ -35,8 +36,12 @@ def vllm_serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) ->
         argv.append("--enforce-eager")
     if m.trust_remote_code:
         argv.append("--trust-remote-code")
+    argv += parallel.vllm_args(r, ctx.rank, ctx.head_address)
+    argv += speculative.vllm_args(r)
     if ray:
         argv += ["--distributed-executor-backend", "ray"]
+    elif nodes > 1 and a.data_parallel.size > 1:
+        pass  # data-parallel ranks per host: the --data-parallel-* flags above say where the head is
     elif nodes > 1:
         argv += ["--nnodes", str(nodes), "--node-rank", str(ctx.rank),
                  "--master-addr", ctx.head_address, "--master-port", str(e.master_port)]
@@ -75,6 +80,8 @@ def sglang_launch(r: Recipe, ctx: HostContext, nodes: int) -> list[str]:
         argv.append("--disable-cuda-graph")
     if m.trust_remote_code:
         argv.append("--trust-remote-code")
+    argv += parallel.sglang_args(r)
+    argv += speculative.sglang_args(r)
     if nodes > 1:
         argv += ["--nnodes", str(nodes), "--node-rank", str(ctx.rank),
                  "--dist-init-addr", f"{ctx.head_address}:{e.dist_init_port}"]

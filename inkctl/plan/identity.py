@@ -11,15 +11,37 @@ import json
 
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
+from inkctl.recipe.parallel import DataParallel
 
 # fleet: a replica is planned from a copy without it; the router has a hash of its own
 _NOT_DEPLOYED = {"description", "provenance", "results", "capabilities", "hosts", "fleet"}
+
+# fields added after deployments were already running, with the value that means "not used": left
+# out of the hash at that value, so a recipe that does not use them keeps the hash it had
+_ADDED_LATER: dict[tuple[str, ...], object] = {
+    ("engine", "args", "data_parallel"): DataParallel().model_dump(mode="json"),
+    ("engine", "args", "expert"): None,
+    ("speculative",): None,
+    ("hardware", "vendor"): "nvidia",
+    ("hardware", "gfx_target"): None,
+}
+
+
+def _drop_unused(data: dict) -> None:
+    for path, unused in _ADDED_LATER.items():
+        *parents, key = path
+        node: object = data
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and key in node and node[key] == unused:
+            del node[key]
 
 
 def recipe_hash(recipe: Recipe, hosts: list[Host] | None = None, image: str | None = None) -> str:
     data = recipe.model_dump(mode="json", exclude=_NOT_DEPLOYED)
     if not recipe.compile_cache.enabled:  # off: the deployment is what it was before the field existed
         data.pop("compile_cache", None)
+    _drop_unused(data)
     data["__hosts"] = [h.model_dump(mode="json") for h in hosts or []]
     data["__image"] = image
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()

@@ -43,9 +43,9 @@ class ContainerSpec(Strict):
     """The container runtime and every flag of the engine's container."""
 
     runtime: Literal["docker", "podman"] = Field("docker", description="Container engine on the hosts.")
-    gpus: Literal["all", "cdi", "none"] = Field(
+    gpus: Literal["all", "cdi", "rocm", "none"] = Field(
         "all",
-        description="GPU exposure: 'all' is docker's --gpus all; 'cdi' is --device nvidia.com/gpu=all (podman, or docker with CDI); 'none' exposes no GPU.",
+        description="GPU exposure: 'all' is docker's --gpus all; 'cdi' is --device nvidia.com/gpu=all (podman, or docker with CDI); 'rocm' (AMD) is --device /dev/kfd --device /dev/dri --group-add video --cap-add SYS_PTRACE --security-opt seccomp=unconfined, the inventory's gpus becoming ROCR_VISIBLE_DEVICES; 'none' exposes no GPU.",
     )
     ipc: Optional[Literal["host", "private", "shareable"]] = Field("host", description="IPC namespace (--ipc). NCCL wants host or a large shm.")
     shm_size: Optional[str] = Field(None, pattern=r"^[0-9]+[bkmgBKMG]?$", description="Size of /dev/shm (--shm-size), e.g. '32g'.")

@@ -10,6 +10,7 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import Field, field_validator
 
 from inkctl.recipe.fields import ImageDigest, Strict, empty_list
+from inkctl.recipe.parallel import DataParallel, ExpertParallel
 
 
 class UnresolvedFlag(Strict):
@@ -24,6 +25,8 @@ class EngineArgs(Strict):
 
     tensor_parallel: int = Field(1, ge=1, le=1024, description="Tensor-parallel size (vLLM --tensor-parallel-size, SGLang --tp-size).")
     pipeline_parallel: int = Field(1, ge=1, le=1024, description="Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size).")
+    data_parallel: DataParallel = Field(default_factory=DataParallel, description="Data parallelism (vLLM --data-parallel-*, SGLang --dp-size/--enable-dp-attention); multi-node vLLM gets its per-host flags planned.")
+    expert: Optional[ExpertParallel] = Field(None, description="Expert parallelism for MoE models (vLLM --enable-expert-parallel/--all2all-backend/--enable-eplb, SGLang --ep-size/--moe-a2a-backend/--deepep-mode).")
     port: int = Field(8000, ge=1, le=65535, description="Port the engine's HTTP server listens on inside the container.")
     bind_host: str = Field("0.0.0.0", description="Address the engine binds (--host).")
     max_model_len: Optional[int] = Field(None, ge=1, description="Longest context served (vLLM --max-model-len, SGLang --context-length).")

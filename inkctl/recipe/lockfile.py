@@ -72,12 +72,15 @@ def render(doc: dict) -> str:
 
 
 def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | None = None,
-               model: dict | None = None) -> Path:
-    """``model``: the pinned model (inkctl.recipe.manifest.Manifest.as_dict), when inkctl manages its files."""
+               model: dict | None = None, models: dict[str, dict] | None = None) -> Path:
+    """``model``: the pinned model (inkctl.recipe.manifest.Manifest.as_dict), when inkctl manages its files;
+    ``models``: further models the engine loads, by role (``draft``), pinned the same way."""
     doc = {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name, "recipe_file": loaded.path.name,
            "pins": dict(sorted(pins.items())), "hosts": hosts or {}}
     if model:
         doc["model"] = model
+    if models:
+        doc["models"] = models
     path = lock_path(loaded)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(render(doc))

@@ -163,3 +163,23 @@ def read_manifest(loaded) -> Manifest | None:
         raise InkctlError(f"the lock file pins {m.repo} at {m.revision} ({m.ref}), but the recipe asks for revision {rev}",
                           hint=f"run {lock_command(loaded.path)} to pin that revision", exit_code=2)
     return m
+
+
+def read_draft_manifest(loaded) -> Manifest | None:
+    """The speculative draft pinned in the lock file (``models.draft``), if any."""
+    from inkctl.recipe.lockfile import read_lock
+
+    spec = loaded.recipe.speculative
+    if spec is None or spec.draft is None:
+        return None
+    model = ((read_lock(loaded) or {}).get("models") or {}).get("draft")
+    if not model:
+        return None
+    m = Manifest.from_dict(model)
+    if m.repo != spec.draft.repo:
+        raise InkctlError(f"the lock file pins draft {m.repo}, but the recipe's draft is {spec.draft.repo}",
+                          hint=f"run `inkctl lock {loaded.path}` to pin the recipe's draft", exit_code=2)
+    if spec.draft.revision and spec.draft.revision not in (m.revision, m.ref):
+        raise InkctlError(f"the lock file pins draft {m.repo} at {m.revision}, but the recipe asks for {spec.draft.revision}",
+                          hint=f"run `inkctl lock {loaded.path}` to pin that revision", exit_code=2)
+    return m

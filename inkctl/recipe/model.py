@@ -9,7 +9,7 @@ import re
 from datetime import date
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
@@ -18,6 +18,7 @@ from inkctl.recipe.fields import EnvName, HostPath, Name, Strict, empty_list
 from inkctl.recipe.fleet import Fleet
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
+from inkctl.recipe.speculative import Speculative
 
 class ModelWeights(Strict):
     """Which files of the model the engine reads, and where each host keeps them (``inkctl weights``)."""
@@ -53,15 +54,49 @@ class ModelSpec(Strict):
 
 
 class Hardware(Strict):
-    """What each host must have. Preflight checks it against nvidia-smi."""
+    """What each host must have. Preflight checks it against nvidia-smi (NVIDIA) or amd-smi/rocm-smi (AMD)."""
 
-    accelerator: Literal["dgx-spark-gb10", "h200", "h100", "b200", "rtx-pro-6000-blackwell"] = Field(description="Accelerator model.")
-    compute_capability: str = Field(pattern=r"^[0-9]+\.[0-9]+$", description="CUDA compute capability, e.g. '12.1' (GB10), '9.0' (H200), '12.0' (RTX PRO 6000).")
+    accelerator: str = Field(min_length=1, description="Accelerator model, case-insensitive: a known name (the table in the recipe reference, e.g. 'h100', 'a100', 'mi300x', 'dgx-spark-gb10') brings its vendor, architecture and memory; any other name is declared by vendor and compute_capability or gfx_target.")
+    vendor: Optional[Literal["nvidia", "amd"]] = Field(None, description="GPU vendor. Default: the known accelerator's, else 'nvidia'.")
+    compute_capability: Optional[str] = Field(None, pattern=r"^[0-9]+\.[0-9]+$", description="CUDA compute capability (NVIDIA), e.g. '12.1' (GB10), '9.0' (H200), '12.0' (RTX PRO 6000). Default: the known accelerator's.")
+    gfx_target: Optional[str] = Field(None, pattern=r"^gfx[0-9a-f]{3,4}$", description="AMD GPU architecture (LLVM gfx target), e.g. 'gfx942' (MI300X, MI325X), 'gfx950' (MI355X). Default: the known accelerator's.")
     nodes: int = Field(1, ge=1, le=1024, description="Number of hosts.")
     gpus_per_host: int = Field(ge=1, le=64, description="GPUs each host contributes.")
-    unified_memory: bool = Field(False, description="CPU and GPU share one memory pool (GB10): nvidia-smi reports memory as [N/A]; MemAvailable is what matters.")
+    unified_memory: bool = Field(False, description="CPU and GPU share one memory pool (GB10): nvidia-smi reports memory as [N/A]; MemAvailable is what matters. Default: the known accelerator's, else false.")
     memory_gib: Optional[float] = Field(None, gt=0, description="Memory per GPU, or the unified pool per host, in GiB.")
     interconnect: Optional[str] = Field(None, description="How GPUs and hosts are connected, in words (e.g. 'RoCE 200G', 'PCIe 5.0 x8+x4, no NVLink').")
+
+    @field_validator("accelerator")
+    @classmethod
+    def _canonical(cls, v: str) -> str:
+        from inkctl.recipe.accelerators import normalize
+
+        return normalize(v)
+
+    @model_validator(mode="after")
+    def _from_table(self) -> "Hardware":
+        from inkctl.recipe.accelerators import lookup
+
+        known = lookup(self.accelerator)
+        if self.vendor is None:
+            self.vendor = known.vendor if known else ("amd" if self.gfx_target else "nvidia")
+        if known is not None and known.vendor == self.vendor:
+            if self.vendor == "nvidia" and self.compute_capability is None:
+                self.compute_capability = known.arch
+            if self.vendor == "amd" and self.gfx_target is None:
+                self.gfx_target = known.arch
+            if "unified_memory" not in self.model_fields_set:
+                self.unified_memory = known.unified
+        return self
+
+    @property
+    def arch(self) -> Optional[str]:
+        """The architecture preflight compares: compute capability (NVIDIA) or gfx target (AMD)."""
+        return self.gfx_target if self.vendor == "amd" else self.compute_capability
+
+    @property
+    def arch_field(self) -> str:
+        return "gfx_target" if self.vendor == "amd" else "compute_capability"
 
 
 class Health(Strict):
@@ -176,6 +211,7 @@ class Recipe(Strict):
     model: ModelSpec = Field(description="The model.")
     hardware: Hardware = Field(description="The hardware every host must have.")
     engine: Engine = Field(description="The inference engine: kind 'vllm' or 'sglang'.")
+    speculative: Optional[Speculative] = Field(None, description="Speculative decoding; a draft model is pinned, distributed and checked like the served one.")
     container: ContainerSpec = Field(default_factory=ContainerSpec, description="How the engine's container runs.")
     network: NetworkSpec = Field(default_factory=NetworkSpec, description="NCCL/Gloo transport between hosts.")
     patches: Patches = Field(default_factory=Patches, description="How the engine is patched.")
@@ -193,6 +229,13 @@ class Recipe(Strict):
     # --- derived -------------------------------------------------------------------------
     @property
     def world_gpus(self) -> int:
+        from inkctl.recipe.parallel import world_gpus
+
+        return world_gpus(self)
+
+    @property
+    def model_shards(self) -> int:
+        """Ranks one copy of the weights is split over (tensor x pipeline)."""
         return self.engine.args.tensor_parallel * self.engine.args.pipeline_parallel
 
     @property

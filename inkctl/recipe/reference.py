@@ -101,4 +101,9 @@ def markdown_reference(schema: dict | None = None) -> str:
             prefix = "" if path == "(top level)" else path + "."
             queue += [(f"{prefix}{field}", ref, defs[ref]) for ref in _refs(prop) if ref in defs]
         lines.append("")
+    from inkctl.recipe.accelerators import table_markdown
+
+    lines += ["## Known accelerators (`hardware.accelerator`)", "",
+              "Names are case-insensitive; any other GPU is declared by `vendor` and `compute_capability` "
+              "(NVIDIA) or `gfx_target` (AMD).", "", table_markdown(), ""]
     return "\n".join(lines)

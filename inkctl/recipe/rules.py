@@ -20,16 +20,6 @@ SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|P
 KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
 
 
-# accelerator -> (compute capability, unified memory)
-ACCELERATORS: dict[str, tuple[str, bool]] = {
-    "dgx-spark-gb10": ("12.1", True),
-    "h200": ("9.0", False),
-    "h100": ("9.0", False),
-    "b200": ("10.0", False),
-    "rtx-pro-6000-blackwell": ("12.0", False),
-}
-
-
 def _err(path: str, message: str, hint: str | None = None) -> Problem:
     return Problem(message, path=path, hint=hint)
 
@@ -41,7 +31,7 @@ def _warn(path: str, message: str, hint: str | None = None) -> Problem:
 RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
-    "_hosts": "hosts", "_smoke": "smoke",
+    "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine",
 }
 
 
@@ -55,30 +45,18 @@ def recipe_findings(r: "Recipe") -> list[Problem]:
 
 
 def _parallelism(r: "Recipe") -> list[Problem]:
-    a, hw = r.engine.args, r.hardware
-    have = hw.nodes * hw.gpus_per_host
-    if r.world_gpus != have:
-        return [_err(
-            "engine.args.tensor_parallel",
-            f"tensor_parallel {a.tensor_parallel} x pipeline_parallel {a.pipeline_parallel} = {r.world_gpus} GPUs, "
-            f"but the hosts provide {hw.nodes} x {hw.gpus_per_host} = {have}",
-            "make tensor_parallel x pipeline_parallel equal hardware.nodes x hardware.gpus_per_host",
-        )]
-    return []
+    from inkctl.recipe.parallel import parallel_findings
+
+    return parallel_findings(r)
 
 
 def _hardware(r: "Recipe") -> list[Problem]:
-    hw, out = r.hardware, []
-    cc, unified = ACCELERATORS[hw.accelerator]
-    if hw.compute_capability != cc:
-        out.append(_err("hardware.compute_capability", f"{hw.accelerator} has compute capability {cc}, not {hw.compute_capability}", f"set compute_capability: '{cc}'"))
-    if unified and not hw.unified_memory:
-        out.append(_err("hardware.unified_memory", f"{hw.accelerator} has unified memory", "set unified_memory: true (nvidia-smi reports its memory as [N/A])"))
-    if not unified and hw.unified_memory:
-        out.append(_err("hardware.unified_memory", f"{hw.accelerator} does not have unified memory", "set unified_memory: false"))
+    from inkctl.recipe.accelerator_rules import accelerator_findings
+
+    hw, out = r.hardware, accelerator_findings(r)
     m = r.model
     if m.weights_gb and hw.memory_gib:
-        per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.world_gpus
+        per_rank_gib = m.weights_gb * 1e9 / 2**30 / r.model_shards
         if per_rank_gib > hw.memory_gib:
             out.append(_err("model.weights_gb", f"{per_rank_gib:.1f} GiB of weights per rank does not fit {hw.memory_gib} GiB per GPU", "raise tensor or pipeline parallelism, or use more hosts"))
         elif per_rank_gib > 0.9 * hw.memory_gib:
@@ -124,7 +102,7 @@ def _gpus(r: "Recipe") -> list[Problem]:
     if c.gpus == "none":
         out.append(_warn("container.gpus", "the container gets no GPU"))
     for where, env in (("container.env", c.env), ("network.nccl_env", r.network.nccl_env)):
-        if "NVIDIA_VISIBLE_DEVICES" in env and c.gpus != "none":
+        if "NVIDIA_VISIBLE_DEVICES" in env and c.gpus in ("all", "cdi"):
             flag = "--gpus" if c.gpus == "all" else "--device nvidia.com/gpu=..."
             out.append(_err(f"{where}.NVIDIA_VISIBLE_DEVICES",
                             f"the runtime's {flag} sets NVIDIA_VISIBLE_DEVICES in the container and overrides this value: "
@@ -236,7 +214,10 @@ def _engine(r: "Recipe") -> list[Problem]:
         out.append(_warn("engine.args.enforce_eager", "CUDA graphs are off: decode throughput drops"))
     typed = {"--tensor-parallel-size", "--tp-size", "--tp", "--pipeline-parallel-size", "--pp-size", "--port", "--host",
              "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--model",
-             "--model-path", "--served-model-name", "--trust-remote-code"}
+             "--model-path", "--served-model-name", "--trust-remote-code", "--data-parallel-size", "-dp",
+             "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
+             "--data-parallel-start-rank", "--enable-expert-parallel", "--dp-size", "--dp", "--enable-dp-attention",
+             "--ep-size", "--ep", "--speculative-config", "--speculative-algorithm", "--speculative-draft-model-path"}
     from inkctl.recipe.engine_flags import FLAG_OF, NAMES, other_engines_flag, typed_flags
 
     kind = r.engine.kind
@@ -261,6 +242,18 @@ def _engine(r: "Recipe") -> list[Problem]:
     if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):
         out.append(_err("engine.args.port", f"port {a.port} is also the rendezvous port"))
     return out
+
+
+def _engine_flags(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.engine_versions import engine_flag_findings
+
+    return engine_flag_findings(r)
+
+
+def _speculative(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.speculative import speculative_findings
+
+    return speculative_findings(r)
 
 
 def _hosts(r: "Recipe") -> list[Problem]:

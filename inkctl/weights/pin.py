@@ -18,3 +18,16 @@ def pin_model(loaded) -> Manifest | None:
     from inkctl.weights.hub import pin
 
     return pin(loaded.recipe)
+
+
+def pin_draft(loaded) -> Manifest | None:
+    """The speculative draft model's pin (asked of the Hub), when the recipe has one and inkctl
+    manages its weights; None otherwise."""
+    from inkctl.recipe.draft import draft_view
+
+    view = draft_view(loaded.recipe)
+    if view is None or not managed(view):
+        return None
+    from inkctl.weights.hub import pin
+
+    return pin(view)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError
-from inkctl.recipe.manifest import Manifest, host_cache_template, read_manifest, repo_folder
+from inkctl.recipe.manifest import Manifest, host_cache_template, read_draft_manifest, read_manifest, repo_folder
 
 # positional arguments are the snapshot paths; one line per path: its size, or '-' when absent
 STAT = 'for p in "$@"; do s=$(stat -L -c %s -- "$p" 2>/dev/null) && echo "$s" || echo -; done'
@@ -60,10 +60,38 @@ class WeightsCheck:
         return dict(zip((n for _, n in hosts), found))
 
 
-def weights_check(loaded) -> WeightsCheck | None:
-    """The check when the lock pins the model and inkctl manages its files; else None."""
+class Checks:
+    """Several models' checks as one (the served model, then a speculative draft): a host passes
+    when every model is right there; the details are joined."""
+
+    def __init__(self, checks: list[WeightsCheck]):
+        self.checks = checks
+
+    def check(self, plan, transports) -> dict[str, tuple[str, str, str | None]]:
+        results = [c.check(plan, transports) for c in self.checks]
+        out = {}
+        for host in results[0]:
+            rows = [r[host] for r in results if host in r]
+            failed = [row for row in rows if row[0] != "ok"]
+            pick = failed or rows
+            out[host] = (pick[0][0], "; ".join(row[1] for row in (failed or rows)), next((row[2] for row in pick if row[2]), None))
+        return out
+
+
+def weights_check(loaded) -> WeightsCheck | Checks | None:
+    """The check when the lock pins the model (and a draft) and inkctl manages its files; else None."""
     if (loaded.hosts is None or host_cache_template(loaded.recipe) is None or not loaded.recipe.model.weights.manage
             or loaded.recipe.model.local):  # a local directory: pinned, but not kept in the Hub cache
         return None
     manifest = read_manifest(loaded)
-    return WeightsCheck(loaded, manifest) if manifest is not None else None
+    checks = [WeightsCheck(loaded, manifest)] if manifest is not None else []
+    draft = read_draft_manifest(loaded)
+    if draft is not None:
+        from dataclasses import replace
+
+        from inkctl.recipe.draft import draft_view
+
+        checks.append(WeightsCheck(replace(loaded, recipe=draft_view(loaded.recipe)), draft))
+    if not checks:
+        return None
+    return checks[0] if len(checks) == 1 else Checks(checks)

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.cluster
 
 REPO = "test/weights-model"
 GATED = "test/gated-model"
+DRAFT = "test/weights-draft"
 TOKEN = "hf_e2e-weights-token-4f1c"
 HOSTS3 = ("h1", "h2", "h4")  # the docker hosts
 
@@ -36,6 +37,7 @@ def hub(cluster, tmp_path_factory):
     h = Hub(net.gateway(cluster.net_id))
     h.add(make_model(str(root), REPO, shards=3, shard_mib=2))
     h.add(make_model(str(root), GATED, shards=2, shard_mib=1, gated_token=TOKEN))
+    h.add(make_model(str(root), DRAFT, shards=2, shard_mib=1, seed=7))
     with h:
         yield h
 
@@ -326,3 +328,41 @@ def test_up_refuses_hosts_without_the_weights_and_plans_offline_with_them(cluste
     plan = run("plan", rec, "--hosts", inv, "-o", "json")
     assert plan.rc == 0, plan
     assert "HF_HUB_OFFLINE=1" in plan.stdout
+
+
+def test_a_draft_model_is_pinned_copied_checked_and_found_offline(cluster, hub, setup):
+    """A speculative draft goes through lock, weights and the preflight before up, like the model."""
+    rec, inv, run = setup("h1", "h2", speculative={"method": "eagle3", "draft": {"repo": DRAFT},
+                                                   "num_speculative_tokens": 3})
+    lock = run("lock", rec, "--hosts", inv)
+    assert lock.rc == 0, lock
+    doc = json.loads(rec.with_name(rec.stem + ".lock.json").read_text())
+    assert doc["models"]["draft"]["repo"] == DRAFT and doc["models"]["draft"]["revision"] == hub.repos[DRAFT].commit
+    assert doc["pins"][f"model:{DRAFT}"] == hub.repos[DRAFT].commit
+    assert {f["path"] for f in doc["models"]["draft"]["files"]} >= {"model-00001-of-00002.safetensors", "config.json"}
+
+    got = run("weights", rec, "--hosts", inv, "-o", "json")
+    assert got.rc == 0, got
+    reports = [e for e in events(got.stdout) if e.get("event") == "weights"]
+    assert [e["model"] for e in reports] == [REPO, DRAFT], reports
+    for host in ("h1", "h2"):
+        assert snapshot(cluster, host, DRAFT).name == hub.repos[DRAFT].commit
+    from huggingface_hub import snapshot_download
+
+    found = snapshot_download(DRAFT, cache_dir=str(Path(cluster.host("h2").hf_dir) / "hub"), local_files_only=True)
+    assert Path(found).name == hub.repos[DRAFT].commit  # what an engine with HF_HUB_OFFLINE=1 finds
+
+    plan = run("plan", rec, "--hosts", inv, "-o", "json")
+    assert plan.rc == 0 and "HF_HUB_OFFLINE=1" in plan.stdout, plan
+    assert '{\\"method\\":\\"eagle3\\",\\"model\\":\\"test/weights-draft\\",\\"num_speculative_tokens\\":3}' in plan.stdout \
+        or '"--speculative-config"' in plan.stdout, plan
+
+    # a draft shard lost on h2: up stops in preflight, naming it, and starts nothing
+    shard = snapshot(cluster, "h2", DRAFT) / "model-00002-of-00002.safetensors"
+    os.remove(shard)
+    up = run("up", rec, "--hosts", inv, env={"E2E_HF_TOKEN": "hf_unused"}, timeout=180)
+    assert up.rc != 0, up
+    assert "h2 (weights)" in up.out and "model-00002-of-00002.safetensors" in up.out and DRAFT in up.out, up
+    assert "h1 (weights)" not in up.out, up
+    assert containers(cluster, "h1", "e2e-weights") == [] and containers(cluster, "h2", "e2e-weights") == []
+    assert no_traceback(up.out), up

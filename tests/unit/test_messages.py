@@ -147,10 +147,10 @@ def test_set_brackets_stay_text_where_the_field_is_a_string():
 
 
 def test_set_reads_yaml_where_the_field_is_not_a_string():
-    loaded = load_recipe(SPARK, ["engine.args.extra=[--a, '--b=1']", "engine.args.port=8001",
+    loaded = load_recipe(SPARK, ["engine.args.extra=[--disable-log-stats, '--seed=1']", "engine.args.port=8001",
                                  "engine.args.enforce_eager=true"])
     a = loaded.recipe.engine.args
-    assert (a.extra, a.port, a.enforce_eager) == (["--a", "--b=1"], 8001, True)
+    assert (a.extra, a.port, a.enforce_eager) == (["--disable-log-stats", "--seed=1"], 8001, True)
 
 
 def test_set_a_string_where_a_number_belongs_is_located_at_the_flag():

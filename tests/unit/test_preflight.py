@@ -75,11 +75,11 @@ NET_SPARK = "enP7s7 up 0x1003\nenp1s0f1np1 up 0x1003\nlo unknown 0x9\n"
 
 def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
            image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), net=(NET_CLUSTER, "", 0),
-           hcas=("", "", 0), gpuapps=None, seconds=0.05) -> Result:
+           hcas=("", "", 0), gpuapps=None, amdgpus=("", "", 127), seconds=0.05) -> Result:
     gpuapps = gpuapps or (UUIDS8 + "@@apps\n", "", 0)
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
-    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("meminfo", meminfo), ("image", image),
+    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("amdgpus", amdgpus), ("meminfo", meminfo), ("image", image),
                             ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
@@ -528,6 +528,7 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     assert "lock" not in s.out  # no lock asked for (doctor): no lock section
     assert s.get("containers") == (OTHERS.strip(), "", 0)
     assert s.get("gpus") == (H200.strip(), "", 0)
+    assert s.get("amdgpus")[2] == 127  # no amd-smi, no rocm-smi on this machine
     assert s.get("image")[2] == 0 and json.loads(s.get("image")[0])[0]["Id"] == DIGEST
     assert s.get("paths") == ("present\nmissing", "", 0)
     assert s.get("meminfo")[0].startswith("MemTotal:") and s.get("meminfo")[2] == 0
@@ -545,6 +546,7 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     p = subprocess.run([shutil.which("sh"), *argv[1:]], env={"PATH": str(bare)}, capture_output=True, text=True, timeout=30)
     s = split_sections(p.stdout, p.stderr)
     assert s.get("containers")[2] == 127 and s.get("gpus")[2] == 127 and s.get("image")[2] == 127
+    assert s.get("amdgpus") == ("", "", 127)
     assert s.get("paths") == ("present\nmissing", "", 0)
 
 

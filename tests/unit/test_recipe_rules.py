@@ -49,8 +49,12 @@ def test_compute_capability_must_match_accelerator():
 
 
 def test_gb10_needs_unified_memory():
-    r = recipe(hardware={"accelerator": "dgx-spark-gb10", "compute_capability": "12.1", "gpus_per_host": 2})
+    r = recipe(hardware={"accelerator": "dgx-spark-gb10", "compute_capability": "12.1", "gpus_per_host": 2,
+                         "unified_memory": False})
     assert findings(r)["hardware.unified_memory"] == "dgx-spark-gb10 has unified memory"
+    # left out, the table says it
+    r = recipe(hardware={"accelerator": "GB10", "gpus_per_host": 2})
+    assert r.hardware.unified_memory is True and "hardware.unified_memory" not in findings(r)
 
 
 def test_multinode_needs_host_network():

@@ -281,13 +281,29 @@ def _runtime(h: _Host, s: Sections) -> bool:
     return True
 
 
-def _gpus(h: _Host, s: Sections) -> None:
+def _read_gpus(h: _Host, s: Sections) -> list[gpu_probe.Gpu]:
+    """The host's GPUs, by the vendor's tool: nvidia-smi, or amd-smi/rocm-smi for AMD."""
+    if h.recipe.hardware.vendor == "amd":
+        from inkctl.execute.state import gpu_amd
+
+        out, err, rc = s.get("amdgpus")
+        tool, _, body = out.partition("\n")
+        if rc == 127 and tool.strip() not in ("amd-smi", "rocm-smi"):
+            raise gpu_amd.not_found()
+        if rc != 0:
+            raise gpu_probe.GpuProbeError(f"{tool.strip()} failed (exit {rc}): {_last_line(err, body) or 'no output'}",
+                                          hint="run on the host: " + " ".join(gpu_amd.AMD_SMI))
+        return gpu_amd.parse(tool.strip(), body)
     out, err, rc = s.get("gpus")
+    if rc != 0:
+        raise gpu_probe.query_failure(rc, out + "\n" + err)
+    return gpu_probe.parse_query_gpu(out)
+
+
+def _gpus(h: _Host, s: Sections) -> None:
     hw = h.recipe.hardware
     try:
-        if rc != 0:
-            raise gpu_probe.query_failure(rc, out + "\n" + err)
-        gpus = gpu_probe.parse_query_gpu(out)
+        gpus = _read_gpus(h, s)
     except gpu_probe.GpuProbeError as e:
         h.put("gpus", FAIL, e.message, e.hint)
         return
@@ -297,10 +313,11 @@ def _gpus(h: _Host, s: Sections) -> None:
         h.put("gpus", FAIL, f"found {found}; the recipe needs {hw.gpus_per_host} GPU(s) per host",
               "run on hosts with enough GPUs, or change hardware.gpus_per_host")
         return
-    wrong = [g for g in gpus if g.compute_capability != hw.compute_capability]
+    wrong = [g for g in gpus if g.compute_capability != hw.arch]
     if wrong:
+        word = "gfx target" if hw.vendor == "amd" else "compute capability"
         seen = ", ".join(sorted({f"{g.compute_capability} ({g.name})" for g in wrong}))
-        h.put("gpus", FAIL, f"found compute capability {seen}; the recipe needs {hw.compute_capability} ({hw.accelerator})",
+        h.put("gpus", FAIL, f"found {word} {seen}; the recipe needs {hw.arch} ({hw.accelerator})",
               f"this recipe is for {hw.accelerator}: use one made for this host's GPUs")
         return
     unified = all(g.unified_memory for g in gpus)

@@ -143,7 +143,8 @@ def describe(gpus: list[Gpu], mem: MemInfo | None = None) -> str:
         return "no GPU"
     names = sorted({g.name for g in gpus})
     ccs = sorted({g.compute_capability for g in gpus})
-    text = f"{len(gpus)}x {'/'.join(names)}, sm {'/'.join(ccs)}"
+    arch = "" if ccs[0].startswith("gfx") else "sm "  # AMD: the gfx target as it is
+    text = f"{len(gpus)}x {'/'.join(names)}, {arch}{'/'.join(ccs)}"
     if all(g.unified_memory for g in gpus):
         if mem is not None:
             text += f", unified memory: MemAvailable {mem.available_gib:.1f} of {mem.total_gib:.1f} GiB"

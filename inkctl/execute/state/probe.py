@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from inkctl.execute.state import gpu as gpu_probe
+from inkctl.execute.state import gpu_amd
 from inkctl.execute.state.deploylock import PROBE_SECTION
 from inkctl.execute.state.deployed import ContainerState, parse_inspect
 from inkctl.execute.hosts.transport import HostError, Result, Transport
@@ -51,6 +52,9 @@ HOST_PROBE = "\n".join([
     "sec gpuapps",  # who else holds GPU memory: index -> uuid, then the compute processes
     f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.UUID_QUERY)} && echo '@@apps' &&"
     f" {command_line(gpu_probe.APPS_QUERY)}; rc $?; else rc 127; fi",
+    "sec amdgpus",  # the tool's name first, then its JSON (execute/state/gpu_amd.py)
+    f"if command -v amd-smi >/dev/null 2>&1; then echo amd-smi; {command_line(gpu_amd.AMD_SMI)}; rc $?;"
+    f" elif command -v rocm-smi >/dev/null 2>&1; then echo rocm-smi; {command_line(gpu_amd.ROCM_SMI)}; rc $?; else rc 127; fi",
     "sec meminfo",
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",

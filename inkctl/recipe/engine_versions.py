@@ -1,0 +1,151 @@
+"""Which flags an engine release has: tables dumped from the releases' own argument parsers
+(tools/engine_flags.py; one JSON file per release in recipe/engine_releases/).
+
+A recipe targets a release by ``engine.version`` when it starts with one ('v0.28.0', '0.5.20'),
+else by its image tag ('vllm/vllm-openai:v0.28.0', 'lmsysorg/sglang:v0.5.20-cu129'). Against
+the table of that release (or, without one, the closest older release that has a table, said so):
+a flag the release marks deprecated is a warning, a flag it does not have is an error (gone when
+an older table has it), and a flag only the other engine has is an error whatever the release.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from inkctl.errors import Problem
+from inkctl.recipe.engine_flags import other_engines_flag
+
+if TYPE_CHECKING:
+    from inkctl.recipe.model import Recipe
+
+TABLES = Path(__file__).resolve().parent / "engine_releases"
+_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
+ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+@dataclass(frozen=True)
+class FlagTable:
+    engine: str
+    version: str
+    flags: dict[str, dict]
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return release_key(self.version) or (0,)
+
+
+def release_key(text: str) -> tuple[int, ...] | None:
+    m = _RELEASE.match(text.strip())
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups(default="0"))
+
+
+@functools.lru_cache(maxsize=None)
+def tables(engine: str) -> tuple[FlagTable, ...]:
+    out = []
+    for p in sorted(TABLES.glob(f"{engine}-*.json")):
+        doc = json.loads(p.read_text())
+        out.append(FlagTable(doc["engine"], doc["version"], doc["flags"]))
+    return tuple(sorted(out, key=lambda t: t.key))
+
+
+def _release_text(text: str) -> str | None:
+    m = _RELEASE.match(text.strip())
+    return m.group(0).lstrip("v") if m else None
+
+
+def targeted_release(r: "Recipe") -> str | None:
+    """The release a recipe targets: engine.version when it starts with one, else the image tag."""
+    e = r.engine
+    found = _release_text(e.version)
+    if found:
+        return found
+    ref = e.image.ref.rsplit("/", 1)[-1]
+    return _release_text(ref.split(":", 1)[1]) if ":" in ref else None
+
+
+def table_for(engine: str, release: str) -> tuple[FlagTable | None, bool]:
+    """The table of that release, else the closest older one (second value False)."""
+    want = release_key(release)
+    older = [t for t in tables(engine) if want is not None and t.key <= want]
+    if not older:
+        return None, False
+    return older[-1], older[-1].key == want
+
+
+def flag_of(arg: str) -> str | None:
+    if not arg.startswith("--") or arg == "--":
+        return None
+    return arg.split("=", 1)[0]
+
+
+def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
+    """Problems with the flags of one engine command line; ``path_of(i)`` names the field of argv[i]."""
+    engine = r.engine.kind
+    other = "sglang" if engine == "vllm" else "vllm"
+    release = targeted_release(r)
+    table, exact = table_for(engine, release) if release else (None, False)
+    mine = set().union(*(t.flags for t in tables(engine))) if tables(engine) else set()
+    theirs = set().union(*(t.flags for t in tables(other))) if tables(other) else set()
+    out: list[Problem] = []
+    for i, arg in enumerate(argv):
+        flag = flag_of(arg)
+        if flag is None:
+            continue
+        if other_engines_flag(engine, flag) is not None:
+            continue  # rules._engine reports a flag its hand list knows as the other engine's
+        if mine and flag in theirs and flag not in mine:  # only with both engines' tables at hand
+            out.append(Problem(f"{flag} is an {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
+                               path=path_of(i), hint=_cross_hint(flag)))
+            continue
+        if table is None:
+            continue
+        where = f"{ENGINE_WORDS[engine]} {table.version}" + ("" if exact else f" (the closest table to {release})")
+        info = table.flags.get(flag)
+        if info is None:
+            had = [t.version for t in tables(engine) if flag in t.flags and t.key < table.key]
+            if had:
+                out.append(Problem(f"{flag} is gone in {where}: the last release with it is {had[-1]}",
+                                   path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1]}"))
+            else:
+                out.append(Problem(f"{flag} is not a flag of {where}", path=path_of(i),
+                                   hint="check the spelling against the engine's --help for this release"))
+        elif info.get("deprecated"):
+            out.append(Problem(f"{flag} is deprecated in {where}", path=path_of(i),
+                               hint=info.get("help") or "see the release's --help", severity="warning"))
+        else:
+            value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
+            choices = info.get("choices")
+            if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
+                out.append(Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path_of(i)))
+    return out
+
+
+def _cross_hint(flag: str) -> str:
+    known = {"--mem-fraction-static": "engine.args.memory_fraction", "--gpu-memory-utilization": "engine.args.memory_fraction",
+             "--context-length": "engine.args.max_model_len", "--max-model-len": "engine.args.max_model_len",
+             "--tp-size": "engine.args.tensor_parallel", "--tensor-parallel-size": "engine.args.tensor_parallel",
+             "--max-running-requests": "engine.args.max_running_requests", "--max-num-seqs": "engine.args.max_running_requests"}
+    field = known.get(flag)
+    return f"use {field}: inkctl writes each engine's own flag" if field else "remove it, or use the other engine"
+
+
+def engine_flag_findings(r: "Recipe") -> list[Problem]:
+    """validate's check of engine.args.extra against the targeted release."""
+    return check_argv(r, list(r.engine.args.extra), lambda i: f"engine.args.extra[{i}]")
+
+
+def describe_target(r: "Recipe") -> str:
+    release = targeted_release(r)
+    if release is None:
+        return "no release found in engine.version or the image tag"
+    table, exact = table_for(r.engine.kind, release)
+    if table is None:
+        return f"{release}: no flag table"
+    return f"{release}: flag table {table.version}" + ("" if exact else " (closest older)")
