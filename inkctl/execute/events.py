@@ -192,19 +192,3 @@ class JsonLines:
 
     def close(self) -> None:
         self.stream.flush()
-
-
-class Collect:
-    """Keeps every event (tests, and the summary at the end of ``up``)."""
-
-    def __init__(self):
-        self.events: list[Event] = []
-
-    def emit(self, event: Event) -> None:
-        self.events.append(event)
-
-    def close(self) -> None:
-        pass
-
-    def of(self, kind: type) -> list:
-        return [e for e in self.events if isinstance(e, kind)]

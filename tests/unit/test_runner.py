@@ -14,7 +14,8 @@ import time
 import pytest
 
 from inkctl.errors import EXIT_INTERRUPTED
-from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
+from tests.unit.collect import Collect
+from inkctl.execute.events import (HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
                                    StageStarted, StepFailed)
 from inkctl.execute.supervise.health import HealthTimeout
 from inkctl.execute.deploy.runner import LaunchFailed, Runner, StepError, launch

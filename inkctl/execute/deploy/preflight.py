@@ -3,7 +3,8 @@
 Each host answers one combined probe (one SSH round trip, ``probe.HOST_PROBE``): its
 containers (``ps --all``, which also proves the runtime answers), nvidia-smi, /proc/meminfo,
 the image, listening sockets and mount sources. ``up`` runs that probe once per host with the
-deploy lock in it and hands the answers here (``probe_hosts``, then ``run_preflight(answers=)``);
+deploy lock in it, as each host connects (``probe_one``), and hands the answers here
+(``run_preflight(answers=)``);
 ``doctor`` lets ``run_preflight`` probe by itself. Values reach the remote shell as positional
 arguments of ``sh -c SCRIPT``, never inside it. The only second round trip is a pull, when the
 recipe allows one and the image is missing.
@@ -100,21 +101,6 @@ def check_names(skip) -> set[str]:
     return skip
 
 
-def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, image: str | None = None,
-                lock=None) -> dict[str, HostAnswer]:
-    """Every host's answer to the combined probe, in parallel (one round trip each). With a
-    DeployLock, each host takes it first (settle with ``lock.taken``); a host missing from
-    ``transports`` answers with its error."""
-    def one(name: str) -> HostAnswer:
-        t = transports.get(name)
-        if t is None:
-            return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
-        return probe_one(recipe, plan, t, image=image, lock=lock)
-
-    names = [h.name for h in plan.hosts]
-    return dict(zip(names, each(one, names, name="probe")))
-
-
 def probe_one(recipe: Recipe, plan: Plan, t: Transport, *, image: str | None = None, lock=None) -> HostAnswer:
     """One host's answer to the combined probe (taking the deploy lock first when ``lock`` is given)."""
     return run_launch_probe(t, plan.host(t.name).runtime, host_image(recipe, plan, image),
@@ -136,7 +122,7 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     ``sink`` (an event sink) receives one PreflightReport (pass or fail) before anything is
     raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
-    (``probe_hosts``); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
+    (``probe_one`` per host); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
     checks the pinned model's files on every host.
     """
     skip = check_names(skip)

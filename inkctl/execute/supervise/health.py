@@ -25,6 +25,7 @@ polling back, since both mean the answer is near.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -47,6 +48,8 @@ FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer chan
 BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
 SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
+
+log = logging.getLogger(__name__)
 
 
 _TLS: list = []  # the TLS context every health client shares, built once (see tls_context)
@@ -207,15 +210,19 @@ class HealthWait:
                 self.announced.set()  # the answer is near: poll fast again
                 self.poke.set()
             if self.on_line is not None:
-                fault = self.on_line(w, text)
+                try:
+                    fault = self.on_line(w, text)
+                except Exception:  # a checker's bug must not stop following this rank's log
+                    log.exception("rank %s on %s: the log-line check failed on %r", w.rank, w.host, text[:200])
+                    return
                 if fault:
                     self.faults.append((w, fault))
                     self.poke.set()
 
         try:
             self.transports[w.host].stream(argv, line, self.stop)
-        except Exception:
-            pass  # the inspect loop reports the host
+        except Exception as e:  # the inspect loop reports the host
+            log.debug("rank %s on %s: following its log ended: %s", w.rank, w.host, e)
         w.streaming = False
         self.poke.set()
 

@@ -12,6 +12,7 @@ the caller reports it, runs the hook, and restarts the whole deployment or exits
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
+
+log = logging.getLogger(__name__)
 
 
 FATAL_SETTLE_S = 0.5
@@ -61,7 +64,11 @@ class Supervisor:
         runtime = self.plan.host(c.host).runtime
 
         def line(text: str) -> None:
-            kind = fatal_line(text)
+            try:
+                kind = fatal_line(text)
+            except Exception:  # a checker's bug must not stop following this rank's log
+                log.exception("rank %s on %s: the log-line check failed on %r", c.rank, c.host, text[:200])
+                return
             if kind:
                 with self._lock:
                     self.fatal.append((c.host, c.rank, kind, text.strip()))
@@ -69,8 +76,8 @@ class Supervisor:
 
         try:
             self.transports[c.host].stream(container_runtime.logs(runtime, c.name, follow=True, tail=0), line, self.stop)
-        except Exception:
-            pass  # the turn reports the host or the container
+        except Exception as e:  # the turn reports the host or the container
+            log.debug("rank %s on %s: following its log ended: %s", c.rank, c.host, e)
         self.wake.set()
 
     # -- one turn ---------------------------------------------------------------------------
