@@ -21,6 +21,7 @@ from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
 from inkctl.plan.record import record_path, record_text
+from inkctl.plan.removal import removal
 from inkctl.plan.smoke import smoke_checks
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
 from inkctl.recipe.hosts import Host
@@ -161,10 +162,7 @@ def build_plan(
 
     teardown: list = []
     for c, p in zip(containers, planned):
-        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=runtime.remove(rt, c.name),
-                            ok_codes=(0, 1)))
-        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove inkctl's files for this deployment",
-                            argv=("rm", "-rf", "--", p.state_dir)))
+        teardown += removal(c.host, rt, [c.name], p.state_dir, rank=c.rank, missing_ok=True)
     return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
                 containers=containers, teardown=tuple(teardown))
 

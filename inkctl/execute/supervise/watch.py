@@ -17,6 +17,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from inkctl.execute.hosts.fanout import background
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
@@ -149,8 +150,7 @@ class Supervisor:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Failure | None:
         """Until a failure (returned) or ``stop`` (None)."""
-        for c in self.plan.containers:
-            threading.Thread(target=self._follow, args=(c,), daemon=True, name=f"watch-{c.name}").start()
+        background(self._follow, self.plan.containers, name="watch", label=lambda c: c.name)
         below: dict = {}
         said = None
         try:
