@@ -1,4 +1,4 @@
-"""``up`` and ``down``: load -> plan -> (``execute.deploy.bringup`` / ``execute.deploy.takedown``) -> print.
+"""``up`` and ``down``: flags -> (``api.up`` / ``execute.deploy.takedown``) -> print.
 
 ``up`` is all-or-nothing: every host is connected (and its key checked) before anything starts
 anywhere, and any failure after that (a step, a crashed rank, a health timeout, Ctrl-C,
@@ -8,8 +8,6 @@ what the deployment has there (by label) and removes exactly that.
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -18,8 +16,7 @@ import typer
 from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, load_target, output_format,
                                 overrides)
-from inkctl.cli.signals import on_signals, restore
-from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
+from inkctl.errors import InkctlError, UsageError
 
 
 @app.command()
@@ -47,107 +44,30 @@ def up(
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:
         raise UsageError("--watch supervises a healthy deployment; --detach leaves it booting: choose one")
-    t0 = time.monotonic()
-    from inkctl.execute.deploy.bringup import bring_up, warm_imports
+    from inkctl.api.up import Target, UpOptions, up as bring_up
+    from inkctl.api.watching import Watching
 
-    warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
-    from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
-    from inkctl.secret import resolve_secrets, secret_values
-    from inkctl.plan.deploy import build_plan
-    from inkctl.plan.inputs import plan_inputs
-    from inkctl.plan.step import EnvFile
-    from inkctl.recipe.source import load_recipe
+    def display():
+        if fmt == "json":
+            from inkctl.execute.events import JsonLines
 
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    from inkctl.plan.inputs import require_trusted
+            return JsonLines()
+        return _live()
 
-    require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
-    plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
-    needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
-    from inkctl.scrub import arm
-
-    scrub = arm(secret_values(secrets))
-    sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
-    for w in loaded.warnings:
-        sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
-    interrupt = threading.Event()
-    # a second signal: KeyboardInterrupt, which bring_up turns into Cancelled(started=...)
-    previous = on_signals(interrupt, KeyboardInterrupt)
-    said = []
-
-    def healthy(outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
+    def say_up(plan, outcome, seconds: float, follow: str) -> None:
         if fmt == "text":
-            _summary(plan, outcome, time.monotonic() - t0)
-            said.append(True)
+            _summary(plan, outcome, seconds, follow=follow)
 
-    from inkctl.execute.deploy.runner import LaunchFailed
-    from inkctl.weights.preflight import weights_check
+    how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook,
+                   allow_socket_fallback=allow_socket_fallback) if watch else None
+    opts = UpOptions(accept_new=accept_new_host_keys, keep=keep_on_failure, timeout=timeout,
+                     skip=tuple(skip_check or ()), detach=detach, allow_socket_fallback=allow_socket_fallback, watch=how)
+    events = None
+    if watch:
+        from inkctl.cli.watch import Events
 
-    try:
-        outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
-                           timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
-                           allow_socket_fallback=allow_socket_fallback, after_boot=not watch,
-                           weights=weights_check)
-    except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
-        started = isinstance(e, Cancelled) and e.started
-        left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
-        text = ("interrupted again during the rollback: containers of this run may be left:\n" + left +
-                f"\nremove them with: inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else "")
-                ) if started else "interrupted before anything was started; nothing to undo"
-        err = InkctlError(text, exit_code=EXIT_INTERRUPTED)
-        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3), message=err.message))
-        sink.close()
-        raise err from None
-    except InkctlError as e:
-        if isinstance(e, LaunchFailed) and e.left:
-            # a lost host keeps this run's deploy lock; its holder (this pid) is gone by then, so the
-            # next command from this machine takes it over: down alone finishes the clean-up
-            e.hint = ((e.hint + "; ") if e.hint else "") + ("once the host is back, run: inkctl down " + str(recipe)
-                                                            + (f" --hosts {hosts}" if hosts else ""))
-        e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
-        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
-                           message=e.message, hint=e.hint or ""))
-        sink.close()
-        raise
-    finally:
-        restore(previous)
-    total = time.monotonic() - t0
-    ready_s, first_ttft = _readiness(plan, outcome)
-    sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
-                       healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
-                       ready_after_s=ready_s, first_ttft_s=first_ttft,
-                       message=outcome.status.value, hint=_follow(recipe, hosts) if outcome.detached else ""))
-    sink.close()
-    if fmt == "text" and not said:
-        _summary(plan, outcome, total, follow=_follow(recipe, hosts))
-    if watch and not outcome.detached:
-        from inkctl.cli.watch import Events, Watching, keep_watching
-
-        keep_watching(loaded, plan, recipe, hosts, set_, Watching(
-            accept_new=accept_new_host_keys, restart=restart, hook=hook,
-            allow_socket_fallback=allow_socket_fallback), Events(fmt))
-
-
-def _readiness(plan, outcome) -> tuple[float | None, float | None]:
-    """(seconds from the head container's start to the first answer, that answer's TTFT)."""
-    first = outcome.first_answer
-    if first is None:
-        return None, None
-    from inkctl.smoke.ready import ready_after_s
-
-    ready = ready_after_s([s.name for s in plan.stages], outcome.stage_seconds)
-    return (None if ready is None else round(ready, 3)), round(first.ttft_s, 4)
-
-
-def _follow(recipe: Path, hosts: Optional[Path]) -> str:
-    """How to follow a deployment left booting, and how to remove it."""
-    where = f" --hosts {hosts}" if hosts else ""
-    return (f"follow it with: inkctl status {recipe}{where} / inkctl logs -f {recipe}{where}; "
-            f"remove it with: inkctl down {recipe}{where}")
+        events = Events(fmt)
+    bring_up(Target(recipe, hosts, tuple(overrides(set_))), opts, display, say_up, events)
 
 
 def _live():
@@ -170,7 +90,9 @@ def _summary(plan, outcome, total: float, follow: str = "") -> None:
         return
     healthy = f"healthy after {outcome.healthy_after_s:.1f} s, " if outcome.healthy_after_s is not None else ""
     out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{total:.1f} s in all)", markup=False)
-    ready_s, first_ttft = _readiness(plan, outcome)
+    from inkctl.api.up import readiness
+
+    ready_s, first_ttft = readiness(plan, outcome)
     if first_ttft is not None:
         since = f"{ready_s:.1f} s after the head container started" if ready_s is not None else "after health"
         out.print(f"  ready: answered {since}; first request TTFT {first_ttft * 1000:.0f} ms", markup=False)

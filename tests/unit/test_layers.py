@@ -35,7 +35,8 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "weights": ("execute.deploy",),
     "bench": ("execute.state",),
     "export": ("plan",),
-    "cli": ("weights", "bench", "export"),
+    "api": ("weights",),
+    "cli": ("api", "bench", "export"),
 }
 # the entry point is the one module outside cli/ that may import cli/
 ENTRY = {"inkctl.__main__": "cli"}
