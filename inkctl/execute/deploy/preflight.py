@@ -480,36 +480,53 @@ def _network(h: _Host, s: Sections) -> None:
     if not (r.multinode or r.network.rdma or hcas):
         h.put("network", OK, "single node: no NCCL network to check")
         return
-    links = parse_links(s.get("net")[0])
-    have = ", ".join(f"{n} ({'up' if ln.up else ln.operstate})" for n, ln in sorted(links.items())) or "none"
-    fix_if = f"set nccl_socket_ifname for {h.name} in the inventory (or network.socket_ifname) to one of its interfaces"
-    notes: list[str] = []
-    if ifname and not ifname.startswith("^"):
-        exact = ifname.startswith("=")
-        for want in ifname.lstrip("=").split(","):
-            found = [ln for n, ln in sorted(links.items()) if (n == want if exact else n.startswith(want))]
-            if not found:
-                h.put("network", FAIL, f"interface {want} (NCCL_SOCKET_IFNAME) does not exist on {h.name}; it has: {have}", fix_if)
-                return
-            if not any(ln.up for ln in found):
-                ln = found[0]
-                h.put("network", FAIL, f"interface {ln.name} (NCCL_SOCKET_IFNAME) on {h.name} is {ln.operstate}, not up; "
-                      f"it has: {have}", f"bring it up on {h.name} (ip link set {ln.name} up) or choose another interface")
-                return
-            notes.append(f"{', '.join(ln.name for ln in found if ln.up)} up")
-    elif ifname:
-        notes.append(f"NCCL_SOCKET_IFNAME={ifname} (an exclusion list: not checked)")
-    else:
-        notes.append("no NCCL_SOCKET_IFNAME: NCCL picks an interface itself")
-    if hcas:
-        present = [ln for ln in s.get("hcas")[0].split() if ln]
-        # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
-        wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
-        missing = [x for x in wanted if x not in present]
-        if missing:
-            h.put("network", FAIL, f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {h.name}; "
-                  f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
-                  f"set ib_hca for {h.name} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
-            return
-        notes.append(f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}")
+    try:
+        notes = [_interface_note(h.name, ifname, parse_links(s.get("net")[0]))]
+        if hcas:
+            notes.append(_adapters_note(h.name, hcas, [ln for ln in s.get("hcas")[0].split() if ln]))
+    except _Unfit as e:
+        h.put("network", FAIL, e.detail, e.hint)
+        return
     h.put("network", OK, "; ".join(notes))
+
+
+class _Unfit(Exception):
+    """A network check's failure: what is wrong, and what to do."""
+
+    def __init__(self, detail: str, hint: str):
+        super().__init__(detail)
+        self.detail, self.hint = detail, hint
+
+
+def _interface_note(host: str, ifname: str, links: dict) -> str:
+    """Every interface NCCL_SOCKET_IFNAME names exists and one of each is up (raises _Unfit)."""
+    if not ifname:
+        return "no NCCL_SOCKET_IFNAME: NCCL picks an interface itself"
+    if ifname.startswith("^"):
+        return f"NCCL_SOCKET_IFNAME={ifname} (an exclusion list: not checked)"
+    have = ", ".join(f"{n} ({'up' if ln.up else ln.operstate})" for n, ln in sorted(links.items())) or "none"
+    exact = ifname.startswith("=")
+    notes = []
+    for want in ifname.lstrip("=").split(","):
+        found = [ln for n, ln in sorted(links.items()) if (n == want if exact else n.startswith(want))]
+        if not found:
+            raise _Unfit(f"interface {want} (NCCL_SOCKET_IFNAME) does not exist on {host}; it has: {have}",
+                         f"set nccl_socket_ifname for {host} in the inventory (or network.socket_ifname) to one of its interfaces")
+        if not any(ln.up for ln in found):
+            ln = found[0]
+            raise _Unfit(f"interface {ln.name} (NCCL_SOCKET_IFNAME) on {host} is {ln.operstate}, not up; it has: {have}",
+                         f"bring it up on {host} (ip link set {ln.name} up) or choose another interface")
+        notes.append(f"{', '.join(ln.name for ln in found if ln.up)} up")
+    return "; ".join(notes)
+
+
+def _adapters_note(host: str, hcas: str, present: list[str]) -> str:
+    """Every RDMA adapter NCCL_IB_HCA names is in /sys/class/infiniband (raises _Unfit)."""
+    # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
+    wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
+    missing = [x for x in wanted if x not in present]
+    if missing:
+        raise _Unfit(f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {host}; "
+                     f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
+                     f"set ib_hca for {host} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
+    return f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}"
