@@ -170,6 +170,12 @@ class DeployLock:
         self._settle(why)
         return self
 
+    def give_back(self, answers: dict) -> None:
+        """``up`` stops before settling an acquisition made by the combined probe (a host did not
+        connect, or Ctrl-C): release where the probes' answers say the lock was taken."""
+        self.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
+        self.release()
+
     def _settle(self, results: dict[str, str | None]) -> None:
         self.held_on = [h for h, why in results.items() if why is None]
         refused = {h: why for h, why in results.items() if why is not None}
