@@ -188,3 +188,10 @@ def test_the_checker_sees_what_it_must():
     assert unit("inkctl.execute.hosts.ssh", known) == "execute.hosts"
     assert unit("inkctl.plan.stages.vllm", known) == "plan"
     assert "client" in below("bench") and "cli" not in below("execute.deploy")
+
+
+def test_every_package_ships():
+    """setup.py's find_packages only finds folders with an __init__.py."""
+    missing = sorted(str(d.relative_to(ROOT.parent)) for d in ROOT.rglob("*")
+                     if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").exists())
+    assert not missing, f"add an __init__.py to: {missing}"
