@@ -55,8 +55,9 @@ def timed(argv: list[str], runs: int, env: dict) -> tuple[float, float]:
 
 
 def heavy_imports(args: list[str]) -> list[str]:
-    code = ("import sys, runpy; sys.argv=['inkctl', *sys.argv[1:]]\n"
-            "try:\n    runpy.run_module('inkctl', run_name='__main__')\nexcept SystemExit: pass\n"
+    # main(), not the entry point: run() ends the process with os._exit before the check
+    code = ("import sys\nfrom inkctl.cli.app import main\n"
+            "try:\n    main(sys.argv[1:])\nexcept SystemExit: pass\n"
             f"print('HEAVY:' + ','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
     err = subprocess.run([sys.executable, "-c", code, *args], cwd=ROOT, capture_output=True, text=True).stderr
     line = next((x for x in err.splitlines() if x.startswith("HEAVY:")), "HEAVY:?")

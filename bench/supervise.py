@@ -20,7 +20,6 @@ same run:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine (root): installs what the tests need
-# (inkctl and pytest/hypothesis into .venv via bootstrap.sh; sshd, dockerd, podman,
-# debootstrap, tmux with apt), runs unit tests and
+# (inkctl and pytest/hypothesis/mypy/ruff into .venv via bootstrap.sh; sshd, dockerd, podman,
+# debootstrap, tmux with apt), runs ruff and mypy, unit tests and
 # the end-to-end tests on a simulated cluster (network namespaces, each with sshd and its
 # own container engine), and tears the cluster down again, also after a failure.
 #
@@ -14,6 +14,10 @@ cd "$(dirname "$0")/.."
 # failure stops here with pip's own message
 sh bootstrap.sh --test
 py=.venv/bin/python
+
+# the checks first (seconds, no root): types (mypy, settings in pyproject.toml) and lint (ruff)
+.venv/bin/ruff check inkctl tests bench
+.venv/bin/mypy
 
 cluster=1
 for a in "$@"; do [[ "$a" == "not cluster" ]] && cluster=0; done

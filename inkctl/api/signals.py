@@ -9,9 +9,12 @@ dead host; ``app.main`` turns it into exit 130.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 
 def on_signals(interrupt: threading.Event, again: Callable[[], BaseException]) -> dict:
@@ -26,7 +29,7 @@ def on_signals(interrupt: threading.Event, again: Callable[[], BaseException]) -
         try:
             previous[sig] = signal.signal(sig, handler)
         except ValueError:  # not the main thread (tests calling main() from a thread)
-            pass
+            log.debug("signal %s: not the main thread; its handler stays as it was", sig)
     return previous
 
 

@@ -12,12 +12,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from typing import TYPE_CHECKING
 
 from inkctl.api.signals import on_signals, restore
 from inkctl.api.watching import Watching
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
+
+if TYPE_CHECKING:
+    from inkctl.execute.events import Sink
+    from inkctl.plan.step import Plan
+    from inkctl.recipe.loaded import Loaded
+    from inkctl.scrub import Scrubber
 
 
 @dataclass(frozen=True)
@@ -47,10 +55,10 @@ class UpOptions:
 class Prepared:
     """What ``up`` has before it touches a host."""
 
-    loaded: object
-    plan: object
-    secrets: dict = field(default_factory=dict)
-    scrub: object = None
+    loaded: Loaded
+    plan: Plan
+    secrets: dict
+    scrub: Scrubber
 
 
 def prepare(target: Target) -> Prepared:
@@ -72,7 +80,7 @@ def prepare(target: Target) -> Prepared:
     return Prepared(loaded, plan, secrets, arm(secret_values(secrets)))
 
 
-def up(target: Target, opts: UpOptions, display: Callable[[], object],
+def up(target: Target, opts: UpOptions, display: Callable[[], Sink],
        say_up: Callable[[object, object, float, str], None], watch_events=None):
     """Bring the deployment up. ``display()`` makes the event sink (called once the scrubber
     is armed: everything it receives passes it); ``say_up(plan, outcome, seconds, follow)`` is

@@ -94,7 +94,7 @@ def file_prompts(path: Path, output_len: int) -> list[Prompt]:
 
 def load_tokenizer(name: str):
     try:
-        from transformers import AutoTokenizer  # type: ignore[import-not-found]
+        from transformers import AutoTokenizer  # the 'tokenizer' extra
     except ImportError:
         raise InkctlError(f"--tokenizer {name}: the transformers package is not installed",
                           hint="pip install transformers, or leave --tokenizer out (the server's usage numbers count tokens)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+from typing import Any
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -91,15 +92,15 @@ def llama_benchy(points: list[Point], *, model: str, prompt_size: int, response_
         return {"mean": statistics.fmean(values) if values else 0.0,
                 "std": statistics.pstdev(values) if len(values) > 1 else 0.0, "values": values}
 
-    benchmarks = []
+    benchmarks: list[dict[str, Any]] = []
     for p in points:
         good = [o for o in p.outputs if o.ok]
         pp = [o.prompt_tokens / o.ttft for o in good if o.prompt_tokens and o.ttft > 0]
-        tg = [(o.output_tokens - 1) / (o.latency - o.ttft) for o in good
+        tg = [((o.output_tokens or 0) - 1) / (o.latency - o.ttft) for o in good
               if (o.output_tokens or 0) > 1 and o.latency > o.ttft]
         ttft_ms = [o.ttft * 1000.0 for o in good]
         benchmarks.append({
-            "concurrency": p.max_concurrency or p.peak_in_flight,
+            "concurrency": p.max_concurrency or p.peak_in_flight,  # an int either way
             "context_size": 0,
             "prompt_size": prompt_size,
             "response_size": response_size,
@@ -111,7 +112,7 @@ def llama_benchy(points: list[Point], *, model: str, prompt_size: int, response_
         })
     return {"version": f"inkctl {__version__}", "timestamp": when.isoformat(timespec="seconds"),
             "latency_mode": "none", "latency_ms": 0.0, "model": model, "prefix_caching_enabled": False,
-            "max_concurrency": max((b["concurrency"] for b in benchmarks), default=0), "benchmarks": benchmarks}
+            "max_concurrency": max((int(b["concurrency"]) for b in benchmarks), default=0), "benchmarks": benchmarks}
 
 
 def now() -> datetime:
@@ -122,7 +123,7 @@ def now() -> datetime:
 
 def list_runs(base: Path) -> list[dict]:
     """Every run under ``base``, oldest first: id, model, date, points."""
-    runs = []
+    runs: list[dict] = []
     if not base.is_dir():
         return runs
     for d in sorted(p for p in base.iterdir() if (p / "run.json").is_file()):

@@ -7,7 +7,7 @@ a traceback shows only with ``--debug``.
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -92,6 +92,12 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    import os
+
+    # pydantic looks for plugins (observability hooks such as logfire) by reading the metadata of
+    # every installed distribution when the first model is built: a third of `validate`'s own
+    # time (bench/startup.py). A recipe needs none; set the variable to "" to have them back.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = sys.argv[1:] if argv is None else list(argv)
     _register(args)
     try:
@@ -117,11 +123,12 @@ def main(argv: list[str] | None = None) -> None:
         raise
     except Exception as e:  # the CLI parser's own errors (typer may vendor click), and real bugs
         names = {c.__name__ for c in type(e).__mro__}
-        if "Exit" in names and hasattr(e, "exit_code"):
-            sys.exit(e.exit_code)
+        err: Any = e  # typer's click lives in a private module (typer._click): told by class name
+        if "Exit" in names and hasattr(err, "exit_code"):
+            sys.exit(err.exit_code)
         if "ClickException" in names:
-            e.show()
-            sys.exit(e.exit_code)
+            err.show()
+            sys.exit(err.exit_code)
         if "Abort" in names:
             print("inkctl: aborted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)

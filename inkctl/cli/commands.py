@@ -27,7 +27,7 @@ def validate(
     from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
 
     fmt = output_format(output)
-    results = []
+    results: list[tuple] = []
     for path in expand_paths(paths):
         try:
             if is_inventory(path):

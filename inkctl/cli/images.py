@@ -183,7 +183,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     if local:
         from inkctl.execute.image.local_daemon import LocalDaemon
 
-        stores = {"local": LocalDaemon()}
+        stores: dict[str, object] = {"local": LocalDaemon()}  # HostImages or LocalDaemon (pinning.observe)
     else:
         if loaded.hosts is None:
             raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -52,17 +52,19 @@ def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) 
         raise UsageError(f"lease {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
     plan = build_plan(loaded.recipe, loaded.hosts)  # the deployment's name and hosts: no image or pins needed
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+    doc: dict[str, Any]
     try:
-        result = deploylock.status(plan, transports) if verb == "status" else deploylock.release(plan, transports)
+        if verb == "status":
+            held = deploylock.status(plan, transports)
+            doc = {h: (None if v is None else {"who": v.who, "pid": v.pid, "command": v.command, "since": v.since})
+                   for h, v in held.items()}
+            lines = [f"{h}: {'free' if v is None else 'held by ' + v.describe()}" for h, v in held.items()]
+        else:
+            released = deploylock.release(plan, transports)
+            doc = {h: bool(v) for h, v in released.items()}
+            lines = [f"{h}: {'released' if v else 'was not held'}" for h, v in released.items()]
     finally:
         close_all(transports)
-    if verb == "status":
-        doc = {h: (None if v is None else {"who": v.who, "pid": v.pid, "command": v.command, "since": v.since})
-               for h, v in result.items()}
-        lines = [f"{h}: {'free' if v is None else 'held by ' + v.describe()}" for h, v in result.items()]
-    else:
-        doc = {h: bool(v) for h, v in result.items()}
-        lines = [f"{h}: {'released' if v else 'was not held'}" for h, v in result.items()]
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, verb: doc}, indent=2))
         return

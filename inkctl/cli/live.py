@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from inkctl.execute.events import (Event, Finished, HealthProgress, HostConnected, HostKeyAccepted, Info,
                                    RollbackFinished, RollbackStarted, SmokeFinished, StageFinished, StageStarted,
@@ -26,7 +27,7 @@ class LiveDisplay:
             console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.out = console
         self.tty = console.is_terminal and not force_plain
-        self._live = None
+        self._live: Any = None  # a rich Live while the health table shows
         self._health: HealthProgress | None = None
         self._plain_seen: dict[int, tuple[str, str]] = {}
         self._plain_last = 0.0

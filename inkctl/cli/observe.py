@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from inkctl.execute.hosts.transport import Transport
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
@@ -24,7 +27,7 @@ PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "b
                   "bright_green", "bright_yellow", "bright_blue", "red")
 
 
-def _connect(hosts, accept_new: bool) -> dict:
+def _connect(hosts, accept_new: bool) -> dict[str, Transport]:
     """Every host in parallel; a host that cannot be reached becomes an Unreachable stand-in."""
     from inkctl.execute.hosts.connect import connect_each
     from inkctl.execute.deploy.preflight import Unreachable

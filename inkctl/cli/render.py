@@ -7,10 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from inkctl.errors import InkctlError, Problem, RecipeInvalid
 from inkctl.plan.quote import command_line
-from inkctl.plan.step import EnvFile, Plan, Put, Run, Smoke, WaitFor, WaitHealth
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from inkctl.plan.step import Plan, Put
 
 _CONSOLES: dict[str, Any] = {}
 
@@ -145,6 +146,8 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
 
 
 def _put_body(step: Put) -> str:
+    from inkctl.plan.step import EnvFile
+
     c = step.content
     if isinstance(c, EnvFile):
         return c.render()
@@ -154,6 +157,8 @@ def _put_body(step: Put) -> str:
 
 
 def step_json(s) -> dict:
+    from inkctl.plan.step import EnvFile, Put, Run, Smoke, WaitFor, WaitHealth
+
     d: dict[str, Any] = {"kind": s.kind, "host": s.host, "rank": s.rank, "purpose": s.purpose}
     if isinstance(s, (Run, WaitFor)):
         d["argv"] = list(s.argv)
@@ -264,6 +269,8 @@ def _put_summary(s: Put) -> str:
 
 
 def _print_concise(out, plan: Plan, only_host: str | None) -> None:
+    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
@@ -274,15 +281,17 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
         out.print(_step_text(s, files=False), markup=False)
     if puts:
         _print_files(out, puts, [h for h in hosts if only_host in (None, h)])
-    for s in (s for s in steps if isinstance(s, (WaitHealth, Smoke))):
-        out.print(f"\n  [dim]# {escape(s.purpose)}[/]")
-        out.print(_step_text(s), markup=False)
+    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke))):
+        out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
+        out.print(_step_text(a), markup=False)
     out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
               " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
 def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
     """Each rank: where it runs, its image, and its launch steps."""
+    from inkctl.plan.step import Run
+
     hosts = {h.name: h for h in plan.hosts}
     for c in plan.containers:
         if only_host not in (None, c.host):
@@ -312,6 +321,8 @@ def _print_files(out, puts: list[Put], every: list[str]) -> None:
 
 
 def _step_text(s, files: bool = True) -> str:
+    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+
     pad = "    "
     if isinstance(s, Run):
         if not s.files or not files:

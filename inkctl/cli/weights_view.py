@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from inkctl.weights.distribute import WeightsHostDone, WeightsProgress, WeightsScanned, WeightsStarted
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class WeightsView:
@@ -16,7 +21,7 @@ class WeightsView:
         self.progress = Progress(TextColumn("{task.fields[host]:<12}"), TextColumn("{task.fields[source]:<10}"),
                                  BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
                                  TextColumn("{task.fields[note]}"), console=self.out, transient=False)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
         self.started = False
 
     def _start(self) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from inkctl.client.wire import Endpoint, Pool, WireError, body_pieces, read_head, request_bytes
 
 try:  # optional: 3-5x faster per stream event where it is installed; the standard library otherwise
-    from orjson import loads as _loads  # type: ignore[import-not-found]
+    from orjson import loads as _loads  # the 'fast' extra
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
 

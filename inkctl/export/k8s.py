@@ -192,8 +192,8 @@ class _Export:
         return [self._text(a, rank) for a in argv]
 
     def _template(self, rank: int) -> dict:
-        spec = next(s.container for s in self._runs(rank) if s.container is not None)
-        run = from_spec(spec, lambda a: self._text(a, rank))
+        container_spec = next(s.container for s in self._runs(rank) if s.container is not None)
+        run = from_spec(container_spec, lambda a: self._text(a, rank))
         command = [run.entrypoint, *run.command]
         ray_serve = next((s for s in self.plan.steps() if isinstance(s, Run) and s.argv[1:2] == ("exec",)
                           and SERVE_IN_HEAD in s.argv), None)
@@ -306,11 +306,11 @@ class _Export:
         for path in run.env_files:
             content = self._put(path).content
             assert isinstance(content, EnvFile)
-            for k, v in content.entries:
-                if isinstance(v, SecretRef):
-                    env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": self.secret, "key": v.name}}})
+            for k, entry in content.entries:
+                if isinstance(entry, SecretRef):
+                    env.append({"name": k, "valueFrom": {"secretKeyRef": {"name": self.secret, "key": entry.name}}})
                 else:
-                    env.append({"name": k, "value": v})
+                    env.append({"name": k, "value": entry})
         return env
 
     def _resources(self, run: RunArgs, rank: int) -> dict:

@@ -118,8 +118,9 @@ def planned_patches(loaded: Loaded, pins: dict[str, str]) -> list[PlannedPatch]:
             return declared or pins.get(f"{key}:{side}")
 
         content = None
-        if getattr(f, "source", None):
-            src = loaded.patch_dir / f.source
+        source = getattr(f, "source", None)  # an edit has no file of its own
+        if source:
+            src = loaded.patch_dir / source
             content = src.read_bytes() if src.is_file() else None
         key = f"patch:{i}"
         if f.kind == "diff":
@@ -258,7 +259,7 @@ def _require_complete(loaded: Loaded, patches: list[PlannedPatch]) -> None:
                 if getattr(t, side) is None:
                     unpinned.append(f"{t.key}:{side} ({t.path or '?'})")
         if p.kind == "replace" and p.content is not None and p.targets[0].after not in (None, _sha(p.content)):
-            raise InkctlError(f"{where}: {loaded.patch_dir / p.source} has sha256 {_sha(p.content)}, but sha256_after pins {p.targets[0].after}",
+            raise InkctlError(f"{where}: {loaded.patch_dir / (p.source or '')} has sha256 {_sha(p.content)}, but sha256_after pins {p.targets[0].after}",
                               hint="the replacement file changed: restore it, or update the pin", exit_code=2)
         if p.kind == "diff" and p.content is not None:
             try:

@@ -57,7 +57,7 @@ class Dropped:
         if not self.allowed:
             return (f"{host}: could not drop the page cache (writing /proc/sys/vm/drop_caches needs root); "
                     "the engines load with it in place")
-        if self.freed_gib is None:
+        if self.before_kib is None or self.after_kib is None or self.freed_gib is None:
             return f"{host}: page cache dropped"
         return (f"{host}: page cache dropped: MemAvailable {self.before_kib / 2**20:.1f} -> "
                 f"{self.after_kib / 2**20:.1f} GiB (freed {self.freed_gib:.1f} GiB)")

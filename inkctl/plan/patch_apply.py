@@ -84,7 +84,8 @@ def parse_diff(text, strip=1):
             old_len = int(m.group(2)) if m.group(2) is not None else 1
             new_len = int(m.group(4)) if m.group(4) is not None else 1
             i += 1
-            body, seen_old, seen_new = [], 0, 0
+            body: list[tuple[str, bytes]] = []
+            seen_old, seen_new = 0, 0
             while i < len(lines) and (seen_old < old_len or seen_new < new_len or lines[i].startswith(b"\\")):
                 line = lines[i]
                 if line.startswith(b"\\"):  # "\ No newline at end of file": the previous line has none
@@ -93,12 +94,12 @@ def parse_diff(text, strip=1):
                         body[-1] = (tag, content[:-1] if content.endswith(b"\n") else content)
                     i += 1
                     continue
-                tag, content = line[:1] or b" ", line[1:] + b"\n"
-                if tag not in (b" ", b"-", b"+"):
+                mark, text = line[:1] or b" ", line[1:] + b"\n"
+                if mark not in (b" ", b"-", b"+"):
                     raise PatchError("unexpected line in hunk: %r" % line.decode("utf-8", "replace"))
-                seen_old += tag in (b" ", b"-")
-                seen_new += tag in (b" ", b"+")
-                body.append((tag.decode(), content))
+                seen_old += mark in (b" ", b"-")
+                seen_new += mark in (b" ", b"+")
+                body.append((mark.decode(), text))
                 i += 1
             hunks.append((int(m.group(1)), body))
         files.append((old, new, hunks))

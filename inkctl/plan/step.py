@@ -170,7 +170,7 @@ class Plan:
     stages: tuple[Stage, ...]
     containers: tuple[Container, ...]
     # steps that undo the launch on each host (rollback and ``down``), in order
-    teardown: tuple[Step, ...] = field(default=())
+    teardown: tuple[Run, ...] = field(default=())
     warnings: tuple[str, ...] = field(default=())
 
     def host(self, name: str) -> PlannedHost:

@@ -14,6 +14,7 @@ schema is refused.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ import yaml
 from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid
 from inkctl.recipe.paths import described, dotted, normalize, parse_path
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Document", "Located", "parse", "parse_document", "MAX_NODES", "MAX_DEPTH", "LIBYAML"]
 
@@ -98,7 +101,8 @@ class Document:
 
     def located(self, path: tuple | str) -> Located | None:
         """Where ``path`` was written, or None if the document has no such path."""
-        return self._located.get(self.normalized(path))
+        key = self.normalized(path)
+        return None if key is None else self._located.get(key)
 
     def position(self, path: tuple | str) -> tuple[int, int] | None:
         """Where the value at ``path`` starts, or None if the document has no such path."""
@@ -127,6 +131,7 @@ class Document:
 
 def _read(source: str | bytes | Path, filename: str | None) -> tuple[str, str]:
     """Source to text. A ``Path`` is read from disk; ``str``/``bytes`` are the document itself."""
+    raw: str | bytes
     if isinstance(source, Path):
         file = filename or str(source)
         try:
@@ -172,7 +177,7 @@ def _compose(text: str, file: str) -> _Node | None:
             line, col = ev.start_mark.line + 1, ev.start_mark.column + 1
             parent = stack[-1][0] if stack else None
             if isinstance(ev, yaml.AliasEvent):
-                node = anchors.get(ev.anchor)
+                node = anchors.get(ev.anchor or "")
                 if node is None and ev.anchor in opened:
                     raise _fatal("bad-alias", file, f"alias '*{ev.anchor}' refers to a node that contains it (recursive alias)",
                                  line, col)
@@ -288,8 +293,8 @@ def _resolve(v: str) -> Any:
                 return int(v[2:], 8) if v[:2] == "0o" else int(v[2:], 16) if v[:2] == "0x" else int(v, 10)
             if _FLOAT.fullmatch(v):
                 return float(v.lower().replace(".inf", "inf").replace(".nan", "nan"))
-        except ValueError:  # e.g. more digits than int() accepts: keep the text
-            pass
+        except ValueError as e:  # e.g. more digits than int() accepts: keep the text
+            log.debug("%.40s stays text: %s", v, e)
     return v
 
 
@@ -326,7 +331,10 @@ class _Builder:
     """Node tree -> plain data, recording positions and collecting non-fatal problems."""
 
     def __init__(self, file: str):
-        self.file, self.located, self.problems, self.refused = file, {}, [], set()
+        self.file = file
+        self.located: dict[tuple, Located] = {}
+        self.problems: list[Problem] = []
+        self.refused: set[tuple] = set()
 
     def problem(self, kind: str, path: tuple, node: _Node, message: str, hint: str | None = None) -> None:
         self.problems.append(Problem(message, dotted(path), self.file, node.line, node.col, hint, code=code(kind)))
@@ -383,13 +391,14 @@ def parse(source: str | bytes | Path, filename: str | None, *, mapping: bool = T
     """Read, compose and build; ``mapping``: the document must be a non-empty mapping."""
     text, file = _read(source, filename)
     root = _compose(text, file)
-    if mapping and (root is None or (root.kind == "scalar" and root.value is None and not root.error)):
-        raise _fatal("not-a-mapping", file, "the document is empty", 1, 1, "a recipe is a YAML mapping of fields, e.g. 'engine: ...'")
-    if mapping and root.kind != "map":
-        got = "a list" if root.kind == "seq" else "a tagged value" if root.error else described(root.value)
-        raise _fatal("not-a-mapping", file, f"the document must be a mapping of fields, got {got}", root.line, root.col)
-    if mapping and root.error:
-        raise _fatal("unsupported-tag", file, root.error[0], root.line, root.col, root.error[1])
+    if mapping:
+        if root is None or (root.kind == "scalar" and root.value is None and not root.error):
+            raise _fatal("not-a-mapping", file, "the document is empty", 1, 1, "a recipe is a YAML mapping of fields, e.g. 'engine: ...'")
+        if root.kind != "map":
+            got = "a list" if root.kind == "seq" else "a tagged value" if root.error else described(root.value)
+            raise _fatal("not-a-mapping", file, f"the document must be a mapping of fields, got {got}", root.line, root.col)
+        if root.error:
+            raise _fatal("unsupported-tag", file, root.error[0], root.line, root.col, root.error[1])
     builder = _Builder(file)
     data = builder.build(root, (), None) if root is not None else None
     return Document(data, file, builder.located, builder.problems, builder.refused)

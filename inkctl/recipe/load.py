@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid
@@ -35,6 +35,7 @@ def _locate(doc: Document, path: tuple, where: str, overridden: list[tuple]) -> 
     while doc.located(p) is None:
         p = p[:-1]
     at = doc.located(p)
+    assert at is not None  # the loop stops at a located path (the root always is)
     if at.key and (where != "value" or p != path or (at.collection and at.line != at.key[0])):  # block: its key
         return doc.file, *at.key
     return doc.file, at.line, at.col
@@ -57,7 +58,7 @@ def _raw(doc: Document):
     return raw
 
 
-def load_model(model: type, path: str | Path, overrides: list[str] | tuple = (), *, text: str | None = None):
+def load_model(model: type[BaseModel], path: str | Path, overrides: list[str] | tuple = (), *, text: str | None = None):
     """Parse ``path`` (or ``text``, reported as ``path``), apply ``--set`` overrides, validate as ``model``.
 
     Returns ``(instance, warnings)``. Raises RecipeInvalid with every problem found: YAML
@@ -88,7 +89,8 @@ def load_model(model: type, path: str | Path, overrides: list[str] | tuple = (),
             file, line, col = _locate(doc, x.path, x.where, overridden)
             items.append((Problem(x.message, dotted(x.path), file, line, col, x.hint, code=x.code), x))
         raise RecipeInvalid(_ordered(problems + prune_unions(items))) from None
-    for p in obj.findings() if hasattr(model, "findings") else ():
+    findings = getattr(obj, "findings", None)  # the Recipe's cross-field rules; an inventory has none
+    for p in findings() if findings is not None else ():
         if p.file is None:
             pth = doc.normalized(p.path) or ()
             file, line, col = _locate(doc, pth, "value", overridden)

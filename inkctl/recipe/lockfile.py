@@ -107,9 +107,10 @@ def local_observations(loaded: Loaded) -> dict[str, str]:
         f = loaded.patch_dir / h.source
         out[f"hotfix:{h.name}"] = _sha(f) if f.is_file() else "missing"
     for fp in p.files:
-        if getattr(fp, "source", None):
-            f = loaded.patch_dir / fp.source
-            out[file_key(loaded, fp.source)] = _sha(f) if f.is_file() else "missing"
+        source = getattr(fp, "source", None)  # an edit has no file of its own
+        if source:
+            f = loaded.patch_dir / source
+            out[file_key(loaded, source)] = _sha(f) if f.is_file() else "missing"
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fnmatch
 import posixpath
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from inkctl.errors import InkctlError
 
@@ -82,7 +83,7 @@ def _is_weight(path: str) -> bool:
     return path.endswith(WEIGHT_SUFFIXES)
 
 
-def needed_files(paths: list[str], index: dict | None, include: list[str] = (), exclude: list[str] = ()) -> list[str]:
+def needed_files(paths: list[str], index: dict | None, include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[str]:
     """The files an engine reads, from a repository's file list.
 
     Top-level files that are not weights (config, tokenizer, generation config, chat template,

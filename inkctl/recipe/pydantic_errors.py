@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import types
-from typing import Annotated, Any, Callable, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Callable, Literal, Mapping, Union, get_args, get_origin
 
 from inkctl.codes import code
 from inkctl.errors import Problem, counted
@@ -70,7 +70,7 @@ def _child(t: Any, seg: Any) -> tuple[Any, Any]:
 
 def _tags(member: Any, disc: Any) -> list[str]:
     """Values that select ``member`` of a discriminated union."""
-    tags = [str(getattr(m, "tag")) for m in getattr(member, "__metadata__", ()) if type(m).__name__ == "Tag"]
+    tags = [str(m.tag) for m in getattr(member, "__metadata__", ()) if type(m).__name__ == "Tag"]
     field = _fields(_unwrap(member)[0]).get(disc) if isinstance(disc, str) else None
     if field is not None and get_origin(field.annotation) is Literal:
         tags += [str(getattr(a, "value", a)) for a in get_args(field.annotation)]
@@ -166,14 +166,14 @@ class Explained:
     branch: Any
 
 
-def explain(model: type, err: dict, raw: Callable[[tuple], str | None]) -> Explained:
+def explain(model: type, err: Mapping[str, Any], raw: Callable[[tuple], str | None]) -> Explained:
     """Explain one of ``model``'s validation errors; ``raw(path)``: the source text of a plain scalar."""
     loc_path, leaf, chain, union_at, branch = _walk(model, err["loc"])
     path, kind, message, hint, where = _message(err, loc_path, leaf, chain, raw(loc_path))
     return Explained(loc_path, path, message, hint, where, code(kind), union_at, branch)
 
 
-def _message(err: dict, path: tuple, leaf: tuple, chain: list, raw: str | None) -> tuple[tuple, str, str, str | None, str]:
+def _message(err: Mapping[str, Any], path: tuple, leaf: tuple, chain: list, raw: str | None) -> tuple[tuple, str, str, str | None, str]:
     """(path, kind, message, hint, where) for one pydantic error; ``where`` is value | key | mapping."""
     typ, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     got = described(value)
@@ -192,7 +192,7 @@ def _message(err: dict, path: tuple, leaf: tuple, chain: list, raw: str | None) 
     if typ in ("too_short", "too_long"):
         n = ctx.get("min_length" if typ == "too_short" else "max_length")
         word = "at least" if typ == "too_short" else "at most"
-        return path, "out-of-range", f"must have {word} {counted(n, 'item')}, got {ctx.get('actual_length')}", None, "value"
+        return path, "out-of-range", f"must have {word} {counted(int(n or 0), 'item')}, got {ctx.get('actual_length')}", None, "value"
     if typ in ("value_error", "assertion_error") and ctx.get("error") is not None:
         return path, "invalid-value", str(ctx["error"]), None, "value"
     message = err["msg"]  # a type this table does not know, or a custom error: keep pydantic's words
@@ -213,7 +213,7 @@ def _unknown_field(path: tuple, chain: list) -> tuple[tuple, str, str, str | Non
     return path, "unknown-field", f"unknown field '{key}'", hint, "key"
 
 
-def _union_tag(typ: str, ctx: dict, path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
+def _union_tag(typ: str, ctx: Mapping[str, Any], path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
     """A tagged union's selector (e.g. engine.kind) missing or not one of its variants."""
     disc = str(ctx.get("discriminator", "")).strip("'")
     tags = [t for m in get_args(leaf[0]) for t in _tags(m, leaf[1])]
@@ -226,17 +226,17 @@ def _union_tag(typ: str, ctx: dict, path: tuple, leaf: tuple) -> tuple[tuple, st
     return named, "invalid-choice", f"expected {_one_of(tags)}, got '{tag}'", did_you_mean(tag, tags), "value"
 
 
-def _choice(ctx: dict, value: Any, got: str, path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
+def _choice(ctx: Mapping[str, Any], value: Any, got: str, path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
     """A value outside a Literal or an Enum: the choices, and the nearest one."""
     core = leaf[0]
     values = [str(getattr(a, "value", a)) for a in get_args(core)] if get_origin(core) is Literal else \
-        [str(m.value) for m in core] if isinstance(core, type) and hasattr(core, "__members__") else []
+        [str(m.value) for m in core.__members__.values()] if isinstance(core, type) and hasattr(core, "__members__") else []
     expected = _one_of(values) if values else str(ctx.get("expected"))
     hint = did_you_mean(value, values) if isinstance(value, str) and values else None
     return path, "invalid-choice", f"expected {expected}, got {got}", hint, "value"
 
 
-def _wrong_type(typ: str, ctx: dict, got: str, path: tuple, raw: str | None) -> tuple[tuple, str, str, str | None, str]:
+def _wrong_type(typ: str, ctx: Mapping[str, Any], got: str, path: tuple, raw: str | None) -> tuple[tuple, str, str, str | None, str]:
     message = f"expected {_EXPECT[typ]}, got {got}"
     if typ.endswith("_parsing") and ctx.get("error"):
         message += f" ({ctx['error']})"

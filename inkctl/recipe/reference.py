@@ -29,8 +29,9 @@ def _ref(s: dict) -> str | None:
 
 def _type_name(s: dict) -> str:
     """A property's type in a few words: ``int``, ``list of Host``, ``'all' | 'cdi'``, ``VLLM | SGLang``."""
-    if _ref(s):
-        return _ref(s)
+    ref = _ref(s)
+    if ref:
+        return ref
     for key in ("oneOf", "anyOf"):
         if key in s:
             parts = [_type_name(m) for m in s[key] if m.get("type") != "null"]
@@ -53,7 +54,8 @@ def _type_name(s: dict) -> str:
 def _refs(s: Any) -> list[str]:
     """Definitions a property refers to, in order of appearance."""
     if isinstance(s, dict):
-        own = [_ref(s)] if _ref(s) else []
+        ref = _ref(s)
+        own = [ref] if ref else []
         return own + [r for k, v in s.items() if k not in ("$ref", "discriminator") for r in _refs(v)]
     if isinstance(s, list):
         return [r for v in s for r in _refs(v)]

@@ -158,7 +158,8 @@ def _env(r: "Recipe") -> list[Problem]:
 
 
 def _mounts(r: "Recipe") -> list[Problem]:
-    out, targets = [], {}
+    out: list[Problem] = []
+    targets: dict[str, str] = {}
     items = [(f"container.mounts[{i}].target", m.target) for i, m in enumerate(r.container.mounts)]
     items += [(f"container.volumes[{i}].target", v.target) for i, v in enumerate(r.container.volumes)]
     for path, t in items:

@@ -53,7 +53,7 @@ def _tool_verdict(check: SmokeCheck, out: Output) -> str:
     raw = fn.get("arguments", "")
     try:
         args = json.loads(raw)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return f"the tool call's arguments do not parse as JSON ({e.msg} at char {e.pos}): {shown(raw)}"
     if not isinstance(args, dict):
         return f"the tool call's arguments are not a JSON object: {shown(raw)}"

@@ -12,9 +12,11 @@ it arrives and checked against the pin before it takes its place.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import threading
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.runtime import ContainerSpec, Mount
 from inkctl.recipe.manifest import Manifest, repo_folder
+
+log = logging.getLogger(__name__)
 
 ONHOST = Path(__file__).with_name("onhost.py")
 CONTAINER_PREFIX = "inkctl-weights"
@@ -128,8 +132,8 @@ def _lines(site: Site, argv: tuple[str, ...], on_event, stop: threading.Event | 
             try:
                 on_event(json.loads(text))
                 return
-            except ValueError:
-                pass
+            except ValueError as e:  # a line that only looks like an event: kept as output
+                log.debug("%s: not an event (%s): %.200s", site.name, e, text)
         if text.strip():
             other.append(text.strip())
 
@@ -243,7 +247,7 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
     total = to_write(m, s)
     t0 = time.monotonic()
     sink.emit(WeightsStarted(s.name, label, len(want), total))
-    done = {"bytes": 0, "errors": []}
+    done: dict[str, Any] = {"bytes": 0, "errors": []}
     env_file = f"{s.work}/fetch.env"
 
     def event(ev: dict) -> None:
@@ -264,8 +268,8 @@ def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcom
             if s.stop is not None and s.stop.is_set():
                 s.remove("fetch")
             s.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError:
-            pass
+        except HostError as e:  # the outcome below says the host went away
+            log.debug("%s: removing %s: %s", s.name, env_file, e.reason)
     seconds = time.monotonic() - t0
     if code == 0:
         outcome.moved[s.name] = done["bytes"]
@@ -357,8 +361,8 @@ def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, 
         try:
             source.remove("serve")
             source.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError:
-            pass
+        except HostError as e:  # the outcome says the host went away
+            log.debug("%s: removing %s: %s", source.name, env_file, e.reason)
         thread.join(timeout=10)
 
 

@@ -104,4 +104,5 @@ def pin(recipe) -> Manifest:
         if s.size is None:
             raise HubError(f"{repo}@{info.sha}: {where} gave no size for {n}", hint="is HF_ENDPOINT a Hub (or a complete mirror)?")
         files.append(FileEntry(n, int(s.lfs.size if s.lfs else s.size), s.lfs.sha256 if s.lfs else None, s.blob_id))
+    assert info.sha is not None  # the Hub names the commit of every revision it answers for
     return Manifest(repo, info.sha, rev, tuple(files))

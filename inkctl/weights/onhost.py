@@ -115,7 +115,7 @@ def hash_file(path, f, upto=None):
 # ------------------------------------------------------------------------------- scan
 
 def scan_one(lay, f, rehash):
-    out = {"state": "ok"}
+    out: dict = {"state": "ok"}
     part = lay.blob(f) + ".incomplete"
     if os.path.exists(part):
         out["partial"] = os.path.getsize(part)

@@ -25,8 +25,10 @@ class WeightsCheck:
         from inkctl.plan.hostvars import HostContext
 
         hosts = self.loaded.hosts
+        template = host_cache_template(self.loaded.recipe)
+        assert template is not None  # weights_check makes a check only for a cache on a host path
         cache = HostContext(host=hosts[rank], rank=rank, head=hosts[0], placeholder=False).expand(
-            host_cache_template(self.loaded.recipe), "model.weights.cache")
+            template, "model.weights.cache")
         base = f"{cache}/{repo_folder(self.manifest.repo)}/snapshots/{self.manifest.revision}"
         return [f"{base}/{f.path}" for f in self.manifest.files]
 
@@ -39,13 +41,13 @@ class WeightsCheck:
         sizes = r.text().split()
         if not r.ok or len(sizes) != len(m.files):
             return "fail", f"cannot read the Hub cache: {r.err_text().strip()[:200]}", None
-        bad = []  # (size, what): the biggest first, the shards that keep a boot from starting
+        found: list[tuple[int, str]] = []  # (size, what): the biggest first, the shards that keep a boot from starting
         for f, got in zip(m.files, sizes):
             if got == "-":
-                bad.append((f.size, f"{f.path} missing"))
+                found.append((f.size, f"{f.path} missing"))
             elif int(got) != f.size:
-                bad.append((f.size, f"{f.path} {'truncated' if int(got) < f.size else 'altered'} ({got} of {f.size} bytes)"))
-        bad = [what for _, what in sorted(bad, key=lambda b: -b[0])]
+                found.append((f.size, f"{f.path} {'truncated' if int(got) < f.size else 'altered'} ({got} of {f.size} bytes)"))
+        bad = [what for _, what in sorted(found, key=lambda b: -b[0])]
         if bad:
             more = f" and {len(bad) - SHOWN} more" if len(bad) > SHOWN else ""
             return ("fail", f"{len(bad)} of {len(m.files)} pinned files of {m.repo}@{m.revision[:12]} are not right: "

@@ -67,6 +67,7 @@ def sites_for(loaded, plan, image, transports) -> list[Site]:
     from inkctl.plan.hostvars import HostContext
 
     template = host_cache_template(loaded.recipe)
+    assert template is not None  # `weights` refuses a recipe whose cache is not on a host path first
     hosts = list(loaded.hosts)
     out = []
     for rank, h in enumerate(hosts):

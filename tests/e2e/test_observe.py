@@ -154,7 +154,7 @@ def test_status_of_a_running_deployment_then_a_dead_rank_then_a_cut_host(cluster
     ranks = {(x["host"], x["rank"]): x for x in doc["ranks"]}
     assert sorted(ranks) == [("h1", 0), ("h2", 1)]
     image_id = cluster.docker("h1", "image", "inspect", "--format", "{{.Id}}", "inkctl-fake-engine:latest").stdout.strip()
-    for (host, rank), x in ranks.items():
+    for (_host, rank), x in ranks.items():
         assert x["container"] == f"inkctl-e2e-status-r{rank}" and x["state"] == "running"
         assert x["recipe_hash"] == plan["recipe_hash"] and x["hash_matches"] is True
         assert x["image"] == "inkctl-fake-engine:latest" and image_id.removeprefix("sha256:").startswith(x["image_id"])

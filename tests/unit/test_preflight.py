@@ -449,6 +449,26 @@ def test_an_unreachable_host_fails_ssh_and_the_others_are_still_checked():
     assert ei.value.message.startswith("preflight failed on h2 (ssh)")
 
 
+def test_an_unreachable_host_answers_every_transport_call_with_its_error():
+    """`status`/`logs` hand Unreachable to code that reads files and removes directories too
+    (mypy found it lacked read and remove_dir): whatever is asked, the host's own error."""
+    import inspect
+
+    from inkctl.execute.hosts.transport import Transport
+
+    err = HostError("h2", "unreachable", "no route to host")
+    u = Unreachable(err)
+    members = {n for n, _ in inspect.getmembers(Transport, inspect.isfunction) if not n.startswith("_")} - {"alive", "close"}
+    assert members == {"run", "put", "read", "remove_dir", "stream"}
+    calls = {"run": lambda: u.run(["true"]), "put": lambda: u.put("/x", b"", 0o600), "read": lambda: u.read("/x"),
+             "remove_dir": lambda: u.remove_dir("/x"), "stream": lambda: u.stream(["true"], print)}
+    for name in members:
+        with pytest.raises(HostError) as ei:
+            calls[name]()
+        assert ei.value is err, name
+    assert u.alive() is False
+
+
 def test_connection_lost_during_the_probe():
     t = Replay("h1", preflight=HostError("h1", "unreachable", "connection lost"))
     with pytest.raises(PreflightFailed):

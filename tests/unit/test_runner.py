@@ -316,7 +316,8 @@ def test_health_fails_fast_on_an_exited_rank_with_its_code_and_logs(monkeypatch)
     t0 = time.monotonic()
     with pytest.raises(LaunchFailed) as e:
         launch(Runner(plan, {"a": a, "b": b}, sink))
-    assert time.monotonic() - t0 < 15  # on the first inspect, long before the 30 s timeout
+    took = time.monotonic() - t0
+    assert took < 6, f"{took:.2f} s"  # on the first inspects (about 2 s here, loaded), not the 30 s timeout
     msg = e.value.message
     assert "rank 1 on b (container inkctl-t-r1) exited with code 3" in msg
     assert "RuntimeError: CUDA error" in msg and "line 31" in msg and "line 30\n" not in msg  # the last 50 lines

@@ -1,7 +1,8 @@
 """The SSH transport against a real sshd on loopback: host keys, ssh_config, run/put/stream.
 
-One sshd per module (root only, like the cluster tests; skipped elsewhere), listening on
-127.0.0.1 with a throw-away host key. Each test gets its own HOME, so ~/.ssh/config and
+One sshd per module (root, like the cluster tests: marked ``cluster``, so `-m 'not cluster'`
+leaves it out; selected, it fails loudly when it cannot run), listening on 127.0.0.1 with a
+throw-away host key. Each test gets its own HOME, so ~/.ssh/config and
 ~/.ssh/known_hosts are the test's own.
 """
 
@@ -23,8 +24,23 @@ from inkctl.recipe.hosts import Host
 from tests.cluster.proc import wait_for
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SSHD) or not shutil.which("ssh-keygen"),
-                                reason="needs root, sshd and ssh-keygen")
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _can_run():
+    """A suite that skips itself on a machine without sshd proves nothing and says nothing: fail,
+    naming what is missing and how to get it."""
+    missing = [what for what, ok in (("root", os.geteuid() == 0), (SSHD, os.path.exists(SSHD)),
+                                     ("ssh-keygen", shutil.which("ssh-keygen"))) if not ok]
+    if missing:
+        pytest.fail(f"the SSH suite cannot run: no {', '.join(missing)} (run it as root after "
+                    f"tests/cluster/install.sh, or leave it out with -m 'not cluster')", pytrace=False)
+
+
+# what a loaded 2-core machine may add to a bound (a paramiko handshake, thread switches):
+# well under the next failure mode (a timeout applied twice, a stop noticed at the command's end)
+SLACK = 1.5
 
 
 def _free_port() -> int:
@@ -239,8 +255,10 @@ def test_unreachable_and_timeout(home):
         t0 = time.monotonic()
         with pytest.raises(HostError) as e:
             connect_host(Host(name="mute", address="127.0.0.1", port=srv.getsockname()[1]), accept_new=False, timeout=1.0)
+        took = time.monotonic() - t0
         assert e.value.cause == "timeout" and "mute:" in e.value.message, e.value.message
-        assert time.monotonic() - t0 < 20  # bounded by the 1 s connect timeout, not hanging
+        # the 1 s timeout, waited once: not an instant failure, not a retry, not a hang
+        assert 0.9 <= took < 1.0 + SLACK, f"{took:.2f} s"
     finally:
         srv.close()
 
@@ -289,7 +307,8 @@ def test_run_timeout(conn):
     t0 = time.monotonic()
     with pytest.raises(HostError) as e:
         conn.run(["sleep", "60"], timeout=0.5)
-    assert e.value.cause == "timeout" and time.monotonic() - t0 < 30
+    took = time.monotonic() - t0
+    assert e.value.cause == "timeout" and 0.45 <= took < 0.5 + SLACK, f"{took:.2f} s"
 
 
 def test_parallel_commands_share_one_connection(conn, tmp_path):
@@ -336,7 +355,8 @@ def test_stream_lines_and_stop(conn):
 
     t0 = time.monotonic()
     code = conn.stream(["sh", "-c", "echo started; sleep 60"], line, stop)
-    assert code == -1 and got == ["started"] and time.monotonic() - t0 < 30
+    took = time.monotonic() - t0
+    assert code == -1 and got == ["started"] and took < SLACK, f"{took:.2f} s"  # at the stop, not at the exit
 
 
 def test_stopping_a_stream_ends_the_remote_command(conn):

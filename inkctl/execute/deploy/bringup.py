@@ -9,6 +9,7 @@ running (done), or another version (replace) -> run the plan with the boot watch
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deploy.replace import Replacement, replace_old
 from inkctl.execute.deploy.runner import Outcome, Runner, UpStatus, launch
 from inkctl.plan import runtime
+
+log = logging.getLogger(__name__)
 
 
 def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
@@ -192,8 +195,8 @@ def _kill_all(plan, transports, *, skip: str) -> list[str]:
         try:
             if transports[h.name].run(runtime.kill(h.runtime, *names), timeout=30).ok:
                 killed += names
-        except Exception:
-            pass
+        except Exception as e:  # the host's error is reported by the rollback that follows
+            log.debug("%s: killing %s failed: %s", h.name, ", ".join(names), e)
     return killed
 
 
@@ -249,8 +252,8 @@ def warm_imports(*modules: str) -> None:
         for m in modules:
             try:
                 importlib.import_module(m)
-            except ImportError:
-                pass
+            except ImportError as e:  # the command that needs it says so
+                log.debug("warming %s: %s", m, e)
 
     threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
@@ -262,8 +265,8 @@ def _warm_health() -> None:
             from inkctl.execute.supervise.health import warm
 
             warm()
-        except Exception:
-            pass  # the health wait builds it (and reports any error) itself
+        except Exception as e:  # the health wait builds it (and reports any error) itself
+            log.debug("warming the health client failed: %s", e)
 
     threading.Thread(target=warm, daemon=True, name="warm-health").start()
 
@@ -300,7 +303,7 @@ Existing = Union[Nothing, SameHealthy, OtherVersion, Conflict]
 def _existing(plan, answers) -> Existing:
     """A second ``up`` must neither duplicate nor roll back the first one's containers."""
     from inkctl.execute.state.deployed import of_deployment, parse_ps, ps_failed
-    from inkctl.execute.deploy.replace import Replacement, replace_old
+    from inkctl.execute.deploy.replace import Replacement
 
     items = []
     for h in plan.hosts:  # what the probe's ``ps --all`` listed, by the deployment's label

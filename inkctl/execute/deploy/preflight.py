@@ -12,7 +12,10 @@ recipe allows one and the image is missing.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import AbstractSet as Set
+from typing import Callable, Iterable, Sequence
 
 from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.state import gpu as gpu_probe
@@ -21,7 +24,7 @@ from inkctl.execute.hosts.fanout import each
 from inkctl.execute.state.deployed import ContainerState, parse_ps
 from inkctl.execute.state.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, parse_links, run_launch_probe
 from inkctl.plan.runtime import repository
-from inkctl.execute.hosts.transport import HostError, Transport
+from inkctl.execute.hosts.transport import HostError, Result, Transport
 from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
@@ -67,13 +70,23 @@ class Unreachable:
         self.name = error.host
         self.error = error
 
-    def run(self, argv, *, timeout=None, stdin=None):
+    # every member of the Transport protocol (mypy checks it where one is used as a transport):
+    # whatever is asked of the host, the answer is the error that kept it unconnected
+    def run(self, argv: Sequence[str], *, timeout: float | None = None,
+            stdin: bytes | Iterable[bytes] | None = None) -> Result:
         raise self.error
 
-    def put(self, path, content, mode):
+    def put(self, path: str, content: bytes, mode: int) -> None:
         raise self.error
 
-    def stream(self, argv, on_line, stop=None):
+    def read(self, path: str) -> bytes | None:
+        raise self.error
+
+    def remove_dir(self, path: str) -> None:
+        raise self.error
+
+    def stream(self, argv: Sequence[str], on_line: Callable[[str], None],
+               stop: threading.Event | None = None) -> int:
         raise self.error
 
     def alive(self) -> bool:
@@ -113,7 +126,7 @@ def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
     return image or planned_image(plan) or recipe.engine.image.ref
 
 
-def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: set[str] = frozenset(),
+def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: Set[str] = frozenset(),
                   image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None,
                   weights=None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
@@ -184,6 +197,8 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         for c in CHECKS[1:]:
             h.put(c, NOT_RUN, "host unreachable")
         return _ordered(h)
+    # an answer without an error carries its result and sections, and came from a transport
+    assert answer.result is not None and answer.sections is not None and t is not None
     h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({answer.result.seconds:.2f} s for the probe)")
     s = answer.sections
     runtime_ok = _runtime(h, s)
@@ -281,14 +296,13 @@ def _gpus(h: _Host, s: Sections) -> None:
         small = [g for g in gpus if (g.memory_total_mib or 0) / gpu_probe.MIB_PER_GIB < 0.95 * hw.memory_gib]
         if small:
             g = small[0]
-            h.put("gpus", FAIL, f"GPU {g.index} has {g.memory_total_mib / gpu_probe.MIB_PER_GIB:.1f} GiB; the recipe expects "
+            h.put("gpus", FAIL, f"GPU {g.index} has {(g.memory_total_mib or 0) / gpu_probe.MIB_PER_GIB:.1f} GiB; the recipe expects "
                   f"{hw.memory_gib:g} GiB per GPU (hardware.memory_gib); found {found}")
             return
-    busy = [g for g in gpus if g.memory_total_mib and g.memory_free_mib is not None
-            and g.memory_free_mib < 0.9 * g.memory_total_mib]
-    for g in busy:
-        used = (g.memory_total_mib - g.memory_free_mib) / gpu_probe.MIB_PER_GIB
-        notes.append(f"GPU {g.index}: {used:.1f} GiB already in use")
+    for g in gpus:
+        total, free = g.memory_total_mib, g.memory_free_mib
+        if total and free is not None and free < 0.9 * total:
+            notes.append(f"GPU {g.index}: {(total - free) / gpu_probe.MIB_PER_GIB:.1f} GiB already in use")
     h.put("gpus", WARN if notes else OK, found + ("; " + "; ".join(notes) if notes else ""))
 
 

@@ -190,10 +190,11 @@ def connection_failure(hosts: list[Host], res: Connected) -> HostError:
     lines = "\n".join("  " + res.errors[n].message for n in order)
     causes = {res.errors[n].cause for n in order}
     hints = {GENERIC_HINTS.get(res.errors[n].cause) if len(causes) < len(order) else res.errors[n].hint
-             for n in order} - {None}
+             for n in order}
+    hints.discard(None)
     return HostsFailed([res.errors[n] for n in order],
                        f"{len(order)} hosts could not be reached; nothing was started on any host:\n{lines}",
-                       hint="; ".join(sorted(hints)) or None)
+                       hint="; ".join(sorted(h for h in hints if h)) or None)
 
 
 def close_all(transports: dict[str, Transport]) -> None:

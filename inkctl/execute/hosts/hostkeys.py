@@ -9,12 +9,15 @@ A changed key is refused always: it is what a man-in-the-middle looks like.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from inkctl.execute.hosts.transport import HostError
+
+log = logging.getLogger(__name__)
 
 ACCEPT_FLAG = "--accept-new-host-keys"
 _APPEND_LOCK = threading.Lock()
@@ -119,8 +122,8 @@ def _file_is_hashed(path: Path) -> bool:
                 line = line.strip()
                 if line and not line.startswith("#"):
                     return line.startswith("|1|")
-    except OSError:
-        pass
+    except OSError as e:
+        log.debug("%s: cannot read it (%s); new entries are written unhashed", path, e)
     return False
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import tempfile
@@ -10,6 +11,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 
 from inkctl.execute.hosts.transport import HostError, Result
+
+log = logging.getLogger(__name__)
 
 
 class LocalTransport:
@@ -134,5 +137,5 @@ def _feed(proc: subprocess.Popen, chunks: Iterable[bytes]) -> None:
         for c in chunks:
             proc.stdin.write(c)
         proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass
+    except (BrokenPipeError, OSError) as e:  # the command exited early: its exit code says why
+        log.debug("stdin of pid %s: %s", proc.pid, e)

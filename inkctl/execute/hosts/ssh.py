@@ -13,6 +13,7 @@ never pay for it.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import posixpath
 import select
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 from inkctl.execute.hosts.hostkeys import KnownHosts, changed_key_error, known_hosts_name, make_policy
 from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.quote import command_line
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from inkctl.execute.hosts.target import Target
@@ -48,8 +51,8 @@ def tune_socket(sock: socket.socket) -> None:
         if hasattr(socket, opt):
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
-            except OSError:
-                pass
+            except OSError as e:  # an older kernel: a lost host is noticed later
+                log.debug("cannot set %s on the connection: %s", opt, e)
 
 
 def _tcp(target: "Target", timeout: float) -> socket.socket:
@@ -65,7 +68,7 @@ def _tcp(target: "Target", timeout: float) -> socket.socket:
     except OSError as e:
         why = {errno.ECONNREFUSED: "connection refused (is sshd running?)",
                errno.EHOSTUNREACH: "no route to host", errno.ENETUNREACH: "network unreachable"}.get(
-                   e.errno, e.strerror or str(e))
+                   e.errno or 0, e.strerror or str(e))
         raise HostError(target.host, "unreachable", f"unreachable: cannot connect to {where}: {why}",
                         hint="check that the host is up and that the address and port are right") from e
     tune_socket(sock)
@@ -87,7 +90,8 @@ def open_client(target: "Target", known: KnownHosts, *, accept_new: bool, timeou
     try:
         client.connect(
             target.hostname, port=target.port, username=target.user, sock=sock,
-            key_filename=target.identity_files or None, timeout=timeout * 2, banner_timeout=timeout,
+            key_filename=target.identity_files or None,  # type: ignore[arg-type]  # paramiko takes a list too
+            timeout=timeout * 2, banner_timeout=timeout,
             auth_timeout=timeout, allow_agent=bool(os.environ.get("SSH_AUTH_SOCK")),
             look_for_keys=not target.identity_files)
     except HostError:
@@ -112,7 +116,9 @@ def open_client(target: "Target", known: KnownHosts, *, accept_new: bool, timeou
                             hint="is an SSH server (and not something else) listening on that port?") from e
         raise HostError(target.host, "unreachable", f"SSH handshake with {where} failed: {e or type(e).__name__}",
                         hint="is an SSH server listening on that port?") from e
-    client.get_transport().set_keepalive(KEEPALIVE_S)
+    transport = client.get_transport()
+    assert transport is not None  # connect() returned: the transport stands
+    transport.set_keepalive(KEEPALIVE_S)
     return client
 
 
@@ -218,8 +224,8 @@ class SSHTransport:
             except Exception as e:
                 try:
                     self._sftp_client().remove(tmp)
-                except Exception:
-                    pass
+                except Exception as e2:  # the write's own error is raised below
+                    log.debug("%s: removing the partial %s failed: %s", self.name, tmp, e2)
                 if self._lost():
                     raise HostError(self.name, "unreachable", f"connection lost while writing {path}") from e
                 raise HostError(self.name, "command", f"cannot write {path}: {e}",
@@ -299,8 +305,8 @@ class SSHTransport:
             try:
                 if c is not None:
                     c.close()
-            except Exception:
-                pass
+            except Exception as e:  # closing: nothing more is asked of it
+                log.debug("%s: closing %s: %s", self.name, type(c).__name__, e)
         self._sftp = None
 
 
@@ -310,8 +316,8 @@ def _feed(chan, chunks: Iterable[bytes]) -> None:
             if chunk:
                 chan.sendall(chunk)
         chan.shutdown_write()
-    except Exception:
-        pass  # the reader sees the broken channel
+    except Exception as e:  # the reader sees the broken channel
+        log.debug("stdin to the channel: %s", e)
 
 
 def _drain(chan, out: bytearray, err: bytearray) -> None:

@@ -261,6 +261,9 @@ def _local(ctx: BuildContext, gz: bytes, missing: dict[str, HostImages], pins, e
         if not out.ok:
             raise _failed_build(ctx, out)
         info, action, sent = daemon.inspect(ctx.tag), "built", out.bytes_sent
+        if info is None:
+            raise InkctlError(f"the local daemon built {ctx.tag} but does not list it",
+                              hint="run the build again; `docker image ls` shows what the daemon has")
     report.local = HostImage("local", action, ctx.tag, info.id, sent, round(time.monotonic() - t, 3))
 
     def send(s: HostImages) -> HostImage:

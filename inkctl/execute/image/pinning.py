@@ -100,6 +100,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
                 pins[f"{key}:{j}:before"] = before
                 if data is not None:
                     files[t.path] = data
+            assert src is not None  # a diff names its file (a required field)
             try:
                 apply_diff(f.root, parse_diff(src.read_bytes()), files.__getitem__, files.__setitem__, files.pop)
             except (PatchError, KeyError) as e:
@@ -118,6 +119,7 @@ def _patch_pins(loaded: Loaded, originals: dict[str, bytes | None]) -> dict[str,
         before = _sha(data)
         _check(f"{key}:before", before, f.sha256_before, f.sha256_before_prefix, f"{f.path} in the base image")
         if f.kind == "replace":
+            assert src is not None  # a replacement names its file (a required field)
             after = _sha(src.read_bytes())
         else:
             try:

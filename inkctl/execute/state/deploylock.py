@@ -129,7 +129,7 @@ class DeployLock:
             return None
         if code == HELD:
             holder = _holder_from(holder_text)
-            if stale(holder) and self._take_over(host, holder_text):
+            if holder is not None and stale(holder) and self._take_over(host, holder_text):
                 self.notices.append(f"{host}: took over a stale deploy lock: {holder.describe()} (that process is gone)")
                 return None
             return holder.describe() if holder else f"an unreadable holder record ({lock_dir(self.plan, host)})"
@@ -162,7 +162,7 @@ class DeployLock:
         or the exception that cut the host off. All-or-nothing, as ``acquire``: the locks taken are
         given back when another host refused (LockHeld) or failed (that error is raised)."""
         failed = {h: a for h, a in answers.items() if isinstance(a, BaseException)}
-        why = {h: self._refusal(h, a[2], a[0], a[1]) for h, a in answers.items() if h not in failed}
+        why = {h: self._refusal(h, a[2], a[0], a[1]) for h, a in answers.items() if not isinstance(a, BaseException)}
         if failed:
             self.held_on = [h for h, w in why.items() if w is None]
             self.release()

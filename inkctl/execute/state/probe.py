@@ -237,7 +237,10 @@ class HostAnswer:
 
     def lock_answer(self) -> tuple[str, str, int] | HostError:
         """What ``DeployLock.taken`` reads: the lock section, or the host's error."""
-        return self.error if self.error is not None else self.sections.get("lock")
+        if self.error is not None:
+            return self.error
+        assert self.sections is not None  # a host without an error has answered
+        return self.sections.get("lock")
 
 
 def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 _USING_NETWORK = re.compile(r"NCCL INFO Using network (\w+)")
 _SOCKET_IF = re.compile(r"NCCL INFO NET/Socket : Using \[\d+\]([^:\s]+):(\S+)")
@@ -77,7 +78,7 @@ class TransportCheck:
 
     hcas_of: dict  # host -> the RDMA adapters asked for there
     allow: bool = False
-    warn: object = None  # callable(text) for warnings
+    warn: Callable[[str], None] | None = None  # called with a warning's text
     nets: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -9,6 +9,7 @@ their state, exit codes and last log lines, read over the connections that still
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,6 +18,8 @@ from inkctl.execute.state.deployed import parse_inspect_lines
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
+
+log = logging.getLogger(__name__)
 QUICK_S = 5.0  # a question to a host that should answer at once (states, last lines)
 
 
@@ -84,8 +87,8 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
                 try:
                     lg = t.run(container_runtime.logs(runtime, r.container, tail=lines), timeout=timeout)
                     r.lines = tuple((lg.text() + lg.err_text()).splitlines()[-lines:])
-                except HostError:
-                    pass
+                except HostError as e:  # the state is reported; the lines are a bonus
+                    log.debug("%s: the last lines of %s: %s", e.host, r.container, e.reason)
         return out
 
     hosts = list(by_host)

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from inkctl.execute.hosts.fanout import background
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
@@ -23,6 +24,10 @@ from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
 
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:
+    from inkctl.plan.step import Plan
+    from inkctl.recipe.model import Recipe
 
 
 FATAL_SETTLE_S = 0.5
@@ -46,13 +51,13 @@ class Failure:
 
 @dataclass
 class Supervisor:
-    plan: object
+    plan: Plan
     transports: dict
-    recipe: object
+    recipe: Recipe
     interval: float = 2.0
     unhealthy_after: int = 3  # consecutive failed health probes
     stop: threading.Event = field(default_factory=threading.Event)
-    on_state: object = None  # callable(text) when the picture changes
+    on_state: Callable[[str], None] | None = None  # called with a line when the picture changes
 
     def __post_init__(self):
         self.wake = threading.Event()
@@ -95,11 +100,11 @@ class Supervisor:
         for r in seen:
             if r.state == "unreachable":
                 return self._lost(r.host, now)
-        r = first_down(seen)
-        if r is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
-            body = "".join(f"\n    | {x}" for x in r.lines) or "\n    (no log output)"
-            return Failure("rank-exited", f"rank {r.rank} on {r.host} ({r.container}) {r.describe()}; its last lines:{body}"
-                           + others_text(seen, r.host) + _fatal_text(fatal), r.host, r.rank, now)
+        down = first_down(seen)
+        if down is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
+            body = "".join(f"\n    | {x}" for x in down.lines) or "\n    (no log output)"
+            return Failure("rank-exited", f"rank {down.rank} on {down.host} ({down.container}) {down.describe()}; its last lines:{body}"
+                           + others_text(seen, down.host) + _fatal_text(fatal), down.host, down.rank, now)
         if fatal:
             host, rank, kind, text = fatal[0]
             return Failure("fatal-log", f"rank {rank} on {host} logged a fatal {kind}:\n    | {text}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 from inkctl.plan import engines, runtime
 from inkctl.plan.stages.launch import Launch
 from inkctl.plan.step import Run, Stage, WaitFor
+from inkctl.recipe.engine import VLLM
 
 # Runs the engine as a second process in the Ray head container, its output on the container's log.
 SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
@@ -13,6 +14,7 @@ SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
 
 def stages(b: Launch) -> list[Stage]:
     r, head, nodes, rt = b.recipe, b.head, b.nodes, b.runtime
+    assert isinstance(r.engine, VLLM)
     status = runtime.exec_(rt, b.containers[0].name, "ray", "status")
     serve = engines.vllm_serve(r, head, nodes, ray=True)
     return [
