@@ -16,6 +16,7 @@ import typer
 from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, load_target, output_format,
                                 overrides)
+from inkctl.cli.slurm import AccountOpt, JobDirOpt, PartitionOpt, SlurmFlag, TimeOpt
 from inkctl.errors import InkctlError, UsageError
 
 
@@ -34,12 +35,30 @@ def up(
     watch: bool = typer.Option(False, "--watch", help="Once healthy, stay and supervise it as `inkctl watch` does (Ctrl-C detaches and leaves it running)."),
     restart: bool = RestartOpt,
     hook: Optional[str] = HookOpt,
+    slurm: bool = SlurmFlag,
+    partition: Optional[str] = PartitionOpt,
+    account: Optional[str] = AccountOpt,
+    time_limit: Optional[str] = TimeOpt,
+    job_dir: Optional[str] = JobDirOpt,
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
     A different version of the same deployment (another recipe hash) is replaced: up shows what
-    changes, removes the old containers, then launches the new ones."""
+    changes, removes the old containers, then launches the new ones.
+
+    With --slurm: checks the request against the partition, submits the job (`inkctl export
+    slurm`), prints its id and nodes, waits for health and the first answer through the head; a
+    failed job is cancelled and its failing rank named."""
     fmt = output_format(output)
+    if slurm:
+        if hosts or watch or detach:
+            raise UsageError("--slurm takes its nodes from the allocation: leave out --hosts, --watch and --detach")
+        from inkctl.cli import slurm as slurm_cli
+
+        return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
+                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
+    if partition or account or time_limit or job_dir:
+        raise UsageError("--partition, --account, --time and --job-dir go with --slurm")
     if (restart or hook) and not watch:
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:
@@ -119,11 +138,18 @@ def down(
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
+    slurm: bool = SlurmFlag,
 ) -> None:
-    """Remove the deployment's containers (found by label) and its state directory on every host."""
+    """Remove the deployment's containers (found by label) and its state directory on every host.
+
+    With --slurm: scancel its job and wait until every rank has removed its container."""
     import json
 
     fmt = output_format(output)
+    if slurm:
+        from inkctl.cli import slurm as slurm_cli
+
+        return slurm_cli.down(recipe, set_, fmt)
     loaded, plan, _ = load_target(recipe, hosts, set_, "down")
     from inkctl.execute.deploy.takedown import take_down
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
+from inkctl.cli.slurm import SlurmFlag
 from inkctl.errors import InkctlError, UsageError
 
 RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
@@ -168,11 +169,18 @@ def status(
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
+    slurm: bool = SlurmFlag,
 ) -> None:
-    """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run."""
+    """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run.
+
+    With --slurm: the Slurm job's state, nodes, each rank's state and the head's health."""
     from inkctl.execute.state.probe import deployment_states
 
     fmt = output_format(output)
+    if slurm:
+        from inkctl.cli import slurm as slurm_cli
+
+        return slurm_cli.status(recipe, set_, fmt)
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
@@ -263,13 +271,20 @@ def logs(
     rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank."),
     host: Optional[str] = typer.Option(None, "--host", help="Only this host."),
     output: str = OutputOpt,
+    slurm: bool = SlurmFlag,
 ) -> None:
-    """Every rank's log merged, each line prefixed host/rank (JSON lines with --output json)."""
+    """Every rank's log merged, each line prefixed host/rank (JSON lines with --output json).
+
+    With --slurm: the job's output, every rank's lines prefixed 'RANK: ' (srun --label)."""
     from inkctl.execute.supervise.logs import Follow, snapshot, sources
 
     fmt = output_format(output)
     if tail is not None and not (tail.isdigit() or tail == "all"):
         raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
+    if slurm:
+        from inkctl.cli import slurm as slurm_cli
+
+        return slurm_cli.logs(recipe, set_, follow=follow, rank=rank, tail=tail)
     loaded, plan, _ = load_target(recipe, hosts, set_, "logs")
     srcs = sources(plan, rank=rank, host=host)
     if not srcs:

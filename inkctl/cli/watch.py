@@ -17,6 +17,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
+from inkctl.cli.slurm import SlurmFlag
 from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
                                 SetOpt, SocketFallbackOpt, load_target, output_format)
 from inkctl.api.watching import Watching, keep_watching
@@ -50,9 +51,16 @@ def watch(
     max_restarts_per_hour: int = MaxRestartsOpt,
     backoff: float = BackoffOpt,
     allow_socket_fallback: bool = SocketFallbackOpt,
+    slurm: bool = SlurmFlag,
 ) -> None:
-    """Supervise a running deployment: every rank, every host, health, memory and fatal log lines."""
+    """Supervise a running deployment: every rank, every host, health, memory and fatal log lines.
+
+    With --slurm: the job's state, every rank's status and health; the job ending: exit 1."""
     fmt = output_format(output)
+    if slurm:
+        from inkctl.cli import slurm as slurm_cli
+
+        return slurm_cli.watch(recipe, set_, fmt, interval)
     loaded, plan, _ = load_target(recipe, hosts, set_, "watch")
     keep_watching(loaded, plan, recipe, hosts, set_, Watching(
         accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval,

@@ -27,6 +27,7 @@ def weights(
     bwlimit: Optional[float] = typer.Option(None, "--bwlimit", min=0.01, help="Cap each host-to-host copy stream at this many MB/s (leave room for other traffic)."),
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
+    partition: Optional[str] = typer.Option(None, "--partition", help="Every node of this Slurm partition (sinfo), in Slurm's order; --hosts FILE then gives per-node settings by node name."),
 ) -> None:
     """Put the pinned model on every host: what a host lacks is downloaded ONCE (on the head, or
     --from HOST) and copied host to host over the cluster network, all hosts at once. Only missing
@@ -34,7 +35,12 @@ def weights(
     fmt = output_format(output)
     if repair and not verify:
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
-    loaded, plan, image = load_target(recipe, hosts, set_, "weights")
+    if partition:
+        from inkctl.cli.slurm import partition_target
+
+        loaded, plan, image = partition_target(recipe, set_, partition, hosts, "weights")
+    else:
+        loaded, plan, image = load_target(recipe, hosts, set_, "weights")
     from inkctl.recipe.manifest import host_cache_template, read_manifest
 
     if loaded.recipe.model.local:

@@ -7,8 +7,9 @@ unicode) arrives literally. Nothing else in inkctl concatenates shell text.
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def command_line(argv: Sequence[str]) -> str:
@@ -16,3 +17,26 @@ def command_line(argv: Sequence[str]) -> str:
     if not argv:
         raise ValueError("an empty argv is not a command")
     return shlex.join(argv)
+
+
+def shell_words(argv: Sequence[str], variables: Mapping[str, str]) -> str:
+    """Like ``command_line``, but each occurrence of a token in ``variables`` (token -> shell
+    variable name) becomes ``"${NAME}"``, expanded when the script runs; everything else is
+    quoted literally. For scripts whose values come from where they run (a Slurm allocation)."""
+    if not argv:
+        raise ValueError("an empty argv is not a command")
+    if not variables:
+        return command_line(argv)
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(variables, key=len, reverse=True)))
+    words = []
+    for arg in argv:
+        parts, pos = [], 0
+        for m in pattern.finditer(arg):
+            if m.start() > pos:
+                parts.append(shlex.quote(arg[pos:m.start()]))
+            parts.append(f'"${{{variables[m.group(0)]}}}"')
+            pos = m.end()
+        if pos < len(arg) or not parts:
+            parts.append(shlex.quote(arg[pos:]))
+        words.append("".join(parts))
+    return " ".join(words)

@@ -106,6 +106,11 @@ def remove(runtime: str, *containers: str) -> tuple[str, ...]:
     return (runtime, "rm", "--force", *containers) + (("--ignore",) if runtime == "podman" else ())
 
 
+def wait(runtime: str, container: str) -> tuple[str, ...]:
+    """Block until the container exits; prints its exit code."""
+    return (runtime, "wait", container)
+
+
 def kill(runtime: str, *containers: str) -> tuple[str, ...]:
     return (runtime, "kill", *containers)
 

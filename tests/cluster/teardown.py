@@ -1,6 +1,6 @@
 """Remove everything the harness made, found by looking rather than by trusting records, so it
 also works after a crashed run: processes in our netns or rooted/working under the state dir,
-mounts under the state dir, netns inkh*, links inkv* and inkbr0, the iptables rule, the CDI spec,
+mounts under the state dir, Slurm (and its /etc/hosts lines), netns inkh*, links inkv* and inkbr0, the iptables rule, the CDI spec,
 cgroups, stale containerd shim sockets, the control dockerd if we started it, the state dir."""
 
 import glob
@@ -52,7 +52,7 @@ def _under(path, roots):
 
 
 DAEMONS = ("sshd", "dockerd", "containerd", "containerd-shim", "containerd-shim-runc-v2", "conmon", "runc", "podman",
-           "docker-registry")
+           "docker-registry", "munged", "slurmctld", "slurmd", "slurmstepd")
 
 
 def _pids_under(roots, spare):
@@ -174,6 +174,10 @@ def teardown(state, net_id=0, final=True, log=print):
     final (a `down`, not the clean-up before an `up`): when no cluster is left, also remove what
     clusters share: the control dockerd if the harness started it, the CDI spec, /run/netns."""
     roots = state_dirs(state, net_id)
+    from . import slurm
+
+    for r in roots:
+        slurm.stop(r, net_id)  # its daemons, and exactly its /etc/hosts lines
     cids = podman_container_ids(roots)
     kill_processes(roots, net_id)
     unmount_under(roots)

@@ -186,6 +186,26 @@ def test_stop_and_start_runtime(cluster):
         assert cluster.ssh(name, f"{cluster.host(name).runtime} ps").returncode == 0
 
 
+def test_slurm_runs_tasks_on_the_hosts_with_their_own_dockerd(cluster, tmp_path):
+    from tests.cluster import slurm
+
+    s = slurm.start(cluster, ["h1", "h2"])
+    assert s.idle()
+    with open("/etc/hosts") as f:
+        mine = [ln.split()[1] for ln in f if ln.rstrip().endswith(f"# inkctl-test-slurm-{NET_ID}")]
+    assert mine == [slurm.controller_name(NET_ID), *s.nodes()]
+    out = tmp_path / "job.out"
+    job = s.run(["sbatch", "--parsable", "-N", "2", "--gpus-per-node", "8", "-o", str(out), "--wrap",
+                 'srun --label sh -c \'echo "$SLURMD_NODENAME $DOCKER_HOST $CUDA_VISIBLE_DEVICES"; '
+                 'docker ps -q >/dev/null && echo "docker answers"\'']).stdout.strip()
+    wait_for(f"job {job}", lambda: not s.jobs(), timeout=60)
+    lines = sorted(out.read_text().splitlines())
+    for i, name in enumerate(("h1", "h2")):
+        h = cluster.host(name)
+        assert f"{i}: {s.node(name)} unix://{h.socket} 0,1,2,3,4,5,6,7" in lines, lines
+    assert lines.count("0: docker answers") == 1 and lines.count("1: docker answers") == 1, lines
+
+
 def test_up_again_reuses_and_down_leaves_nothing(cluster):
     keys = Path(cluster.known_hosts).read_text()
     again = Cluster.up(4, podman_hosts=("h3",), state=STATE, net_id=NET_ID)
@@ -204,6 +224,8 @@ def test_up_again_reuses_and_down_leaves_nothing(cluster):
     with open("/proc/self/mountinfo") as f:
         assert not [ln for ln in f if STATE + "/" in ln]
     assert not os.path.exists(STATE)
+    with open("/etc/hosts") as f:
+        assert not [ln for ln in f if ln.rstrip().endswith(f"# inkctl-test-slurm-{NET_ID}")]
     leftovers = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

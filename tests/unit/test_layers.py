@@ -35,8 +35,9 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "weights": ("execute.deploy",),
     "bench": ("execute.state",),
     "export": ("plan",),
+    "slurm": ("execute.deploy", "export"),
     "api": ("weights",),
-    "cli": ("api", "bench", "export"),
+    "cli": ("api", "bench", "export", "slurm"),
 }
 # the entry point is the one module outside cli/ that may import cli/
 ENTRY = {"inkctl.__main__": "cli"}

@@ -1,0 +1,73 @@
+"""``inkctl export slurm``: the recipe's plan as one sbatch script. Thin: load -> export -> write."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.options import SetOpt, output_format, overrides
+
+PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#SBATCH --partition).")
+AccountOpt = typer.Option(None, "--account", "-A", help="Slurm account to charge (#SBATCH --account).")
+TimeOpt = typer.Option(None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00 (#SBATCH --time).")
+GpusOpt = typer.Option(None, "--gpus-per-node", min=0, help="GPUs to ask per node (GRES). Default: hardware.gpus_per_host; 0: ask for none.")
+ContainerOpt = typer.Option("runtime", "--container", help="How ranks start their container: runtime (the recipe's docker/podman on the node), pyxis (srun --container-image) or apptainer.")
+JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
+
+
+def slurm(
+    recipe: Path = typer.Argument(..., help="Recipe file."),
+    hosts_file: Optional[Path] = typer.Option(None, "--hosts", help="Inventory whose host names are Slurm node names, in rank order: the job asks for exactly those nodes."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the script to FILE (default: print it)."),
+    partition: Optional[str] = PartitionOpt,
+    account: Optional[str] = AccountOpt,
+    time: Optional[str] = TimeOpt,
+    gpus_per_node: Optional[int] = GpusOpt,
+    container: str = ContainerOpt,
+    job_dir: Optional[str] = JobDirOpt,
+    image: Optional[str] = typer.Option(None, "--image", help="Image to run (default: the recipe's; a patched one: the pushed build, else the built tag)."),
+    var: Optional[List[str]] = typer.Option(None, "--var", help="Value for a recipe ${VAR} on every node: NAME=VALUE (repeatable). Default: the job's environment."),
+    set_: Optional[List[str]] = SetOpt,
+    output: str = typer.Option("text", "--output", help="text or json."),
+) -> None:
+    """Write the deployment as an sbatch script: one task per node, --exclusive, GPUs per node,
+    one srun step that starts every rank with the plan's own argv and env (`inkctl plan`).
+
+    The head is the first host of $SLURM_JOB_NODELIST, a rank is $SLURM_NODEID. Secrets are never
+    in the script: each rank reads them when the job runs (the header names them). Check it with
+    `sbatch --test-only FILE`; `inkctl up RECIPE --slurm` submits and follows it.
+    """
+    from inkctl.cli.export_k8s import _vars
+    from inkctl.export.slurm_inputs import job_for
+    from inkctl.export.slurm import SlurmOptions
+    from inkctl.recipe.source import load_recipe
+
+    fmt = output_format(output)
+    loaded = load_recipe(recipe, overrides(set_), hosts_file=hosts_file) if hosts_file else load_recipe(recipe, overrides(set_))
+    options = SlurmOptions(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
+                           container=container, job_dir=job_dir, vars=tuple(_vars(var)))
+    job = job_for(loaded, options, inventory=hosts_file is not None, image=image)
+    if out is not None:
+        out.write_text(job.script)
+        out.chmod(0o755)
+    if fmt == "json":
+        print(json.dumps({"name": job.name, "file": str(out) if out else None, "script": None if out else job.script,
+                          "secrets": list(job.secrets), "env_vars": list(job.env_vars), "notes": list(job.notes)},
+                         indent=2))
+        return
+    import sys
+
+    if out is None:
+        print(job.script, end="")
+    err = sys.stderr if out is None else sys.stdout
+    if out is not None:
+        print(f"wrote {out}: sbatch {out}", file=err)
+    if job.secrets:
+        print(f"secrets read when the job runs: {', '.join(job.secrets)}", file=err)
+    if job.env_vars:
+        print(f"read from the job's environment: {', '.join(job.env_vars)}", file=err)
+    for n in job.notes:
+        print(f"note: {n}", file=err)
