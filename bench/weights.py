@@ -1,23 +1,26 @@
 #!/usr/bin/env python3
-"""Weights benchmark: putting a model on N hosts, inkctl against hand-written rsync, on the same
-simulated hosts in the same run.
+"""Weights and images at wire speed: putting a model (and an image) on N hosts, inkctl's relay
+against the physical limit and against the hand-made star, on the same simulated hosts in the
+same run, every host's link capped with tc (``--link-mbit``, 200 Mbit/s each way by default)
+so that the network, not the shared CPU, is what is measured.
 
-- Hub bytes: ``inkctl weights`` on N fresh hosts fetches the model from the Hub stand-in once;
-  a per-node download (every host pulls it itself) fetches N times. Printed as a ratio.
-- Time: the model is on the head; it must reach the N-1 others.
-    inkctl          ``python -m inkctl weights RECIPE --hosts INV`` (whole process: connect, scan
-                    every host in the engine image, sender on the head, receivers in parallel,
-                    every byte hashed on arrival)
-    rsync serial    what a person writes: on the head, ``for h in ...; rsync -a -e ssh`` one host
-                    after another (OpenSSH + rsync, C; no hash check beyond rsync's own)
-    rsync parallel  the same rsyncs, all at once
-  Other hosts' caches are emptied between runs (not timed).
-- Memory: inkctl's own peak RSS (the control machine) for a model 1x and 4x as large: it
-  streams nothing itself, so it must stay flat.
+Per N (2, 4, 8), model on the head, the other N-1 hosts empty (emptied between runs, not timed):
+  one copy        the physical limit: rsync of the model from h1 to h2 alone (one link)
+  inkctl          ``python -m inkctl weights`` (whole process: connect, scan, the chain of
+                  relays, every byte hashed on arrival)
+  inkctl fresh    the same with every host empty, the head too: the Hub download and the relay
+                  overlap (the Hub stand-in sits behind the head's capped link, as a WAN would)
+  rsync parallel  what a person writes: N-1 rsyncs from the head at once (the star)
+  head bytes      bytes that left the head's link during the inkctl and the rsync runs (veth
+                  counters), in models
+Images (``--image-mib``): ``inkctl images push-to-hosts`` against ``docker save | ssh HOST docker
+load`` from the head to every other host at once; one copy: the same pipe to one host.
+Memory: inkctl's peak RSS for the model and for one 4x as large (links not capped: CPU-bound).
 
-Targets at N = 8: inkctl <= 0.5x the serial rsync loop and <= 1.0x parallel rsync; Hub bytes 1x.
+Targets at N = 8: inkctl / one copy <= 1.5, inkctl / rsync parallel <= 0.3, head bytes ~1x.
 
-    python bench/weights.py [--sizes 2 4 8] [--shards 4] [--shard-mib 16] [--runs 1] [--net-id 4]
+    python bench/weights.py [--sizes 2 4 8] [--model-mib 256] [--shards 8] [--link-mbit 200]
+                            [--image-mib 128] [--net-id 7] [--keep-cluster]
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,16 +38,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 REPO = "bench/weights-model"
 BIG = "bench/weights-model-4x"
+IMAGE = "bench-relay-image:1"
 
 
-def recipe_text(n: int, repo: str) -> str:
+def recipe_text(n: int, repo: str, image: str = "inkctl-fake-engine:latest") -> str:
     return f"""name: bench-weights
 model: {{repo: {repo}, served_name: fake}}
 hardware: {{accelerator: h200, compute_capability: "9.0", nodes: {n}, gpus_per_host: 1}}
 engine:
   kind: vllm
   version: fake
-  image: {{ref: "inkctl-fake-engine:latest", pull: false}}
+  image: {{ref: "{image}", pull: false}}
   multinode: native
   master_port: 29751
   args: {{tensor_parallel: {n}, port: 18150}}
@@ -66,15 +69,15 @@ class Bench:
 
         self.hosts = yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]
 
-    def setup(self, n: int, repo: str) -> tuple[Path, Path]:
+    def setup(self, n: int, repo: str, image: str = "inkctl-fake-engine:latest") -> tuple[Path, Path]:
         import yaml
 
-        d = self.work / f"{repo.replace('/', '-')}-{n}"
+        d = self.work / f"{repo.replace('/', '-')}-{image.replace(':', '-')}-{n}"
         d.mkdir(exist_ok=True)
         rec, inv = d / "recipe.yaml", d / "hosts.yaml"
-        rec.write_text(recipe_text(n, repo))
+        rec.write_text(recipe_text(n, repo, image))
         inv.write_text(yaml.safe_dump({"hosts": self.hosts[:n]}, sort_keys=False))
-        if not rec.with_name("recipe.lock.json").exists():
+        if not rec.with_name("recipe.lock.json").exists() and image == "inkctl-fake-engine:latest":
             self.inkctl("lock", rec, "--hosts", inv)
         return rec, inv
 
@@ -85,11 +88,18 @@ class Bench:
         """Seconds of one whole inkctl process."""
         t0 = time.monotonic()
         p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=self.env(),
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
         seconds = time.monotonic() - t0
         if p.returncode != 0:
-            raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout}\n{p.stderr}")
+            raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
         return seconds
+
+    def head_sent(self) -> int:
+        """Bytes the head (h1) has sent on its link: what the bridge side of its veth received."""
+        from tests.cluster import net
+
+        with open(f"/sys/class/net/{net.veth(1, self.cluster.net_id)}/statistics/rx_bytes") as f:
+            return int(f.read())
 
     def hub_dir(self, host: str, repo: str) -> Path:
         return Path(self.cluster.host(host).hf_dir) / "hub" / ("models--" + repo.replace("/", "--"))
@@ -98,24 +108,47 @@ class Bench:
         for n in names:
             shutil.rmtree(Path(self.cluster.host(n).hf_dir) / "hub", ignore_errors=True)
 
+    def in_head(self, argv: list[str]) -> list[str]:
+        return ["nsenter", f"--net={self.cluster.host('h1').netns_path}", "--"] + argv
+
     def rsync_argv(self, src: str, dst_host: str, repo: str) -> list[str]:
         dst = self.hub_dir(dst_host, repo)
-        return ["rsync", "-a", "--mkpath", "-e", f"ssh -F {self.cluster.ssh_config}", f"{src}/", f"{dst_host}:{dst}/"]
+        return self.in_head(["rsync", "-a", "--mkpath", "-e", f"ssh -F {self.cluster.ssh_config}", f"{src}/",
+                             f"{dst_host}:{dst}/"])
 
-    def rsync(self, names: list[str], repo: str, parallel: bool) -> float:
-        head = self.cluster.host("h1")
+    def rsync(self, names: list[str], repo: str) -> float:
+        """rsync from the head to ``names``, all at once."""
         src = str(self.hub_dir("h1", repo))
-        ns = ["nsenter", f"--net={head.netns_path}", "--"]
         t0 = time.monotonic()
-        if parallel:
-            procs = [subprocess.Popen(ns + self.rsync_argv(src, n, repo)) for n in names[1:]]
-            codes = [p.wait() for p in procs]
-        else:
-            codes = [subprocess.run(ns + self.rsync_argv(src, n, repo)).returncode for n in names[1:]]
-        seconds = time.monotonic() - t0
+        procs = [subprocess.Popen(self.rsync_argv(src, n, repo)) for n in names]
+        codes = [p.wait() for p in procs]
         if any(codes):
             raise SystemExit(f"rsync failed: {codes}")
-        return seconds
+        return time.monotonic() - t0
+
+    # ------------------------------------------------------------------ images
+    def make_image(self, mib: int) -> None:
+        script = (f"d=$(mktemp -d) && head -c {mib << 20} /dev/urandom > $d/payload && "
+                  f"tar -C $d -c . | docker import - {IMAGE} >/dev/null; rm -rf $d")
+        cp = self.cluster.exec("h1", ["sh", "-c", script])
+        if cp.returncode:
+            raise SystemExit(f"cannot make the bench image on h1: {cp.stderr}")
+
+    def drop_image(self, names: list[str]) -> None:
+        for n in names:
+            self.cluster.docker(n, "rmi", "-f", IMAGE)
+
+    def save_load(self, names: list[str]) -> float:
+        """``docker save | ssh HOST docker load`` from the head to every host in ``names`` at once."""
+        sock = self.cluster.host("h1").socket
+        t0 = time.monotonic()
+        procs = [subprocess.Popen(self.in_head(["sh", "-c", f"docker -H unix://{sock} save {IMAGE} | "
+                                                            f"ssh -F {self.cluster.ssh_config} {n} docker load"]),
+                                  stdout=subprocess.DEVNULL) for n in names]
+        codes = [p.wait() for p in procs]
+        if any(codes):
+            raise SystemExit(f"docker save | ssh docker load failed: {codes}")
+        return time.monotonic() - t0
 
 
 def measure_rss(bench: Bench, rec: Path, inv: Path) -> int:
@@ -125,7 +158,7 @@ def measure_rss(bench: Bench, rec: Path, inv: Path) -> int:
             "sys.exit(p.stderr.decode()[-2000:]) if p.returncode else "
             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
     p = subprocess.run([sys.executable, "-c", code, sys.executable, "-m", "inkctl", "weights", str(rec), "--hosts", str(inv)],
-                       cwd=ROOT, env=bench.env(), capture_output=True, text=True, timeout=600)
+                       cwd=ROOT, env=bench.env(), capture_output=True, text=True, timeout=900)
     if p.returncode:
         raise SystemExit(f"inkctl weights failed: {p.stderr}")
     return int(p.stdout.strip())
@@ -134,9 +167,11 @@ def measure_rss(bench: Bench, rec: Path, inv: Path) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[2, 4, 8])
-    ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--shard-mib", type=int, default=16)
-    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--model-mib", type=int, default=256)
+    ap.add_argument("--link-mbit", type=float, default=200)
+    ap.add_argument("--image-mib", type=int, default=128, help="0: no image runs")
+    ap.add_argument("--rss", action=argparse.BooleanOptionalAction, default=True, help="the memory runs")
     ap.add_argument("--net-id", type=int, default=int(os.environ.get("INKCTL_E2E_NET_ID", "9")))
     ap.add_argument("--keep-cluster", action="store_true")
     args = ap.parse_args(argv)
@@ -147,62 +182,98 @@ def main(argv=None) -> int:
     cluster = Cluster.up(n_max, podman_hosts=(), net_id=args.net_id)
     work = Path(tempfile.mkdtemp(prefix="inkctl-bench-weights-"))
     hub = Hub(net.gateway(args.net_id))
-    hub.add(make_model(str(work / "hub"), REPO, args.shards, args.shard_mib))
-    hub.add(make_model(str(work / "hub"), BIG, args.shards * 4, args.shard_mib, seed=1))
+    shard_mib = max(1, args.model_mib // args.shards)
+    hub.add(make_model(str(work / "hub"), REPO, args.shards, shard_mib))
+    if args.rss:
+        hub.add(make_model(str(work / "hub"), BIG, args.shards * 4, shard_mib, seed=1))
     model = sum(f.size for f in hub.repos[REPO].files.values() if "/" not in f.path and not f.path.endswith((".bin", ".gguf")))
-    rows = []
+    wire = model * 8 / (args.link_mbit * 1e6)
+    rows, images, rss = [], [], {}
     try:
         hub.start()
         bench = Bench(cluster, hub, work)
-        print(f"model: {model / 2**20:.1f} MiB in {args.shards} shards; hosts: {cluster.net_id and f'cluster {cluster.net_id}'}"
-              f" {', '.join(h.name for h in cluster.hosts)}", flush=True)
+        cluster.limit_links(args.link_mbit)
+        print(f"model: {model / 2**20:.1f} MiB in {args.shards} shards; links {args.link_mbit:g} Mbit/s each way "
+              f"(one copy on the wire: {wire:.1f} s); hosts {', '.join(h.name for h in cluster.hosts)}", flush=True)
         for n in args.sizes:
             names = [f"h{i}" for i in range(1, n + 1)]
             rec, inv = bench.setup(n, REPO)
             bench.empty(names)
-            before = hub.stats["bytes"]
+            before, sent0 = hub.stats["bytes"], bench.head_sent()
             fresh = bench.inkctl("weights", rec, "--hosts", inv)
             hub_bytes = hub.stats["bytes"] - before
-            times = {"inkctl": [], "rsync serial": [], "rsync parallel": []}
-            for _ in range(args.runs):
-                bench.empty(names[1:])
-                times["inkctl"].append(bench.inkctl("weights", rec, "--hosts", inv))
-                bench.empty(names[1:])
-                times["rsync serial"].append(bench.rsync(names, REPO, parallel=False))
-                bench.empty(names[1:])
-                times["rsync parallel"].append(bench.rsync(names, REPO, parallel=True))
-            med = {k: statistics.median(v) for k, v in times.items()}
-            rows.append((n, hub_bytes, fresh, med))
-            print(f"N={n}: hub bytes {hub_bytes / model:.2f}x the model (per-node download: {n}.00x); "
-                  f"fresh hosts {fresh:.1f} s; head -> {n - 1} hosts: inkctl {med['inkctl']:.1f} s, "
-                  f"rsync serial {med['rsync serial']:.1f} s, rsync parallel {med['rsync parallel']:.1f} s", flush=True)
-        # memory: the same hosts, a model 4x as large
-        n = min(args.sizes)
-        names = [f"h{i}" for i in range(1, n + 1)]
-        rss = {}
-        for repo in (REPO, BIG):
-            rec, inv = bench.setup(n, repo)
-            bench.empty(names)
-            rss[repo] = measure_rss(bench, rec, inv)
+            fresh_head = bench.head_sent() - sent0
+            bench.empty(["h2"])
+            one = bench.rsync(["h2"], REPO)
+            bench.empty(names[1:])
+            sent0 = bench.head_sent()
+            ink = bench.inkctl("weights", rec, "--hosts", inv)
+            ink_head = bench.head_sent() - sent0
+            bench.empty(names[1:])
+            sent0 = bench.head_sent()
+            par = bench.rsync(names[1:], REPO)
+            par_head = bench.head_sent() - sent0
+            rows.append(dict(n=n, one=one, ink=ink, fresh=fresh, par=par, hub=hub_bytes / model,
+                             ink_head=ink_head / model, fresh_head=fresh_head / model, par_head=par_head / model))
+            print(f"N={n}: one copy {one:.1f} s; inkctl {ink:.1f} s ({ink / one:.2f}x one copy, "
+                  f"{ink / par:.2f}x rsync); fresh from the Hub {fresh:.1f} s ({fresh / one:.2f}x); "
+                  f"rsync parallel {par:.1f} s; head sent {ink_head / model:.2f}x (rsync {par_head / model:.2f}x)",
+                  flush=True)
+        if args.image_mib:
+            bench.make_image(args.image_mib)
+            for n in args.sizes:
+                names = [f"h{i}" for i in range(1, n + 1)]
+                rec, inv = bench.setup(n, REPO, IMAGE)
+                bench.drop_image(names[1:])
+                one = bench.save_load(["h2"])
+                bench.drop_image(names[1:])
+                sent0 = bench.head_sent()
+                ink = bench.inkctl("images", "push-to-hosts", rec, "--hosts", inv)
+                ink_head = bench.head_sent() - sent0
+                bench.drop_image(names[1:])
+                sent0 = bench.head_sent()
+                par = bench.save_load(names[1:])
+                par_head = bench.head_sent() - sent0
+                images.append(dict(n=n, one=one, ink=ink, par=par, ink_head=ink_head / (args.image_mib << 20),
+                                   par_head=par_head / (args.image_mib << 20)))
+                print(f"image N={n}: one copy {one:.1f} s; inkctl {ink:.1f} s ({ink / one:.2f}x one copy, "
+                      f"{ink / par:.2f}x save|ssh|load); save|ssh|load parallel {par:.1f} s", flush=True)
+            bench.drop_image([h.name for h in cluster.hosts])
+        if args.rss:
+            cluster.limit_links(None)
+            n = min(args.sizes)
+            names = [f"h{i}" for i in range(1, n + 1)]
+            for repo in (REPO, BIG):
+                rec, inv = bench.setup(n, repo)
+                bench.empty(names)
+                rss[repo] = measure_rss(bench, rec, inv)
         bench.empty([h.name for h in cluster.hosts])
     finally:
         hub.stop()
+        cluster.limit_links(None)
         shutil.rmtree(work, ignore_errors=True)
         if not args.keep_cluster:
             cluster.down()
     print()
-    print(f"{'N':>3} {'hub bytes':>10} {'per-node':>9} {'inkctl s':>9} {'rsync serial s':>15} {'rsync par s':>12} "
-          f"{'vs serial':>10} {'vs parallel':>12}")
-    for n, hub_bytes, _, med in rows:
-        print(f"{n:>3} {hub_bytes / model:>9.2f}x {n:>8}.0x {med['inkctl']:>9.2f} {med['rsync serial']:>15.2f} "
-              f"{med['rsync parallel']:>12.2f} {med['inkctl'] / med['rsync serial']:>9.2f}x "
-              f"{med['inkctl'] / med['rsync parallel']:>11.2f}x")
-    print(f"\ninkctl peak RSS: {rss[REPO] / 1024:.1f} MiB for {model / 2**20:.0f} MiB, "
-          f"{rss[BIG] / 1024:.1f} MiB for a model 4x as large ({rss[BIG] / rss[REPO]:.2f}x)")
+    print(f"weights: {model / 2**20:.0f} MiB, links {args.link_mbit:g} Mbit/s; times in s; ratios in this run")
+    print(f"{'N':>2} {'one':>6} {'inkctl':>7} {'fresh':>6} {'rsync':>6} {'ink/one':>8} {'ink/rsync':>9} "
+          f"{'fresh/one':>9} {'head':>5} {'rsync':>6} {'hub':>5}")
+    for r in rows:
+        print(f"{r['n']:>2} {r['one']:>6.1f} {r['ink']:>7.1f} {r['fresh']:>6.1f} {r['par']:>6.1f} "
+              f"{r['ink'] / r['one']:>7.2f}x {r['ink'] / r['par']:>8.2f}x {r['fresh'] / r['one']:>8.2f}x "
+              f"{r['ink_head']:>4.2f}x {r['par_head']:>5.2f}x {r['hub']:>4.2f}x")
+    if images:
+        print(f"\nimages: {args.image_mib} MiB; inkctl images push-to-hosts vs docker save | ssh | docker load")
+        print(f"{'N':>2} {'one':>6} {'inkctl':>7} {'pipes':>6} {'ink/one':>8} {'ink/pipes':>9} {'head':>5} {'pipes':>6}")
+        for r in images:
+            print(f"{r['n']:>2} {r['one']:>6.1f} {r['ink']:>7.1f} {r['par']:>6.1f} {r['ink'] / r['one']:>7.2f}x "
+                  f"{r['ink'] / r['par']:>8.2f}x {r['ink_head']:>4.2f}x {r['par_head']:>5.2f}x")
+    if rss:
+        print(f"\ninkctl peak RSS: {rss[REPO] / 1024:.1f} MiB for {model / 2**20:.0f} MiB, "
+              f"{rss[BIG] / 1024:.1f} MiB for a model 4x as large ({rss[BIG] / rss[REPO]:.2f}x)")
     last = rows[-1]
-    print(f"targets at N={last[0]}: <= 0.5x serial rsync ({last[3]['inkctl'] / last[3]['rsync serial']:.2f}x), "
-          f"<= 1.0x parallel rsync ({last[3]['inkctl'] / last[3]['rsync parallel']:.2f}x), "
-          f"hub bytes 1x ({last[1] / model:.2f}x)")
+    print(f"targets at N={last['n']}: inkctl/one copy <= 1.5 ({last['ink'] / last['one']:.2f}), "
+          f"inkctl/rsync parallel <= 0.3 ({last['ink'] / last['par']:.2f}), head bytes ~1x ({last['ink_head']:.2f}x)")
     return 0
 
 

@@ -65,8 +65,36 @@ def find(name: str) -> Path | None:
 
 
 def resolve(path: str | Path) -> Path:
-    """A file that exists is itself; a bare name that is not a file is a bundled recipe if one has it."""
+    """A file that exists is itself; a bare name that is not a file is NAME.yaml here if there is
+    one (the copy `inkctl init NAME` made, edited), else a bundled recipe if one has it."""
     p = Path(path)
     if p.exists() or len(p.parts) != 1:
         return p
+    for suffix in SUFFIXES:
+        if p.suffix != suffix and (here := p.with_name(p.name + suffix)).is_file():
+            return here
     return find(p.name) or p
+
+
+def installed_copy(path: Path) -> bool:
+    """PATH is one of the recipes installed with inkctl (a wheel's share/), not a user's file."""
+    pkg_share = Path(__file__).resolve().parent / "share"
+    try:
+        return Path(path).resolve().is_relative_to(pkg_share)
+    except OSError:
+        return False
+
+
+def lock_command(path: Path, flags: str = "") -> str:
+    """The `inkctl lock` command for a recipe, in backticks, as a hint says it. An installed
+    recipe is not locked where it lies (inside site-packages): its copy is."""
+    if installed_copy(path):
+        return f"`inkctl init {Path(path).stem}` here, then `inkctl lock {Path(path).name}{flags}`"
+    import os
+
+    shown = str(path)
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive (Windows): the path as it is
+        rel = shown
+    return f"`inkctl lock {rel if len(rel) < len(shown) else shown}{flags}`"

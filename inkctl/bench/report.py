@@ -147,6 +147,20 @@ def load_run(base: Path, ref: str) -> tuple[Path, dict, list[dict]]:
             raise InkctlError(f"{ref!r}: {what} under {base} matches",
                               hint="inkctl results lists them; give a run id, a unique prefix or a directory")
         d = base / matches[0]
-    meta = json.loads((d / "run.json").read_text())
-    points = [json.loads((d / f"{name}.json").read_text()) for name in meta.get("points", [])]
+    meta = _read_json(d / "run.json")
+    points = [_read_json(d / f"{name}.json") for name in meta.get("points", [])]
     return d, meta, points
+
+
+def _read_json(path: Path) -> dict:
+    """A saved result file, or one clear error naming it (cut short by a full disk, edited, gone)."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InkctlError(f"{path}: missing from its run", hint="the run is incomplete; bench it again") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InkctlError(f"{path}: not a readable result file ({getattr(e, 'msg', e)}, at char "
+                          f"{getattr(e, 'pos', '?')})", hint="the file was cut short or edited; bench the run again") from None
+    if not isinstance(data, dict):
+        raise InkctlError(f"{path}: not a result file (a JSON object expected)")
+    return data

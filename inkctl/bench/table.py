@@ -45,10 +45,19 @@ def compare_table(rows: list[dict], a: str, b: str) -> str:
 
 
 def recipe_table(rows: list[dict], run: str) -> str:
+    """80 columns: how a value was found goes on the row's line where it fits, else on the next."""
     lines = [f"run {run} against the recipe's results:",
              f"{'metric':<22} {'conc':>4} {'recipe':>10} {'run':>10} {'delta':>8}  how"]
     for r in rows:
         d = r["delta_pct"]
-        lines.append(f"{r['metric'][:22]:<22} {r['concurrency'] or '-':>4} {_num(r['recipe']):>10} {_num(r['run']):>10}"
-                     f" {(f'{d:+.1f}%' if d is not None else '-'):>8}  {r['how'][:22]}")
+        row = (f"{r['metric'][:22]:<22} {r['concurrency'] or '-':>4} {_num(r['recipe']):>10} {_num(r['run']):>10}"
+               f" {(f'{d:+.1f}%' if d is not None else '-'):>8}")
+        how = r["how"] or ""
+        if len(row) + 2 + len(how) <= 80:
+            lines.append(f"{row}  {how}".rstrip())
+        else:
+            import textwrap
+
+            lines.append(row)
+            lines += textwrap.wrap(how, 80, initial_indent="    how: ", subsequent_indent="    ")
     return "\n".join(lines)

@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=True,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 STATE = {"debug": False}
@@ -50,7 +51,7 @@ COMMAND_MODULES = {
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.observe",
     "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
-    "watch": "inkctl.cli.watch",
+    "watch": "inkctl.cli.watch", "cache": "inkctl.cli.cache", "images": "inkctl.cli.images_push", "top": "inkctl.cli.fleet",
 }
 
 

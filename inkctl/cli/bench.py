@@ -17,33 +17,59 @@ from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_fo
 from inkctl.errors import InkctlError, UsageError
 
 UrlOpt = typer.Option(None, "--url", help="Base URL of an OpenAI-compatible server (http://host:port), instead of a deployment.")
-ModelOpt = typer.Option(None, "--model", help="Model name to request (with --url; default: the recipe's served name).")
+ModelOpt = typer.Option(None, "--model", help="Model name to request (default: the recipe's served name; with --url alone, the one model the server lists).")
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of an environment variable holding the server's API key.")
 ResultsDirOpt = typer.Option(Path("bench-results"), "--results-dir", help="Where runs are saved and read.")
 CHAT = "/v1/chat/completions"
+DEFAULT_CONCURRENCY = "1,2,4,8,16,32,64"
 
 
 class Where:
     """The server to talk to and what the recipe (if any) says about it."""
 
-    def __init__(self, base_url: str, model: str, loaded=None, plan=None):
+    def __init__(self, base_url: str, model: str, loaded=None, plan=None, fleet: dict | None = None):
         self.base_url, self.model, self.loaded, self.plan = base_url.rstrip("/"), model, loaded, plan
+        self.fleet = fleet  # a fleet's router: replicas, router kind, policy
 
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
-           command: str) -> Where:
+           command: str, api_key: Optional[str] = None) -> Where:
     if recipe is None and url is None:
         raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
     loaded = plan = None
     base = None
-    if recipe is not None:
+    fleet_info = None
+    if recipe is not None and url is not None and hosts is None:
+        # a recipe for its checks and model, the server at --url (a port-forward, a proxy): no hosts
+        from inkctl.cli.options import overrides
+        from inkctl.recipe.source import load_recipe
+        from inkctl.scrub import arm_for
+
+        loaded = load_recipe(recipe, overrides(set_))
+        arm_for(loaded.recipe)
+    elif recipe is not None:
         from inkctl.cli.options import load_target
 
-        loaded, plan, _ = load_target(recipe, hosts, set_, command)
+        from inkctl.recipe.source import load_recipe
+
+        from inkctl.cli.options import overrides
+
+        if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+            # a fleet is measured through its router; provenance comes from replica 0
+            from inkctl.cli.fleet import load_fleet
+            from inkctl.execute.deploy.fleet import replica_loaded
+
+            loaded, fleet = load_fleet(recipe, hosts, set_, command)
+            rep = fleet.replicas[0]
+            loaded, plan, base = replica_loaded(loaded, rep), rep.plan, fleet.url
+            r = fleet.router_spec
+            fleet_info = {"replicas": len(fleet.replicas), "router": r.kind, "policy": r.policy_name, "url": fleet.url}
+        else:
+            loaded, plan, _ = load_target(recipe, hosts, set_, command)
         from inkctl.plan.step import WaitHealth
 
         health = next((s for s in plan.steps() if isinstance(s, WaitHealth)), None)
-        if health is not None and health.answer_url:
+        if base is None and health is not None and health.answer_url:
             base = health.answer_url[: -len(CHAT)] if health.answer_url.endswith(CHAT) else health.answer_url
     if url is not None:
         if not url.startswith(("http://", "https://")):
@@ -53,16 +79,18 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
             if base.endswith(suffix):
                 base = base[: -len(suffix)]
                 break
-    name = model or (loaded.recipe.model.name if loaded else None)
-    if not name:
-        raise UsageError(f"{command} --url needs --model NAME (the name the server serves)")
     if base is None:
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
-    return Where(base, name, loaded, plan)
+    name = model or (loaded.recipe.model.name if loaded else None)
+    if not name:
+        from inkctl.client.models import the_one_model
+
+        name = the_one_model(base, command, api_key)
+    return Where(base, name, loaded, plan, fleet_info)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url
-RunningRecipeArg = typer.Argument(None, help="Recipe file of a running deployment.")
+RunningRecipeArg = typer.Argument(None, metavar="[RECIPE]", help="The recipe of a running deployment: a file or a bundled recipe's name (with --url: no --hosts needed).")
 
 def _api_key(env: Optional[str]) -> Optional[str]:
     if env is None:
@@ -94,7 +122,7 @@ def smoke(
 ) -> None:
     """Send the smoke checks to a running server and judge the answers (exit 1 when any fails)."""
     fmt = output_format(output)
-    where = _where(recipe, hosts, set_, url, model, "smoke")
+    where = _where(recipe, hosts, set_, url, model, "smoke", _api_key(api_key_env))
     checks = _checks(where, prompt, expect, reasoning, tools)
     from inkctl.execute.deploy.smoke import failure_message
     from inkctl.smoke.run import run_checks
@@ -113,8 +141,11 @@ def smoke(
     if failed:
         if fmt == "json":
             raise typer.Exit(1)
+        unreachable = all(r.error and r.error.startswith("cannot connect") for r in failed)
         raise InkctlError(failure_message(where.base_url + CHAT, results),
-                          hint="the server answers, but not right: check the model, its parsers and the engine's log")
+                          hint="nothing answers there: is the server up and the port right (a port-forward still "
+                               "running)?" if unreachable else
+                               "the server answers, but not right: check the model, its parsers and the engine's log")
 
 
 def _checks(where: Where, prompts, expect, reasoning: bool, tools: bool):
@@ -148,7 +179,7 @@ def bench(
     url: Optional[str] = UrlOpt,
     model: Optional[str] = ModelOpt,
     api: str = typer.Option("chat", "--api", help="chat (/v1/chat/completions) or completions (/v1/completions)."),
-    concurrency: str = typer.Option("1,2,4,8,16,32,64", "--concurrency", "-c", help="Max concurrency per point, comma-separated: a sweep."),
+    concurrency: Optional[str] = typer.Option(None, "--concurrency", "-c", help=f"Max concurrency per point, comma-separated: a sweep (default {DEFAULT_CONCURRENCY}; with --request-rate: no cap unless given)."),
     request_rate: Optional[str] = typer.Option(None, "--request-rate", help="Requests/s per point, comma-separated, Poisson arrivals (capped by the first --concurrency when given)."),
     num_prompts: Optional[int] = typer.Option(None, "--num-prompts", "-n", min=1, help="Requests per point (default: 4 x concurrency, at least 16)."),
     duration: Optional[float] = typer.Option(None, "--duration", min=0.1, help="Seconds per point instead of a number of requests."),
@@ -160,7 +191,7 @@ def bench(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds allowed per request."),
     seed: int = typer.Option(0, "--seed", help="Random seed for prompts and arrivals."),
     fmt_: str = typer.Option("vllm", "--format", help="vllm (always written) or llama-benchy (written too)."),
-    plot: bool = typer.Option(False, "--plot", help="Also write plot.png (needs matplotlib: pip install 'inkctl[plot]')."),
+    plot: bool = typer.Option(False, "--plot", help="Also write plot.png (needs matplotlib, the 'plot' extra)."),
     results_dir: Path = ResultsDirOpt,
     api_key_env: Optional[str] = ApiKeyEnvOpt,
     accept_new_host_keys: bool = AcceptOpt,
@@ -175,19 +206,21 @@ def bench(
         raise UsageError(f"--api {api!r}: use chat or completions")
     if fmt_ not in ("vllm", "llama-benchy"):
         raise UsageError(f"--format {fmt_!r}: use vllm or llama-benchy")
-    concurrencies = _numbers(concurrency, int, "--concurrency")
     rates = _numbers(request_rate, float, "--request-rate") if request_rate else None
+    # a rate sweep is capped only when -c says so; a concurrency sweep has a default
+    concurrencies = (_numbers(concurrency, int, "--concurrency") if concurrency is not None
+                     else None if rates else _numbers(DEFAULT_CONCURRENCY, int, "--concurrency"))
     slos = parse_slos(goodput or [])
     if plot:
         _require_matplotlib()
-    where = _where(recipe, hosts, set_, url, model, "bench")
+    where = _where(recipe, hosts, set_, url, model, "bench", _api_key(api_key_env))
     tok = load.load_tokenizer(tokenizer) if tokenizer else None
-    biggest = max(concurrencies)
+    biggest = max(concurrencies) if concurrencies else 1
     n_prompts = num_prompts if num_prompts is not None or duration is not None else max(16, 4 * biggest)
     prompts = (load.file_prompts(dataset, output_len) if dataset else
                load.random_prompts(max(n_prompts or 0, biggest, 16), input_len, output_len, seed, tok))
     target = load.Target(where.base_url, where.model, api=api, api_key=_api_key(api_key_env), timeout_s=timeout)
-    provenance = _provenance(where, accept_new_host_keys, tokenizer)
+    provenance = _provenance(where, accept_new_host_keys, tokenizer, results_dir)
     when = report.now()
     run_dir = report.new_run_dir(results_dir, where.model, when)
     saved: list[dict] = []
@@ -195,7 +228,8 @@ def bench(
     from inkctl.bench.table import point_line, point_header
 
     if fmt == "text":
-        print(f"bench {where.model} at {target.url}: {'random ' + str(input_len) + ' in / ' + str(output_len) + ' out' if not dataset else dataset}")
+        print(f"bench {where.model} at {target.url}")
+        print(f"prompts: {'random, ' + str(input_len) + ' tokens in / ' + str(output_len) + ' out' if not dataset else dataset}")
         print(point_header())
 
     def done(point) -> None:
@@ -207,13 +241,25 @@ def bench(
         names.append(name)
         if fmt == "text":
             print(point_line(data), flush=True)
+        if not data["completed"]:
+            raise _NothingDone()
 
-    points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
-                        duration_s=duration, on_point=done, seed=seed)
-    report.write_json(run_dir / "run.json", {
-        "date": when.isoformat(timespec="seconds"), "model": where.model, "url": where.base_url, "api": api,
-        "input_len": None if dataset else input_len, "output_len": output_len,
-        "dataset": str(dataset) if dataset else None, "goodput_slos_ms": slos, "points": names, "provenance": provenance})
+    try:
+        points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
+                            duration_s=duration, on_point=done, seed=seed)
+    except (KeyboardInterrupt, _NothingDone) as e:
+        kept = any(p["completed"] for p in saved)
+        if kept:  # the points measured so far stay a run
+            _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
+        else:
+            import shutil
+
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing measured: no run to list
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise InkctlError(_nothing_done(saved[-1], target.url) + (f" (saved {run_dir}: the points before)" if kept else ""),
+                          hint="check --url and --model (inkctl smoke --url URL says what the server answers)") from None
+    _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
     extra = []
     if fmt_ == "llama-benchy":
         report.write_json(run_dir / "llama-benchy.json", report.llama_benchy(
@@ -227,10 +273,33 @@ def bench(
     if fmt == "json":
         print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": saved}, indent=2))
     else:
-        print(f"saved {run_dir} ({len(names)} point file(s){', ' + ', '.join(extra) if extra else ''})")
+        from inkctl.cli.render import relative
+
+        print(f"saved {relative(str(run_dir.resolve()))} ({len(names)} point file(s)"
+              f"{', ' + ', '.join(extra) if extra else ''})")
     failed = sum(p["failed"] for p in saved)
     if failed and fmt == "text":
-        print(f"{failed} request(s) failed; the reasons are counted in each point file under inkctl.errors")
+        print(f"{failed} request(s) failed; each point file counts the reasons (inkctl.errors)")
+
+
+class _NothingDone(Exception):
+    """A point completed no request: the server will not answer the next one either."""
+
+
+def _nothing_done(point: dict, url: str) -> str:
+    errors = point.get("inkctl", {}).get("errors") or {}
+    why = "; ".join(f"{n} x {e}" for e, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3]) or "no answer"
+    return f"no request completed against {url}: {why}"
+
+
+def _write_run(run_dir: Path, when, where: Where, api: str, input_len: int, output_len: int, dataset, slos,
+               names: list[str], provenance: dict) -> None:
+    from inkctl.bench import report
+
+    report.write_json(run_dir / "run.json", {
+        "date": when.isoformat(timespec="seconds"), "model": where.model, "url": where.base_url, "api": api,
+        "input_len": None if dataset else input_len, "output_len": output_len,
+        "dataset": str(dataset) if dataset else None, "goodput_slos_ms": slos, "points": names, "provenance": provenance})
 
 
 def _numbers(text: str, kind, flag: str) -> list:
@@ -247,31 +316,70 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise InkctlError("--plot needs matplotlib, which is not installed",
-                          hint="pip install 'inkctl[plot]' (or pip install matplotlib), or leave --plot out")
+        from inkctl.extras import missing
+
+        raise missing("plot", "--plot", "matplotlib") from None
 
 
-def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str]) -> dict:
+def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
     prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
+    if where.fleet:
+        prov["fleet"] = where.fleet  # through the router: how many replicas, which policy
     if where.loaded is None:
+        return prov
+    if where.plan is None:  # a recipe and --url, no hosts to ask: what the recipe says
+        from inkctl.plan.identity import recipe_hash
+
+        prov["recipe"] = {"name": where.loaded.recipe.name, "hash": recipe_hash(where.loaded.recipe)}
         return prov
     from inkctl.bench.provenance import deployment_provenance
 
     prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
+    if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
+        from inkctl.bench import boots
+
+        last = boots.previous(results_dir, where.plan.deployment)
+        prov["boot"] = {"id": last[0], **last[1]} if last else None
     return prov
 
 
 # ---------------------------------------------------------------------------------- results
+
+def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
+    from inkctl.bench import boots
+    from inkctl.cli.boottable import boot_compare, boot_table
+
+    if not refs:
+        listing = boots.list_boots(results_dir)
+        if fmt == "json":
+            print(json.dumps(listing, indent=2))
+        elif not listing:
+            print(f"no boot records under {results_dir / boots.SUBDIR} (inkctl up saves one per boot)")
+        else:
+            for b in listing:
+                print(b["id"])
+        return
+    loaded = [boots.load(results_dir, r) for r in refs]
+    if fmt == "json":
+        print(json.dumps({i: rec for i, rec in loaded} if len(loaded) == 2 else loaded[0][1], indent=2))
+    elif len(loaded) == 1:
+        print(loaded[0][0])
+        print(boot_table(loaded[0][1]))
+    else:
+        print(boot_compare(loaded[0][0], loaded[0][1], loaded[1][0], loaded[1][1]))
+
 
 @app.command()
 def results(
     runs: Optional[List[str]] = typer.Argument(None, help="No run: list them. One run: show it. Two runs: compare them (B against A)."),
     recipe: Optional[Path] = typer.Option(None, "--recipe", help="Compare the run with the results: this recipe records."),
     plot: bool = typer.Option(False, "--plot", help="Write plot.png into the run's directory (needs matplotlib)."),
+    boots: bool = typer.Option(False, "--boots", help="Boot records (saved by up) instead of bench runs: none to list, one to show its phases, two to compare."),
     results_dir: Path = ResultsDirOpt,
     output: str = OutputOpt,
 ) -> None:
-    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe."""
+    """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe.
+    With --boots: the same for the boot records up saves (where each boot's time went)."""
     from inkctl.bench import compare, report
     from inkctl.bench.table import compare_table, point_header, point_line, recipe_table, runs_table
 
@@ -279,6 +387,11 @@ def results(
     runs = list(runs or [])
     if len(runs) > 2:
         raise UsageError("results takes at most two runs")
+    if boots:
+        if recipe or plot:
+            raise UsageError("--recipe and --plot are for bench runs, not --boots")
+        _boots(results_dir, runs, fmt)
+        return
     if not runs:
         if recipe or plot:
             raise UsageError("--recipe and --plot need a run")
@@ -297,12 +410,21 @@ def results(
     if recipe is not None:
         from inkctl.recipe.source import load_recipe
 
-        measured = load_recipe(recipe).recipe.results
+        r = load_recipe(recipe).recipe
+        measured = r.results
         if not measured:
             raise InkctlError(f"{recipe}: the recipe records no results: to compare with")
         rows = compare.compare_recipe(measured, points)
-        print(json.dumps({"run": d.name, "recipe": str(recipe), "rows": rows}, indent=2) if fmt == "json"
-              else recipe_table(rows, d.name))
+        served = {r.model.name, r.model.repo}
+        other = meta.get("model") not in served
+        if other and fmt == "text":
+            from inkctl.cli.render import plain
+
+            plain(stderr=True).print(f"note: {d.name} measured {meta.get('model')}; the recipe serves "
+                                     f"{r.model.name}: the numbers below compare two models", markup=False)
+        print(json.dumps({"run": d.name, "recipe": str(recipe), "run_model": meta.get("model"),
+                          "recipe_model": r.model.name, "same_model": not other, "rows": rows}, indent=2)
+              if fmt == "json" else recipe_table(rows, d.name))
         return
     if plot:
         from inkctl.bench.plot import plot_run

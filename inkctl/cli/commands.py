@@ -78,6 +78,11 @@ def _result_json(path, ok: bool, problems: list, warnings: list, strict: bool) -
 
 
 def _check_hosts(loaded) -> None:
+    if loaded.recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_of
+
+        fleet_of(loaded)
+        return
     from inkctl.plan.deploy import build_plan
 
     build_plan(loaded.recipe, loaded.hosts)
@@ -100,6 +105,8 @@ def plan(
 
     fmt = output_format(output)
     loaded = load_recipe(recipe, overrides(set_), hosts)
+    if loaded.recipe.fleet is not None:
+        return _plan_fleet(loaded, recipe, fmt, host, full)
     the_plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
     if fmt == "json":
         doc = plan_json(the_plan)
@@ -125,6 +132,29 @@ def plan(
                + ("    (an inventory: inkctl init writes one to edit)" if loaded.hosts is None else ""))
 
 
+def _plan_fleet(loaded, recipe, fmt: str, host: Optional[str], full: bool) -> None:
+    from inkctl.cli.fleet import fleet_json, fleet_of, print_fleet_plan
+    from inkctl.cli.render import print_problems
+    from inkctl.plan.quote import command_line
+
+    fleet = fleet_of(loaded)
+    if fmt == "json":
+        doc = fleet_json(fleet)
+        doc["warnings"] = [w.as_dict() for w in loaded.warnings]
+        print(json.dumps(doc, indent=2))
+        return
+    names = {h.name for p in fleet.plans for h in p.hosts}
+    if host is not None and host not in names:
+        from inkctl.errors import UsageError
+
+        raise UsageError(f"--host {host}: no such host in this plan", hint="its hosts are " + ", ".join(sorted(names)))
+    print_problems(loaded.warnings, strict=False, stream=sys.stderr)
+    where = f" {loaded.hosts_source}" if loaded.hosts_source and loaded.hosts_source.startswith("--hosts ") else (
+        " --hosts FILE" if loaded.hosts is None else "")
+    print_fleet_plan(loaded, fleet, full=full, only_host=host,
+                     next_command=command_line(("inkctl", "up", str(recipe))) + where)
+
+
 @app.command()
 def schema(
     format_: str = typer.Option("json", "--format", help="json (JSON Schema for editors) or markdown (the recipe reference)."),
@@ -147,7 +177,7 @@ def recipes(
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl import bundled
-    from inkctl.cli.render import console, recipe_table
+    from inkctl.cli.render import recipe_listing
     from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
 
     fmt = output_format(output)
@@ -178,7 +208,6 @@ def recipes(
     if fmt == "json":
         print(json.dumps(rows, indent=2))
     else:
-        out = console()
-        out.print(recipe_table(rows))
-        out.print("next: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
-                  "      inkctl init RECIPE   a copy to edit here, with an inventory template", markup=False)
+        print(recipe_listing(rows))
+        print("\nnext: inkctl plan RECIPE   the exact plan, per host and rank (no hosts needed)\n"
+              "      inkctl init RECIPE   a copy to edit here, with an inventory for it")

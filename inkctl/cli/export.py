@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import typer
 
-from inkctl.cli import export_k8s, export_slurm, export_systemd
+from inkctl.cli import export_k8s, export_prometheus, export_slurm, export_systemd
 from inkctl.cli.app import app
 
 export_app = typer.Typer(
-    help="Write a deployment out for another runner (Kubernetes manifests, a Slurm batch script, a systemd unit).",
+    help="Write a deployment out for another runner (Kubernetes manifests, a Slurm batch script, Prometheus targets, a systemd unit).",
     no_args_is_help=True,
 )
 export_app.command("k8s")(export_k8s.k8s)
+export_app.command("prometheus")(export_prometheus.prometheus)
 export_app.command("slurm")(export_slurm.slurm)
 export_app.command("systemd")(export_systemd.systemd)
 app.add_typer(export_app, name="export")

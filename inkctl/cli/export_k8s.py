@@ -13,9 +13,9 @@ from inkctl.errors import InkctlError, UsageError
 
 
 def k8s(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write one file per manifest into DIR (default: print them)."),
-    replicas: int = typer.Option(1, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file, or the name of a bundled recipe (see inkctl recipes)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write one file per manifest into DIR (default: print them)."),
+    replicas: Optional[int] = typer.Option(None, "--replicas", min=1, help="Serving groups (each one a leader and nodes-1 workers). Default: the recipe's fleet.replicas, else 1."),
     namespace: Optional[str] = typer.Option(None, "--namespace", help="metadata.namespace of every manifest."),
     cache: Optional[str] = typer.Option(None, "--cache", help="Model cache: pvc:NAME (an existing claim) or hostpath:/PATH on every node. Default: pvc:<name>-hf-cache."),
     secret_name: Optional[str] = typer.Option(None, "--secret-name", help="Secret holding the recipe's secrets, one key per name. Default: <name>-secrets."),
@@ -27,7 +27,7 @@ def k8s(
     online: bool = typer.Option(False, "--online", help="Let pods download weights (no HF_HUB_OFFLINE=1)."),
     check: bool = typer.Option(False, "--check", help="Validate every manifest (LeaderWorkerSet CRD, Kubernetes schemas); fail on any problem."),
     set_: Optional[List[str]] = SetOpt,
-    output: str = typer.Option("text", "--output", help="text or json."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json."),
 ) -> None:
     """Write the deployment as Kubernetes manifests: a LeaderWorkerSet (group size = nodes), a Service
     for the leader's port and, for at-start hotfixes, a ConfigMap. Apply them with `kubectl apply -f DIR`.
@@ -44,7 +44,7 @@ def k8s(
     loaded = load_recipe(recipe, overrides(set_))
     require_trusted(loaded, patches=False)  # it runs the image pushed earlier
     options = K8sOptions(
-        namespace=namespace, replicas=replicas, cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
+        namespace=namespace, replicas=replicas or (loaded.recipe.fleet.replicas if loaded.recipe.fleet else 1), cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
         annotations=tuple(_pairs(annotation, "--network-annotation")),
         device_resources=tuple(_pairs(device_resource, "--device-resource")) or DEFAULT_DEVICE_RESOURCES,
         host_network=host_network, offline=not online, vars=tuple(_vars(var)))

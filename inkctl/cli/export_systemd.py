@@ -13,19 +13,38 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.options import HostsOpt, SetOpt
+from inkctl.cli.options import HostsOpt, RecipeArg, SetOpt
+
+CREDENTIALS = "@INKCTL_CREDENTIALS_DIRECTORY@"  # becomes systemd's %d after the ExecStart is escaped
 
 
 def unit_text(recipe: Path, hosts: Optional[Path], sets: list[str], *, python: str, user: Optional[str],
-              deployment: str, max_restarts: int) -> str:
+              deployment: str, max_restarts: int, secrets: Optional[dict] = None) -> str:
+    """RECIPE and HOSTS are absolute paths. Each secret reaches the watcher (and the ``up`` of a
+    restart) the way the recipe reads it: an env var from an EnvironmentFile, a file as a
+    systemd credential (LoadCredential), read from $CREDENTIALS_DIRECTORY through --set."""
     from inkctl.plan.quote import command_line
 
-    argv = [python, "-m", "inkctl", "watch", str(recipe.resolve()), "--restart",
+    argv = [python, "-m", "inkctl", "watch", str(recipe), "--restart",
             "--max-restarts-per-hour", str(max_restarts), "-o", "json"]
     if hosts:
-        argv += ["--hosts", str(hosts.resolve())]
+        argv += ["--hosts", str(hosts)]
     for s in sets:
         argv += ["--set", s]
+    secret_lines: list[str] = []
+    env_names = [n for n, src in (secrets or {}).items() if src.env]
+    if env_names:
+        env_file = f"/etc/inkctl/{deployment}.env"
+        for n in env_names:
+            var = (secrets or {})[n].env
+            secret_lines.append(f"# secret {n}: the line {var}=... in {env_file} (mode 0600)")
+        secret_lines.append(f"EnvironmentFile={env_file}")
+    for name, src in (secrets or {}).items():
+        if src.file and not src.env:
+            path = Path(src.file).expanduser()
+            secret_lines += [f"# {name}: the file {src.file}, handed over as a credential",
+                             f"LoadCredential={name}:{_systemd_literal(str(path))}"]
+            argv += ["--set", f"secrets.{name}={{file: {CREDENTIALS}/{name}}}"]
     lines = [
         "[Unit]",
         f"Description=inkctl: supervise {deployment} and restart it on failure",
@@ -34,11 +53,14 @@ def unit_text(recipe: Path, hosts: Optional[Path], sets: list[str], *, python: s
         "",
         "[Service]",
         "Type=simple",
+        *secret_lines,
         # systemd splits ExecStart like a shell does (quotes, no expansion of $ without braces): one quoting function
-        f"ExecStart={_systemd_literal(command_line(argv))}",
-        f"WorkingDirectory={recipe.resolve().parent}",
+        f"ExecStart={_systemd_literal(command_line(argv)).replace(CREDENTIALS, '%d')}",
+        f"WorkingDirectory={_systemd_literal(str(recipe.parent))}",
         "Restart=on-failure",
         "RestartSec=30",
+        "# exit 2: the recipe, a secret or a flag is wrong; restarting changes nothing",
+        "RestartPreventExitStatus=2",
         "KillSignal=SIGINT",
         "TimeoutStopSec=30",
     ]
@@ -54,10 +76,10 @@ def _systemd_literal(text: str) -> str:
 
 
 def systemd(
-    recipe: Path = typer.Argument(..., help="Recipe file."),
+    recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
-    output: Optional[Path] = typer.Option(None, "--output-file", "-f", help="Write the unit here instead of stdout."),
+    output: Optional[Path] = typer.Option(None, "--out", help="Write the unit to FILE instead of stdout."),
     user: Optional[str] = typer.Option(None, "--user", help="Run the watcher as this user (its ~/.ssh holds the keys)."),
     max_restarts_per_hour: int = typer.Option(3, "--max-restarts-per-hour", min=1),
 ) -> None:
@@ -65,8 +87,9 @@ def systemd(
     from inkctl.cli.options import load_target
 
     loaded, plan, _ = load_target(recipe, hosts, set_, "export systemd")
-    text = unit_text(recipe, hosts, list(set_ or []), python=sys.executable, user=user, deployment=plan.deployment,
-                     max_restarts=max_restarts_per_hour)
+    text = unit_text(loaded.path.resolve(), hosts.resolve() if hosts else None, list(set_ or []),
+                     python=sys.executable, user=user, deployment=plan.deployment, max_restarts=max_restarts_per_hour,
+                     secrets=dict(loaded.recipe.secrets))
     if output:
         output.write_text(text)
         print(f"wrote {output}: install it with: cp {output} /etc/systemd/system/inkctl-{plan.deployment}.service "

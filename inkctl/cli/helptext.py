@@ -56,8 +56,43 @@ def _argument_usage(param: Any) -> str:
     return name if param.required else f"[{name}]"
 
 
+# `inkctl` alone: the commands in the order a deployment meets them, one line each (an 80-column
+# screen); `inkctl COMMAND --help` keeps the whole text
+LISTING = {
+    "init": "Start a project here: a bundled recipe and an inventory for it",
+    "recipes": "The bundled recipes, by the names every command takes",
+    "validate": "Check recipes: every problem located, with its code and fix",
+    "plan": "What `up` will run: per rank the host, image and exact argv",
+    "doctor": "The preflight alone: ssh, runtime, GPUs, image, ports, weights",
+    "build": "Build the recipe's patched image where it is missing",
+    "lock": "Pin digests, hashes and the model's files in RECIPE.lock.json",
+    "weights": "The pinned model on every host: the Hub once, then host to host",
+    "images": "The recipe's image on every host, streamed host to host",
+    "cache": "Compile caches from one host to the others; pin or check them",
+    "up": "Bring the deployment up; on any failure remove what it started",
+    "status": "Each rank's container: state, health, uptime, image",
+    "logs": "Every rank's log, merged, each line prefixed host/rank",
+    "watch": "Supervise a running deployment (events, --hook, --restart)",
+    "top": "A live table per replica from each engine's /metrics",
+    "down": "Remove the deployment from every host",
+    "smoke": "Check a running server's answers (the recipe's checks, or --url)",
+    "bench": "Measure a running server: a concurrency or request-rate sweep",
+    "results": "Saved bench runs: list them, show one, compare two",
+    "lease": "The deploy lease: who holds it; release a stale one",
+    "export": "The deployment as Kubernetes manifests or a systemd unit",
+    "schema": "The recipe's JSON Schema, or its reference in Markdown",
+}
+
+
 def polish(command: Any) -> None:
     """Walk the command tree once, before parsing."""
+    subs = getattr(command, "commands", None)
+    if subs is not None and set(subs) & set(LISTING):
+        order = [n for n in LISTING if n in subs] + sorted(n for n in subs if n not in LISTING)
+        command.list_commands = lambda ctx: order
+        for name, line in LISTING.items():
+            if name in subs:
+                subs[name].short_help = line
     for cmd in [command, *getattr(command, "commands", {}).values()]:
         if cmd is not command and hasattr(cmd, "commands"):
             polish(cmd)

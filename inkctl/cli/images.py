@@ -17,7 +17,7 @@ LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (doc
 
 @app.command()
 def build(
-    recipe: Path = typer.Argument(..., help="Recipe file (patches.mode: build)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file or a bundled recipe's name (patches.mode: build)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     emit: Optional[Path] = typer.Option(None, "--emit", help="Write the build context to DIR for review; build nothing."),
@@ -174,7 +174,14 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     from inkctl.recipe.lockfile import read_pins, write_lock
     from inkctl.recipe.source import load_recipe
 
+    from inkctl.bundled import installed_copy, lock_command
+
     loaded = load_recipe(recipe, overrides(set_), hosts)
+    if installed_copy(loaded.path):
+        raise UsageError(f"{loaded.path.stem} is a recipe installed with inkctl: its lock file would go inside the "
+                         "installation", hint=f"run {lock_command(loaded.path)}")
+    if not local and loaded.hosts is None:  # the arguments first, then the Hub, then the hosts
+        raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
     old = read_pins(loaded)
     from inkctl.weights.pin import pin_model
 
@@ -185,14 +192,13 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
 
         stores: dict[str, object] = {"local": LocalDaemon()}  # HostImages or LocalDaemon (pinning.observe)
     else:
-        if loaded.hosts is None:
-            raise UsageError("lock needs hosts: pass --hosts FILE, list hosts: in the recipe, or use --local")
         from inkctl.execute.hosts.connect import connect_all
         from inkctl.execute.state.images import HostImages
         from inkctl.plan.deploy import build_plan
 
-        plan = build_plan(loaded.recipe, loaded.hosts)
-        transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+        hosts_in_use = loaded.hosts or []  # checked above, before the Hub
+        plan = build_plan(loaded.recipe, hosts_in_use)
+        transports = connect_all(list(hosts_in_use), accept_new=accept_new)
         stores = {h.name: HostImages(transports[h.name], h.runtime) for h in plan.hosts}
     try:
         pins, per_host = observe(loaded, stores)
@@ -200,7 +206,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.hosts.connect import close_all
 
         close_all(transports)
-    pins.update({k: v for k, v in old.items() if k.startswith("push:")})  # `build --push` pins: not observed here
+    pins.update({k: v for k, v in old.items() if k.startswith(("push:", "compile-cache:"))})  # `build --push` and `cache --lock` pins: not observed here
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
     path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None)

@@ -24,7 +24,10 @@ class LiveDisplay:
         if console is None:
             from rich.console import Console
 
-            console = Console(stderr=True, highlight=False, soft_wrap=True)
+            import sys
+
+            # on a terminal rich wraps lines at its width; piped, a line stays whole
+            console = Console(stderr=True, highlight=False, soft_wrap=not sys.stderr.isatty())
         self.out = console
         self.tty = console.is_terminal and not force_plain
         self._live: Any = None  # a rich Live while the health table shows
@@ -43,7 +46,9 @@ class LiveDisplay:
                 self._stop_live()
             line = self._line(event)
             if line is not None:
-                self.out.print(line, markup=False, highlight=False)
+                from inkctl.cli.render import relative
+
+                self.out.print(relative(line), markup=False, highlight=False)
 
     def close(self) -> None:
         with self._lock:

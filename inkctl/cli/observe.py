@@ -79,16 +79,20 @@ def doctor(
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     accept_new_host_keys: bool = AcceptOpt,
-    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, image, paths, ports, memory, network, name, weights."),
+    skip_check: Optional[List[str]] = typer.Option(None, "--skip-check", help="Waive a check by name (repeatable): runtime, gpus, gpu-free, image, paths, ports, memory, network, name, weights."),
+    network: bool = typer.Option(False, "--network", help="Then measure the network: a real NCCL all-reduce across every pair of hosts inside the engine image (its torch and NCCL, the ranks' NCCL env), and nccl-tests' all_reduce_perf on each host when the image has it."),
+    port: int = typer.Option(29580, "--port", min=1, max=65535, help="With --network: the rendezvous port on the first host of each pair."),
     output: str = OutputOpt,
 ) -> None:
-    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass."""
+    """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass.
+    With --network, also measure bus bandwidth per host pair and name the transport NCCL chose."""
     from inkctl.execute.deploy.preflight import PreflightFailed, check_names, run_preflight
 
     fmt = output_format(output)
     skip = check_names(skip_check)  # a typo fails before any connection
     loaded, plan, image = load_target(recipe, hosts, set_, "doctor")
     transports = _connect(loaded.hosts, accept_new_host_keys)
+    net = None
     try:
         try:
             from inkctl.weights.preflight import weights_check
@@ -97,11 +101,16 @@ def doctor(
                                         weights=weights_check(loaded)), True
         except PreflightFailed as e:
             results, ok = e.results, False
+        if network:
+            from inkctl.cli.netreport import measure
+
+            net = measure(loaded, plan, transports, results, port)
     finally:
         _close(transports)
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, "recipe_hash": plan.recipe_hash, "ok": ok,
-                          "checks": [r.as_dict() for r in results]}, indent=2))
+                          "checks": [r.as_dict() for r in results],
+                          **({"network": net.as_dict()} if net is not None else {})}, indent=2))
     else:
         from inkctl.cli.render import console
 
@@ -111,6 +120,12 @@ def doctor(
         if ok:
             extra = f", {len(warned)} warning(s)" if warned else ""
             out.print(f"[green]ready[/]: every check passed on {len(plan.hosts)} host(s){extra}", highlight=False)
+    if net is not None and fmt != "json":
+        from inkctl.cli.netreport import render
+
+        print(render(net))
+    if net is not None and not net.ok:
+        raise InkctlError(net.failure(), hint=net.hint())
     if not ok:
         # an InkctlError, not typer.Exit: the one place that maps failures to exit codes is app.main
         where = ", ".join(f"{r.host} ({r.check})" for r in results if r.status == "fail")
@@ -181,6 +196,15 @@ def status(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.status(recipe, set_, fmt)
+    from inkctl.cli.options import overrides
+    from inkctl.recipe.source import load_recipe
+
+    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
+        from inkctl.cli.fleet import fleet_status, load_fleet
+
+        loaded, fleet = load_fleet(recipe, hosts, set_, "status")
+        fleet_status(loaded, fleet, fmt=fmt, accept_new=accept_new_host_keys)
+        return
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")
     transports = _connect(loaded.hosts, accept_new_host_keys)
     try:
@@ -350,9 +374,17 @@ class _LinePrinter:
 
             from inkctl.cli.render import console
 
-            text = Text(self.prefix[key] + " | ", style=self.style[key])
-            text.append(ln.line)
-            console().print(text, soft_wrap=True)
+            import textwrap
+
+            out = console()
+            prefix = self.prefix[key]
+            # the terminal's width: a long line goes on under its prefix, never under the one before
+            room = max(20, out.width - len(prefix) - 3)
+            parts = textwrap.wrap(ln.line, room, break_on_hyphens=False, drop_whitespace=False) or [""]
+            for i, part in enumerate(parts):
+                text = Text((prefix if i == 0 else " " * len(prefix)) + " | ", style=self.style[key])
+                text.append(part.rstrip())
+                out.print(text, soft_wrap=True)
             return
         else:
             sys.stdout.write(f"{self.prefix[key]} | {ln.line}\n")

@@ -55,6 +55,7 @@ RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,
 # supervision: watch and up --watch
 RestartOpt = typer.Option(False, "--restart", help="On a failure take the whole deployment down and bring it up again.")
 HookOpt = typer.Option(None, "--hook", help="Command run on each failure (argv, split like a shell would, never run by one); the event is in $INKCTL_EVENT as JSON.")
+StuckAfterOpt = typer.Option(300.0, "--stuck-after", min=0, help="Seconds with requests waiting (or running) and no token generated, read from the head's /metrics, before the engine counts as stuck: a failure like a crashed rank (0: not checked).")
 IntervalOpt = typer.Option(2.0, "--interval", min=0.2, help="Seconds between checks of every rank, host and the health endpoint.")
 MaxRestartsOpt = typer.Option(3, "--max-restarts-per-hour", min=1, help="With --restart: give up after this many restarts in an hour.")
 BackoffOpt = typer.Option(5.0, "--backoff", min=0.0, help="With --restart: seconds before the first restart (doubling each time, up to 300).")

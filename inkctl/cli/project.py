@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -21,6 +22,7 @@ def init(
 ) -> None:
     """Copy a bundled recipe and an inventory template here, to edit; overwrites nothing."""
     from inkctl import bundled
+    from inkctl.recipe.inventory_template import inventory_for
     from inkctl.recipe.source import load_recipe
 
     wanted = name or DEFAULT
@@ -29,28 +31,52 @@ def init(
         raise UsageError(f"no bundled recipe named {wanted!r}", hint="one of: " + ", ".join(bundled.names()))
     loaded = load_recipe(src)
     recipe = loaded.recipe
-    inventory = src.parent.parent / "examples" / ("hosts-one.yaml" if recipe.hardware.nodes == 1 else "hosts.yaml")
     here = Path.cwd()
-    copies = [(src, here / src.name), (inventory, here / "hosts.yaml")]
+    text = src.read_text()
+    written = {here / src.name: _own_schema(text), here / "hosts.yaml": inventory_for(recipe, text, src.name)}
+    copies: list[tuple[Path, Path]] = []
     p = recipe.patches
     sources = [h.source for h in p.hotfixes] + [f.source for f in p.files if hasattr(f, "source")]
     patch_dir = here / p.directory
     copies += [(loaded.patch_dir / s, patch_dir / s) for s in sources if (loaded.patch_dir / s).is_file()]
-    there = [str(dst.relative_to(here)) for _, dst in copies if dst.exists()]
+    there = [str(dst.relative_to(here)) for dst in [*written, *(d for _, d in copies)] if dst.exists()]
     if there:
         raise UsageError(f"{', '.join(there)} already exist{'s' if len(there) == 1 else ''} here; init overwrites nothing",
                          hint="run it in an empty directory, or move those files away")
+    for dst, body in written.items():
+        dst.write_text(body)
+        print(f"wrote {dst.relative_to(here)}")
     for s, dst in copies:
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(s, dst)
         print(f"wrote {dst.relative_to(here)}")
     missing = [s for s in sources if not (loaded.patch_dir / s).is_file()]
     if missing:
-        print(f"to add: {', '.join(missing)} in {p.directory}/ (the recipe says where each comes from)")
+        print(textwrap.fill(f"to add: {', '.join(missing)} in {p.directory}/ (the recipe says where each comes "
+                            "from)", 80, subsequent_indent="  ", break_on_hyphens=False))
     nics = ", NIC names" if recipe.hardware.nodes > 1 else ""
+    then = textwrap.fill(f"then put your hosts in hosts.yaml (rank order: name or ssh alias, address, user{nics}), "
+                         f"edit {src.name} to taste, check and launch:", 80, break_on_hyphens=False)
     print(f"""
-next: edit hosts.yaml (your hosts in rank order: name or ssh alias, address, user{nics})
-and {src.name} (model, image, engine args); then see what will run, check, launch:
+next: see what will run (on the placeholder hosts in hosts.yaml):
   inkctl plan {src.name} --hosts hosts.yaml
+{then}
   inkctl doctor {src.name} --hosts hosts.yaml
   inkctl up {src.name} --hosts hosts.yaml""")
+
+
+SCHEMA_LINE = "# yaml-language-server: $schema="
+
+
+def _own_schema(text: str) -> str:
+    """The recipe's editor schema line, pointed at the schema that ships with this inkctl (the
+    bundled file's ``../docs/recipe.schema.json`` means nothing beside the copy)."""
+    from inkctl import bundled
+
+    root = bundled.share_dir()
+    schema = root / "docs" / "recipe.schema.json" if root else None
+    lines = text.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith(SCHEMA_LINE):
+            lines[i] = f"{SCHEMA_LINE}{schema.as_uri()}\n" if schema and schema.is_file() else ""
+    return "".join(lines)

@@ -21,7 +21,9 @@ def console(stderr: bool = False) -> "Console":
     if key not in _CONSOLES:
         from rich.console import Console
 
-        _CONSOLES[key] = Console(stderr=stderr, highlight=False, soft_wrap=True)
+        stream = sys.stderr if stderr else sys.stdout
+        # on a terminal lines wrap at its width (by words, as rich does); piped, a line stays whole
+        _CONSOLES[key] = Console(stderr=stderr, highlight=False, soft_wrap=not _isatty(stream))
     return _CONSOLES[key]
 
 
@@ -36,6 +38,7 @@ class Plain:
         import os
 
         self.stream = stream
+        self._column = 0  # where the cursor is after a print(..., end="")
         self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
     def _markup(self, text: str) -> str:
@@ -58,7 +61,103 @@ class Plain:
             text = self._markup(text)
         if style and self.color:
             text = self._markup(f"[{style}]") + text + "\x1b[0m"
+        width = terminal_width(self.stream)
+        if width and end == "\n":
+            col = self._column
+            lines = text.split("\n")
+            first = fold(" " * col + lines[0], width)
+            first[0] = first[0][col:]
+            text = "\n".join(first + [ln for rest in lines[1:] for ln in fold(rest, width)])
+        self._column = 0 if end == "\n" else self._column + len(text)
         self.stream.write(text + end)
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width(stream) -> int | None:
+    """The width lines must fit: the terminal's (COLUMNS wins, as everywhere); None when piped."""
+    import os
+
+    if not _isatty(stream):
+        return None
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    if cols <= 0:
+        try:
+            cols = os.get_terminal_size(stream.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            return None
+    return cols if cols >= 20 else None
+
+
+_ANSI = None
+
+
+def fold(line: str, width: int) -> list[str]:
+    """One line as screen lines of at most WIDTH visible columns: broken between words, the rest
+    indented 4 more than the line; a word wider than the screen is cut where the screen ends.
+    (Shell commands are broken where a copy still runs by ``_shell``, before they get here.)"""
+    import re
+
+    global _ANSI
+    if _ANSI is None:
+        _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+    def vis(t: str) -> int:
+        return len(_ANSI.sub("", t)) if "\x1b" in t else len(t)
+
+    if vis(line) <= width:
+        return [line]
+    indent = len(line) - len(line.lstrip(" "))
+    hang = " " * min(indent + 4, width // 3)
+    out: list[str] = []
+    cur = " " * indent
+    for word in line.lstrip(" ").split(" "):
+        if cur.strip() and vis(cur) + 1 + vis(word) > width:
+            out.append(cur)
+            cur = hang
+        elif cur.strip():
+            cur += " "
+        cur += word
+        while vis(cur) > width and "\x1b" not in cur:  # one word wider than the screen
+            out.append(cur[:width])
+            cur = hang + cur[width:]
+    out.append(cur)
+    return out
+
+
+def relative(text: str) -> str:
+    """Absolute paths in TEXT as paths relative to the current directory where that is shorter:
+    what the user typed, and what fits a screen (a bundled recipe inside site-packages too)."""
+    import os
+    import re
+
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return text
+
+    def short(m: "re.Match[str]") -> str:
+        path = m.group(0)
+        tail = ""
+        while path and path[-1] in ".,;)":  # the sentence's punctuation, not the path's
+            path, tail = path[:-1], path[-1] + tail
+        if path == cwd:  # the directory itself: its name says more than "."
+            return m.group(0)
+        try:
+            rel = os.path.relpath(path, cwd)
+        except ValueError:
+            return m.group(0)
+        return (rel if len(rel) < len(path) else path) + tail
+
+    return re.sub(r"(?<![\w.~/-])/(?:[\w.@+-]+/?)+", short, text)
 
 
 def plain(stderr: bool = False) -> Plain:
@@ -77,7 +176,7 @@ def print_error(e: InkctlError) -> None:
     from inkctl.scrub import active
 
     scrub = active()  # every error passes the one scrubber
-    e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
+    e.message, e.hint = relative(scrub.text(e.message)), relative(scrub.text(e.hint)) if e.hint else e.hint
     out = plain(stderr=True)
     if isinstance(e, RecipeInvalid):
         errors = [p for p in e.problems if p.severity == "error"]
@@ -95,11 +194,11 @@ def print_problems(problems: list[Problem], *, strict: bool, stream=None) -> Non
     out = plain(stderr=stream is sys.stderr)
     for p in problems:
         color = "red" if p.severity == "error" or strict else "yellow"
-        out.print(f"  [{color}]{p.severity}[/] ", end="")
-        text = f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}"
+        out.print(f"  [{color}]{p.severity}[/] " + (f"{p.code} " if p.code else ""), end="")
+        text = relative(f"{p.location}: {p.path + ': ' if p.path else ''}{p.message}")
         out.print(text, markup=False)
         if p.hint:
-            out.print("      hint: " + p.hint, markup=False, style="dim")
+            out.print("      hint: " + relative(p.hint), markup=False, style="dim")
 
 
 # --- plan ---------------------------------------------------------------------------------
@@ -125,9 +224,10 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
     """Copy-pasteable: one quoted command, continued with backslashes; lines break only before a
     --flag (kept with its values) or before the image, which starts its own line."""
     text = command_line(argv)
-    if len(text) <= 100:
+    if len(text) <= width - 6:
         return text
     from shlex import quote
+    from shlex import split as shlex_split
 
     img = image_index(argv)
     units: list[tuple[bool, str]] = []  # (starts a line, words)
@@ -136,9 +236,19 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
             units.append((i == img, quote(a)))
         else:
             units[-1] = (units[-1][0], units[-1][1] + " " + quote(a))
+    limit = width - 8
+    fitted: list[tuple[bool, str]] = []
+    for own_line, words in units:  # a unit wider than a line: its words on lines of their own
+        if len(words) <= limit:
+            fitted.append((own_line, words))
+            continue
+        parts = [quote(a) for a in shlex_split(words)]
+        fitted.append((own_line, parts[0]))
+        fitted += [(False, w) for w in parts[1:]]
+    units = fitted
     lines: list[str] = []
     for own_line, words in units:
-        if lines and not own_line and len(lines[-1]) + 1 + len(words) <= width - 8:
+        if lines and not own_line and len(lines[-1]) + 1 + len(words) <= limit:
             lines[-1] += " " + words
         else:
             lines.append(words)
@@ -357,19 +467,19 @@ def _step_text(s, files: bool = True) -> str:
     return pad + repr(s)
 
 
-def recipe_table(rows: list[dict]):
-    """Fits 80 columns: the name (what `plan` takes) is never cut; the description wraps by words."""
-    from rich.table import Table
+def recipe_listing(rows: list[dict], width: int = 80) -> str:
+    """Two or three lines a recipe on an 80-column screen: the name (what plan, up and init take,
+    never cut) and its model; then hardware, engine, parallelism, runtime, patches and status."""
+    import textwrap
 
-    t = Table(show_header=True, header_style="bold", show_lines=True)
-    t.add_column("recipe", no_wrap=True, overflow="fold")
-    t.add_column("hardware; engine, parallelism; runtime, patches", ratio=1, min_width=20, overflow="fold")
-    t.add_column("status", no_wrap=True)
+    name_w = max([len(r["recipe"]) for r in rows] + [6])
+    out = [f"{'recipe':<{name_w}}  model", "    hardware; engine, parallelism; runtime; patches; status", ""]
     for r in rows:
         if "error" in r:
-            t.add_row(r["recipe"], r["error"], "")
-        else:
-            what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; "
-                    f"{r['runtime']}, patches {r['patches']}")
-            t.add_row(r["recipe"], what, r["status"])
-    return t
+            out.append(f"{r['recipe']:<{name_w}}  {r['error']}")
+            continue
+        out.append(f"{r['recipe']:<{name_w}}  {r['model']}".rstrip())
+        what = (f"{r['hardware']}; {r['engine']}, {r['parallel']}; {r['runtime']}; patches {r['patches']}; "
+                f"{r['status']}")
+        out += textwrap.wrap(what, width - 2, initial_indent="    ", subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(out)

@@ -1,5 +1,5 @@
-"""``weights``: the pinned model on every host. Thin: load -> scan -> download once, copy host
-to host (``inkctl.weights.distribute``) -> print."""
+"""``weights``: the pinned model on every host. Thin: load -> scan -> relay along a chain
+(``inkctl.weights.relay``) -> print."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 @app.command()
 def weights(
-    recipe: Path = typer.Argument(..., help="Recipe file (its model pinned by `inkctl lock`)."),
+    recipe: Path = typer.Argument(..., metavar="RECIPE", help="A recipe file or a bundled recipe's name (its model pinned by `inkctl lock`)."),
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     from_: Optional[str] = typer.Option(None, "--from", help="Host that downloads from the Hub and sends to the others (default: the head, rank 0)."),
@@ -29,9 +29,11 @@ def weights(
     output: str = OutputOpt,
     partition: Optional[str] = typer.Option(None, "--partition", help="Every node of this Slurm partition (sinfo), in Slurm's order; --hosts FILE then gives per-node settings by node name."),
 ) -> None:
-    """Put the pinned model on every host: what a host lacks is downloaded ONCE (on the head, or
-    --from HOST) and copied host to host over the cluster network, all hosts at once. Only missing
-    or wrong files move; partial files resume; every file is checked against the pin on arrival."""
+    """Put the pinned model on every host: what a host lacks comes ONCE (to the head, or --from
+    HOST: from a host that has it, the Hub last) and is relayed host to host along a chain over
+    the cluster network, each host writing and forwarding at once. Only missing or wrong files
+    move; partial files resume; every byte is hashed as it arrives; a relay host that dies is
+    named and the next one resumes from the host before it."""
     fmt = output_format(output)
     if repair and not verify:
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
@@ -53,8 +55,10 @@ def weights(
     if not loaded.recipe.model.weights.manage:
         raise UsageError("model.weights.manage is false: inkctl does not manage this recipe's weights")
     if manifest is None:
+        from inkctl.bundled import lock_command
+
         raise InkctlError(f"the model is not pinned yet: {loaded.recipe.model.repo} has no manifest in the lock file",
-                          hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "") + "` first", exit_code=2)
+                          hint=f"run {lock_command(loaded.path, f' --hosts {hosts}' if hosts else '')} first", exit_code=2)
     names = [h.name for h in plan.hosts]
     source = from_ or names[0]
     if source not in names:
@@ -93,7 +97,9 @@ def weights(
     else:
         _summary(report)
     if report.failed or report.bad:
-        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts), exit_code=1)
+        from inkctl.weights.hub import token_how
+
+        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts, token_how(loaded.recipe)), exit_code=1)
 
 
 def _interrupted() -> InkctlError:

@@ -1,10 +1,12 @@
-"""The live view of ``inkctl weights``: one progress bar per host (bytes, rate, ETA)."""
+"""The live view of ``inkctl weights``: one progress bar per host (bytes, rate, ETA, where its
+bytes come from); at the end, what limited each host (the link, the disk, or the Hub)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from inkctl.weights.distribute import WeightsHostDone, WeightsProgress, WeightsScanned, WeightsStarted
+from inkctl.weights.distribute import (WeightsHostDone, WeightsProgress, WeightsReattached, WeightsScanned,
+                                       WeightsStarted)
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -37,10 +39,15 @@ class WeightsView:
             self.out.print(f"{event.host}: {what}", markup=False, highlight=False)
         elif isinstance(event, WeightsStarted):
             self._start()
-            src = "from the Hub" if event.source == "hub" else f"from {event.source}"
+            src = "from Hub" if event.source == "hub" else f"from {event.source}"
             self.tasks[event.host] = self.progress.add_task("", total=event.total_bytes, host=event.host, source=src, note="")
         elif isinstance(event, WeightsProgress) and event.host in self.tasks:
             self.progress.update(self.tasks[event.host], completed=event.bytes)
+        elif isinstance(event, WeightsReattached):
+            if event.host in self.tasks:
+                self.progress.update(self.tasks[event.host], source=f"{event.dead} died")
+            self.out.print(f"{event.host}: {event.dead} went away; resuming from the host before it",
+                           markup=False, highlight=False)
         elif isinstance(event, WeightsHostDone):
             if event.host in self.tasks:
                 tid = self.tasks[event.host]

@@ -135,6 +135,17 @@ class RollbackFinished(Event):
 
 
 @dataclass(frozen=True)
+class BootPhases(Event):
+    """Where the boot's time went (execute.bootphases.boot_record), and the phases slower than
+    the recipe's previous boot."""
+
+    deployment: str
+    record: dict
+    slower: tuple[str, ...] = ()
+    previous: str = ""  # the previous boot's record, when there was one
+
+
+@dataclass(frozen=True)
 class Finished(Event):
     ok: bool
     deployment: str
@@ -153,7 +164,7 @@ EVENT_NAMES = {
     StageStarted: "stage_started", StageFinished: "stage_finished", StepStarted: "step_started",
     StepFinished: "step_finished", StepFailed: "step_failed", HealthProgress: "health_progress",
     SmokeFinished: "smoke_finished", RollbackStarted: "rollback_started",
-    RollbackFinished: "rollback_finished", Finished: "finished",
+    RollbackFinished: "rollback_finished", BootPhases: "boot_phases", Finished: "finished",
 }
 
 
@@ -192,3 +203,19 @@ class JsonLines:
 
     def close(self) -> None:
         self.stream.flush()
+
+
+class Collect:
+    """Keeps every event (a fleet's restart, which reports only how it ended; tests)."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+    def close(self) -> None:
+        pass
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.events if isinstance(e, kind)]

@@ -162,6 +162,11 @@ class _Export:
         if self.configmap is not None:
             docs.append(("configmap-hotfix.yaml", self.configmap))
         docs += [("leaderworkerset.yaml", lws), ("service.yaml", self._service())]
+        if self.r.fleet is not None:  # the router in front of the groups, finding their leaders by label
+            from inkctl.export.k8s_fleet import router_manifests
+
+            docs += router_manifests(self.r, self.name, self._meta, {LWS_NAME_LABEL: self.name, ROLE_LABEL: "head"},
+                                     self._service()["spec"]["ports"][0]["port"])
         return Manifests(self.name, tuple(docs), tuple(self.gaps))
 
     def _up_only_gaps(self) -> None:

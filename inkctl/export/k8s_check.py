@@ -14,7 +14,6 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from inkctl.errors import InkctlError
 
 CRD_FILE = Path(__file__).parent / "schemas" / "leaderworkerset.x-k8s.io_leaderworkersets.v0.9.0.yaml"
 KUBERNETES_VERSION = "1.33"
@@ -53,8 +52,9 @@ def lws_validator():
     try:
         import jsonschema
     except ImportError:
-        raise InkctlError("checking manifests needs the package jsonschema", exit_code=2,
-                          hint="install it: python3 -m pip install 'inkctl[k8s]'") from None
+        from inkctl.extras import missing
+
+        raise missing("k8s", "checking manifests (--check)", "jsonschema") from None
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the CRD is 1.3 MB: libyaml reads it 10x faster
@@ -71,8 +71,9 @@ def _core(doc: dict, name: str) -> list[Finding]:
     try:
         import kubernetes_validate
     except ImportError:
-        raise InkctlError("checking core Kubernetes kinds needs the package kubernetes-validate",
-                          hint="install it: python3 -m pip install 'inkctl[k8s]' (or kubernetes-validate)", exit_code=2) from None
+        from inkctl.extras import missing
+
+        raise missing("k8s", "checking core Kubernetes kinds (--check)", "kubernetes-validate") from None
     try:
         kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
     except kubernetes_validate.ValidationError as e:

@@ -19,6 +19,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from inkctl.bundled import lock_command
 from inkctl.errors import InkctlError
 from inkctl.plan.build_files import VERIFY_SH, WORKDIR, applier_source
 from inkctl.plan.runtime import repository
@@ -274,5 +275,5 @@ def _require_complete(loaded: Loaded, patches: list[PlannedPatch]) -> None:
         raise InkctlError("cannot build: " + "; ".join(missing), hint="put the files in place and set the paths", exit_code=2)
     if unpinned:
         raise InkctlError("cannot build: not pinned: " + ", ".join(unpinned),
-                          hint=f"run `inkctl lock {loaded.path}` to pin what the base image has (trust on first use), "
+                          hint=f"run {lock_command(loaded.path)} to pin what the base image has (trust on first use), "
                                "or set the sha256 in the recipe", exit_code=2)

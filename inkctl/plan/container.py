@@ -41,6 +41,9 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
         env.append((n.host_ip_env, ctx.rank_address))
     env += [(k, ctx.expand(v, f"network.nccl_env.{k}")) for k, v in n.nccl_env.items()]
     env += nccl_debug_env(r)  # with RDMA asked for, NCCL must say which transport it chose
+    from inkctl.plan import compilecache
+
+    env += compilecache.env(r)
     return env
 
 

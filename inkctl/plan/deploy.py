@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import container as ctr
+from inkctl.plan import compilecache, container as ctr
 from inkctl.plan import pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
@@ -71,7 +71,7 @@ def build_plan(
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
         return _start(recipe, c, planned[c.rank].state_dir, containers[c.rank], image, rhash, command, purpose)
 
-    stages = launch_stages(Launch(recipe, ctxs, containers, run_step))
+    stages = _compile_cache_dirs(recipe, ctxs, image) + launch_stages(Launch(recipe, ctxs, containers, run_step))
     base = f"http://{_url_host(ctxs[0].ssh_address if placeholder else hosts[0].ssh_address)}:{api_port(recipe)}"
     stages += _serving(recipe, ctxs[0], containers, base)
     # the plan record (what runs where), so that the next up of a changed recipe can say what changes
@@ -115,7 +115,9 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
            command: list[str], purpose: str) -> Run:
     """One rank's container start: its spec (labels, env file, hotfix wrapper) and its argv."""
     hotfix_on = recipe.patches.mode == "at_start"
-    mounts = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
+    mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
+    if recipe.compile_cache.enabled:
+        mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -125,6 +127,19 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
         command=cmd, entrypoint=entry,
         env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
     return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(recipe.container.runtime, spec), container=spec)
+
+
+def _cache_root(recipe: Recipe, c: HostContext) -> str:
+    return c.expand(recipe.compile_cache.path, "compile_cache.path")
+
+
+def _compile_cache_dirs(recipe: Recipe, ctxs: list[HostContext], image: str) -> list[Stage]:
+    """The compile cache's directory on each host, before anything bind-mounts it (podman)."""
+    if not recipe.compile_cache.enabled:
+        return []
+    return [Stage("compile-cache", "make each host's compile cache directory", tuple(
+        Run(host=c.name, rank=c.rank, purpose="make the compile cache directory",
+            argv=("mkdir", "-p", "--", compilecache.host_dir(recipe, _cache_root(recipe, c), image))) for c in ctxs))]
 
 
 def _serving(recipe: Recipe, head: HostContext, containers: tuple[Container, ...], base: str) -> list[Stage]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
+from inkctl.bundled import lock_command
 from inkctl.recipe.source import Loaded
 
 
@@ -81,7 +82,7 @@ def require_trusted(loaded: Loaded, *, patches: bool = True) -> None:
             bad.append(f"{h.name}: sha256 is {sha256_hex(files[h.name])}, but the recipe pins {pins[h.name]}")
     if bad:
         raise InkctlError("refusing to start: " + "; ".join(bad), exit_code=2,
-                          hint=f"put the hotfix files in place and pin them: `inkctl lock {loaded.path}` (trust on first use) or sha256: in the recipe")
+                          hint=f"put the hotfix files in place and pin them: {lock_command(loaded.path)} (trust on first use) or sha256: in the recipe")
 
 
 def sha256_hex(data: bytes) -> str:

@@ -146,6 +146,11 @@ def ps(runtime: str, *, deployment: str | None = None, quiet: bool = False) -> t
     return tuple(argv)
 
 
+def ps_names(runtime: str, prefix: str) -> tuple[str, ...]:
+    """``ps --all`` names only, of the containers whose name contains ``prefix``."""
+    return (runtime, "ps", "--all", "--filter", f"name={prefix}", "--format", "{{.Names}}")
+
+
 def inspect(runtime: str, *containers: str, format: str | None = INSPECT_FORMAT) -> tuple[str, ...]:
     """``inspect`` of containers: one ``INSPECT_FORMAT`` line each, or the JSON array (``format=None``)."""
     if format is None:

@@ -77,7 +77,7 @@ class NetworkSpec(Strict):
     rdma: bool = Field(False, description="Use RDMA (RoCE/InfiniBand): adds /dev/infiniband, IPC_LOCK and unlimited memlock to the container.")
     ib_hca: list[str] = Field(default_factory=list, description="RDMA adapters for NCCL_IB_HCA, e.g. ['rocep1s0f1'].")
     ib_disable: Optional[bool] = Field(None, description="Set NCCL_IB_DISABLE (1 disables InfiniBand/RoCE).")
-    p2p_disable: Optional[bool] = Field(None, description="Set NCCL_P2P_DISABLE (the RTX PRO 6000 registry record: required on an AM5 board, init hung 26 min without it).")
+    p2p_disable: Optional[bool] = Field(None, description="Set NCCL_P2P_DISABLE (the bundled RTX PRO 6000 recipe sets it: on an AM5 board NCCL init hung 26 min without it).")
     host_ip_env: Optional[EnvName] = Field(None, description="Variable that receives each host's own address, e.g. VLLM_HOST_IP.")
     nccl_env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Further NCCL_* or transport variables, e.g. NCCL_P2P_LEVEL: SYS.")
 

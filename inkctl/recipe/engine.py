@@ -7,16 +7,16 @@ verbatim in ``extra``.
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from inkctl.recipe.fields import ImageDigest, Strict
 
 
 class UnresolvedFlag(Strict):
-    """A flag a field report says was used, whose value it does not give. Never passed; always warned."""
+    """A flag the recipe's provenance says was used, without its value. Never passed; always warned."""
 
     flag: str = Field(description="The engine flag, e.g. '--kernel-config'.")
-    why: str = Field(description="What the source says and what is missing.")
+    why: str = Field(description="What the provenance says and what is missing.")
 
 
 class EngineArgs(Strict):
@@ -33,9 +33,28 @@ class EngineArgs(Strict):
     reasoning_parser: Optional[str] = Field(None, description="Reasoning parser name (--reasoning-parser).")
     tool_call_parser: Optional[str] = Field(None, description="Tool-call parser name (--tool-call-parser).")
     max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
-    enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The field reports keep graphs on: decode throughput lives there.")
-    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones.")
+    enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The bundled recipes keep graphs on: decode throughput lives there.")
+    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones, e.g. [--max-num-batched-tokens, 8192]: a number may be written bare (8192 passes as '8192'; true/false must be quoted).")
     unresolved: list[UnresolvedFlag] = Field(default_factory=list, description="Flags a source mentions without a value: reported by validate, never passed.")
+
+    @field_validator("extra", mode="before")
+    @classmethod
+    def _bare_numbers(cls, v: object) -> object:
+        """[--max-num-batched-tokens, 8192]: YAML reads 8192 as a number; an argv has only text.
+        Whole numbers and plain decimals read back as written; booleans stay an error (yes/on/True)."""
+        if isinstance(v, list):
+            return [_as_written(x) for x in v]
+        return v
+
+
+def _as_written(x: object) -> object:
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float) and x == x and abs(x) not in (float("inf"),) and "e" not in repr(x):
+        return repr(x)
+    return x
 
 
 class Image(Strict):
@@ -47,7 +66,7 @@ class Image(Strict):
 
 
 class _EngineBase(Strict):
-    version: str = Field(description="Engine version as the source states it, e.g. 'v0.28.0'.")
+    version: str = Field(description="Engine version as the recipe's provenance states it, e.g. 'v0.28.0'.")
     image: Image = Field(description="The image the engine runs from (after any build, see patches).")
     args: EngineArgs = Field(default_factory=EngineArgs, description="Engine arguments.")
     health_path: str = Field("/health", description="HTTP path that answers 200 once the engine serves.")

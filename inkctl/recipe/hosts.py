@@ -27,8 +27,14 @@ class Host(Strict):
     state_dir: str = Field(DEFAULT_STATE_DIR, description="Directory inkctl owns on the host: env files, hotfixes, the deploy lock.")
     nccl_socket_ifname: Optional[str] = Field(None, description="Interface for NCCL/Gloo sockets on this host (NCCL_SOCKET_IFNAME), e.g. 'enp1s0f1np1'.")
     ib_hca: Optional[list[str]] = Field(None, description="RDMA adapters on this host (NCCL_IB_HCA); overrides the recipe's network.ib_hca.")
-    gpus: Optional[str] = Field(None, pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices on this host, e.g. '0,1'; available to recipes as ${GPUS}.")
+    gpus: Optional[str] = Field(None, pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices on this host, e.g. '0,1' (one index may be a bare number: gpus: 0); available to recipes as ${GPUS}.")
     vars: dict[EnvName, str] = Field(default_factory=dict, description="Per-host values that recipes reference as ${NAME}, e.g. HF_HOME.")
+
+    @field_validator("gpus", mode="before")
+    @classmethod
+    def _one_index(cls, v: object) -> object:
+        """gpus: 0 is YAML's number 0; the one GPU index it obviously means."""
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else v
 
     @field_validator("address", "cluster_address")
     @classmethod

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from inkctl.bundled import lock_command
 from inkctl.codes import code
 from inkctl.errors import InkctlError, Problem
 from inkctl.recipe.loaded import Loaded
@@ -50,13 +51,13 @@ def read_lock(loaded: Loaded) -> dict | None:
         doc = json.loads(path.read_text())
     except (ValueError, OSError) as e:
         raise InkctlError(f"{path}: not a readable lock file: {e}",
-                          hint=f"restore it from version control, or delete it and run `inkctl lock {loaded.path}`",
+                          hint=f"restore it from version control, or delete it and run {lock_command(loaded.path)}",
                           exit_code=2) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("pins"), dict):
         raise InkctlError(f"{path}: not an inkctl lock file (no 'pins')", exit_code=2)
     if doc.get("format") != FORMAT:
         raise InkctlError(f"{path}: lock format {doc.get('format')!r}; this inkctl reads format {FORMAT}",
-                          hint=f"run `inkctl lock {loaded.path}` again", exit_code=2)
+                          hint=f"run {lock_command(loaded.path)} again", exit_code=2)
     return doc
 
 
@@ -171,7 +172,7 @@ class LockDrift(InkctlError):
         lines = "\n".join("  " + d.render() for d in self.drifts)
         n = len(self.drifts)
         super().__init__(f"{lock_path(loaded)}: {n} pin{'s' if n != 1 else ''} changed since `inkctl lock`:\n{lines}",
-                         hint=f"restore what changed, or if the change is intended run `inkctl lock {loaded.path}` to re-pin it")
+                         hint=f"restore what changed, or if the change is intended run {lock_command(loaded.path)} to re-pin it")
 
 
 def require_no_drift(loaded: Loaded) -> None:
@@ -188,7 +189,7 @@ def drift_findings(loaded: Loaded) -> list[Problem]:
         return [Problem(e.message, file=str(lock_path(loaded)), severity="warning", hint=e.hint, code=code("lock-drift"))]
     return [Problem(f"pin {d.pin} changed since `inkctl lock` ({lock_path(loaded).name}): {d.old} -> {d.new}"
                     + (f" ({d.where})" if d.where else ""), path="patches", file=str(loaded.path),
-                    severity="warning", hint=f"restore it, or run `inkctl lock {loaded.path}` to re-pin",
+                    severity="warning", hint=f"restore it, or run {lock_command(loaded.path)} to re-pin",
                     code=code("lock-drift"))
             for d in drifts]
 

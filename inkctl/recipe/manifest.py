@@ -13,6 +13,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from inkctl.bundled import lock_command
 from inkctl.errors import InkctlError
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".h5", ".msgpack", ".onnx", ".onnx_data",
@@ -156,9 +157,9 @@ def read_manifest(loaded) -> Manifest | None:
     m = Manifest.from_dict(model)
     if m.repo != loaded.recipe.model.repo:
         raise InkctlError(f"the lock file pins model {m.repo}, but the recipe serves {loaded.recipe.model.repo}",
-                          hint=f"run `inkctl lock {loaded.path}` to pin the recipe's model", exit_code=2)
+                          hint=f"run {lock_command(loaded.path)} to pin the recipe's model", exit_code=2)
     rev = loaded.recipe.model.revision
     if rev and rev not in (m.revision, m.ref):
         raise InkctlError(f"the lock file pins {m.repo} at {m.revision} ({m.ref}), but the recipe asks for revision {rev}",
-                          hint=f"run `inkctl lock {loaded.path}` to pin that revision", exit_code=2)
+                          hint=f"run {lock_command(loaded.path)} to pin that revision", exit_code=2)
     return m

@@ -15,6 +15,7 @@ from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
 from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
+from inkctl.recipe.fleet import Fleet
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
 
@@ -129,7 +130,7 @@ class Smoke(Strict):
 
 
 class Capabilities(Strict):
-    """What the deployment serves, as verified by the source."""
+    """What the deployment serves, as verified where the recipe came from (provenance)."""
 
     chat: bool = Field(True, description="Chat completions.")
     reasoning: bool = Field(False, description="Reasoning output (a reasoning parser).")
@@ -158,6 +159,15 @@ class Measurement(Strict):
     note: Optional[str] = Field(None, description="Conditions.")
 
 
+class CompileCache(Strict):
+    """The engines' compile and kernel caches (torch.compile, Inductor, Triton, FlashInfer and
+    DeepGEMM JIT) kept on each host between boots, one directory per engine build, GPU
+    architecture, model and parallel layout (`inkctl cache`)."""
+
+    enabled: bool = Field(False, description="Mount a per-host cache directory into every rank and point the engines' cache variables (VLLM_CACHE_ROOT, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, FLASHINFER_WORKSPACE_BASE, DG_JIT_CACHE_DIR, SGLANG_DG_CACHE_DIR) into it: the second boot of the same recipe starts warm.")
+    path: HostPath = Field("/var/lib/inkctl/compile-cache", description="Host directory that holds the caches (one subdirectory per key); may use ${VARS}.")
+
+
 class Recipe(Strict):
     """A deployment of one model on one kind of hardware with one engine."""
 
@@ -172,10 +182,12 @@ class Recipe(Strict):
     secrets: dict[EnvName, SecretSource] = Field(default_factory=dict, description="Secrets by name and where their values come from; they reach hosts only in a 0600 env file.")
     health: Health = Field(default_factory=Health, description="Readiness.")
     watchdog: Watchdog = Field(default_factory=Watchdog, description="Boot memory watchdog.")
+    compile_cache: CompileCache = Field(default_factory=CompileCache, description="Compile and kernel caches kept on the hosts between boots.")
     smoke: Smoke = Field(default_factory=Smoke, description="Smoke prompts after health.")
     capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
     provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
-    results: list[Measurement] = Field(default_factory=list, description="Measured results from the source.")
+    results: list[Measurement] = Field(default_factory=list, description="Results measured where the recipe came from (provenance); `inkctl results RUN --recipe` compares a run with them.")
+    fleet: Optional[Fleet] = Field(None, description="Several replicas of this engine group behind one request router (`up` starts the router too).")
     hosts: Optional[list[Host]] = Field(None, description="Hosts embedded for convenience; --hosts FILE wins.")
 
     # --- derived -------------------------------------------------------------------------

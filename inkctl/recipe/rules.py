@@ -219,7 +219,7 @@ def _pins(r: "Recipe") -> list[Problem]:
         for side in ("before", "after"):
             full, prefix = getattr(f, f"sha256_{side}"), getattr(f, f"sha256_{side}_prefix")
             if full is None:
-                known = f" (the source gives only {prefix}...)" if prefix else ""
+                known = f" (the recipe's provenance gives only {prefix}...)" if prefix else ""
                 out.append(_warn(f"patches.files[{i}].sha256_{side}", f"sha256 {side} patching is not pinned{known}", "set it, or run `inkctl lock`"))
             elif prefix and not full.startswith(prefix):
                 out.append(_err(f"patches.files[{i}].sha256_{side}", f"{full} does not start with the stated prefix {prefix}"))
@@ -237,10 +237,25 @@ def _engine(r: "Recipe") -> list[Problem]:
     typed = {"--tensor-parallel-size", "--tp-size", "--tp", "--pipeline-parallel-size", "--pp-size", "--port", "--host",
              "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--model",
              "--model-path", "--served-model-name", "--trust-remote-code"}
+    from inkctl.recipe.engine_flags import FLAG_OF, NAMES, other_engines_flag, typed_flags
+
+    kind = r.engine.kind
+    passed = typed_flags(kind, a)
     for i, x in enumerate(a.extra):
         flag = x.split("=", 1)[0]
+        foreign = other_engines_flag(kind, flag)
         if flag in typed:
             out.append(_err(f"engine.args.extra[{i}]", f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead"))
+        elif foreign is not None:
+            other, field = foreign
+            own = FLAG_OF[kind].get(field or "", [None])[0]
+            hint = (f"use engine.args.{field} ({NAMES[kind]}'s {own})" if field and own else
+                    f"remove it, or use {NAMES[kind]}'s own flag for this")
+            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is an {NAMES[other]} flag: {NAMES[kind]} refuses it at start"
+                            if other == "sglang" else f"{flag} is a {NAMES[other]} flag: {NAMES[kind]} refuses it at start", hint))
+        elif flag in passed:
+            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is already passed by engine.args.{passed[flag]}: "
+                            "it would be in the argv twice", "remove it from extra"))
     if r.engine.kind == "vllm" and r.engine.multinode == "ray" and not r.multinode:
         out.append(_warn("engine.multinode", "Ray on a single node adds a moving part for nothing", "use multinode: native"))
     if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):

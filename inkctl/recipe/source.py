@@ -17,13 +17,16 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
     from inkctl.recipe.load import load_model
 
     path = recipe_path(path)
+    # --set hosts[1].name=... changes the hosts in use: the inventory's when --hosts gives one
+    for_hosts = [o for o in overrides if hosts_file is not None and _sets_hosts(o)]
+    overrides = [o for o in overrides if o not in for_hosts]
     try:
         recipe, warnings = load_model(Recipe, path, list(overrides))
     except RecipeInvalid as e:
         raise _swapped(path, e, expected="recipe") from None
     hosts, source = None, None
     if hosts_file is not None:
-        hosts, source = load_inventory(hosts_file), f"--hosts {hosts_file}"
+        hosts, source = load_inventory(hosts_file, for_hosts), f"--hosts {hosts_file}"
     elif recipe.hosts is not None:
         hosts, source = list(recipe.hosts), "recipe"
     from inkctl.recipe.rules import every_host_ifname
@@ -50,11 +53,16 @@ def recipe_path(path: str | Path) -> Path:
     return p
 
 
-def load_inventory(path: str | Path) -> list[Host]:
+def _sets_hosts(override: str) -> bool:
+    key = override.partition("=")[0].strip()
+    return key == "hosts" or key.startswith(("hosts[", "hosts."))
+
+
+def load_inventory(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> list[Host]:
     from inkctl.recipe.load import load_model
 
     try:
-        inv, _ = load_model(Inventory, Path(path))
+        inv, _ = load_model(Inventory, Path(path), list(overrides))
     except RecipeInvalid as e:
         raise _swapped(Path(path), e, expected="inventory") from None
     return list(inv.hosts)

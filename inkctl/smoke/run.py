@@ -25,7 +25,8 @@ def result_of(check: SmokeCheck, out: Output) -> SmokeResult:
     why = verdict(check, out)
     n = out.output_tokens or 0
     decode = out.latency - out.ttft
-    tps = round((n - 1) / decode, 1) if out.ok and n > 1 and decode > 0 else None
+    # a tool call comes back in one or two chunks: no decode rate to speak of
+    tps = round((n - 1) / decode, 1) if out.ok and n > 1 and decode > 0.01 and check.kind != "tools" else None
     answer = out.text.strip()
     if check.kind == "tools" and out.tool_calls:
         fn = out.tool_calls[0].get("function") or {}

@@ -1,6 +1,6 @@
 """Put the pinned model on every host: ask each what it has, download the rest ONCE (on the
-source host, the head by default), then copy host to host over the cluster network, every
-receiver at once, streaming; never through this machine.
+source host, the head by default) and relay it host to host along a chain over the cluster
+network (``relay.py``), every host writing and forwarding at once; never through this machine.
 
 Each host runs ``onhost.py`` inside the engine image with the container runtime (nothing is
 installed on it). The sender binds to the source's cluster address, serves only the pinned
@@ -13,14 +13,10 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import threading
-import time
-from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
@@ -60,6 +56,16 @@ class WeightsProgress(Event):
     host: str
     bytes: int
     total_bytes: int
+    rate: float = 0.0  # bytes/s since this host's first byte
+    eta_s: float | None = None
+
+
+@dataclass(frozen=True)
+class WeightsReattached(Event):
+    """A relay host died mid-copy: ``host`` resumes from the host before it."""
+    host: str
+    dead: str
+    why: str = ""
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,13 @@ class WeightsHostDone(Event):
     bytes: int
     seconds: float
     error: str = ""
+    rate: float = 0.0  # bytes/s while it received
+    bottleneck: str = ""  # what held this host back: the link from X, the disk, the source
 
 
 EVENT_NAMES.update({WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
-                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done"})
+                    WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done",
+                    WeightsReattached: "weights_reattached"})
 
 
 # ------------------------------------------------------------------------------ hosts
@@ -96,11 +105,13 @@ class Site:
     def container(self, what: str) -> str:
         return f"{CONTAINER_PREFIX}-{what}"
 
-    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None) -> tuple[str, ...]:
-        """``<runtime> run --rm`` of onhost.py: argv only (the transport quotes it)."""
+    def argv(self, what: str, job: str, *extra: str, env_file: str | None = None,
+             mode: str | None = None) -> tuple[str, ...]:
+        """``<runtime> run --rm`` of onhost.py ``mode`` (default: ``what``) in the container
+        ``inkctl-weights-<what>``: argv only (the transport quotes it)."""
         spec = ContainerSpec(
             name=self.container(what), image=self.image, entrypoint="python3",
-            command=(f"{self.work}/onhost.py", what, f"{self.work}/{job}", *extra), network="host",
+            command=(f"{self.work}/onhost.py", mode or what, f"{self.work}/{job}", *extra), network="host",
             options=tuple(a for opt in self.security_opt for a in ("--security-opt", opt)),
             mounts=(Mount(self.cache, self.cache), Mount(self.work, self.work, read_only=True)), env_file=env_file)
         return runtime.run_once(self.runtime, spec)
@@ -231,143 +242,6 @@ def to_write(m: Manifest, s: Site) -> int:
         size = m.file(p).size
         total += 0 if st["state"] == "unlinked" else size - min(st.get("partial", 0), size)
     return total
-
-
-@dataclass
-class Outcome:
-    moved: dict[str, int] = field(default_factory=dict)  # host -> bytes written
-    failed: dict[str, str] = field(default_factory=dict)  # host -> why
-    hub_bytes: int = 0
-    seconds: float = 0.0
-
-
-def _fetch(m: Manifest, s: Site, source: dict, env: dict[str, str], sink, outcome: Outcome, label: str) -> bool:
-    """Run the fetch on one host; progress to the sink; the result in ``outcome``."""
-    want = wanted(s)
-    total = to_write(m, s)
-    t0 = time.monotonic()
-    sink.emit(WeightsStarted(s.name, label, len(want), total))
-    done: dict[str, Any] = {"bytes": 0, "errors": []}
-    env_file = f"{s.work}/fetch.env"
-
-    def event(ev: dict) -> None:
-        if ev.get("ev") == "progress":
-            done["bytes"] = int(ev["bytes"])
-            sink.emit(WeightsProgress(s.name, done["bytes"], total))
-        elif ev.get("ev") == "error":
-            done["errors"].append(ev["why"])
-
-    try:
-        s.put_job("fetch.json", _job(m, s, want=want, source=source))
-        s.put_env("fetch.env", env)
-        code, other = _lines(s, s.argv("fetch", "fetch.json", env_file=env_file), event)
-    except HostError as e:
-        code, other = -1, [e.message.removeprefix(f"{s.name}: ")]
-    finally:
-        try:
-            if s.stop is not None and s.stop.is_set():
-                s.remove("fetch")
-            s.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError as e:  # the outcome below says the host went away
-            log.debug("%s: removing %s: %s", s.name, env_file, e.reason)
-    seconds = time.monotonic() - t0
-    if code == 0:
-        outcome.moved[s.name] = done["bytes"]
-        sink.emit(WeightsHostDone(s.name, True, done["bytes"], round(seconds, 3)))
-        return True
-    if s.stop is not None and s.stop.is_set():
-        why = f"interrupted; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
-    elif code == -1:
-        why = "went away during the copy" + (f" ({other[-1]})" if other else "") + \
-            f"; {done['bytes']} of {total} bytes arrived, partial files are kept for a rerun"
-    else:
-        why = "; ".join(done["errors"]) or f"exit {code}: " + (" | ".join(other[-3:]) or "no output")
-    outcome.failed[s.name] = why
-    sink.emit(WeightsHostDone(s.name, False, done["bytes"], round(seconds, 3), why))
-    return False
-
-
-def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hub_env: dict[str, str], sink,
-               bwlimit: float | None = None) -> Outcome:
-    """Download what the source lacks from the Hub, then copy to every other host that lacks
-    something, all at once. Needs ``scan`` first. Hosts that fail are named in the outcome;
-    the others finish. ``bwlimit``: bytes/s per copy stream (leave room on a shared network)."""
-    t0 = time.monotonic()
-    out = Outcome()
-    for s in sites:
-        if s.error:
-            out.failed[s.name] = s.error
-    live = [s for s in sites if not s.error]
-    for s in live:  # disk space first: free space against the bytes to write
-        need, free = to_write(m, s), int(s.scan.get("free", 0))
-        if need > free:
-            s.error = (f"not enough disk for the weights in {s.cache}: {need} bytes to write, {free} free "
-                       f"({_gib(need)} vs {_gib(free)})")
-            out.failed[s.name] = s.error
-            sink.emit(WeightsHostDone(s.name, False, 0, 0.0, s.error))
-    if source.name in out.failed:
-        raise InkctlError(f"the source {source.name} cannot take the weights: {out.failed[source.name]}",
-                          hint="free space there, or pick another source with --from HOST")
-    receivers = [s for s in live if s is not source and not s.error and wanted(s)]
-    if wanted(source):
-        if not _fetch(m, source, {"kind": "hub", "url": hub_url}, hub_env, sink, out, "hub"):
-            out.seconds = time.monotonic() - t0
-            raise InkctlError(f"download on {source.name} failed: {out.failed[source.name]}",
-                              hint="nothing was copied to the other hosts; rerun to resume")
-        out.hub_bytes = out.moved.get(source.name, 0)
-    if receivers:
-        _copy(m, source, receivers, sink, out, bwlimit)
-    out.seconds = time.monotonic() - t0
-    return out
-
-
-def _copy(m: Manifest, source: Site, receivers: list[Site], sink, out: Outcome, bwlimit: float | None) -> None:
-    token = secrets.token_hex(32)
-    env_file = source.put_env("serve.env", {"INKCTL_WEIGHTS_TOKEN": token})
-    source.put_job("serve.json", _job(m, source, bind=source.address, port=0, idle_s=300, rate=bwlimit))
-    listening: dict = {}
-    ready = threading.Event()
-    stop = threading.Event()
-    served: dict = {}
-
-    def event(ev: dict) -> None:
-        if ev.get("ev") == "listening":
-            listening.update(ev)
-            ready.set()
-
-    def run_server() -> None:
-        try:
-            served["result"] = _lines(source, source.argv("serve", "serve.json", env_file=env_file), event, stop)
-        except HostError as e:
-            served["result"] = (-1, [e.message])
-        ready.set()
-
-    thread = threading.Thread(target=run_server, name="weights-serve", daemon=True)
-    source.remove("serve")  # a leftover
-    thread.start()
-    try:
-        if not ready.wait(LISTEN_TIMEOUT_S) or not listening:
-            code, other = served.get("result", (None, []))
-            raise InkctlError(f"the sender on {source.name} did not start (exit {code}): " + (" | ".join(other[-3:]) or "no answer"),
-                              hint=f"is {source.address} an address of {source.name}? (cluster_address in the inventory)")
-        url = f"http://{_url_host(source.address)}:{listening['port']}"
-
-        def one(s: Site) -> None:
-            _fetch(m, s, {"kind": "peer", "url": url}, {"INKCTL_WEIGHTS_TOKEN": token}, sink, out, source.name)
-
-        each(one, receivers, name="weights")
-    finally:
-        stop.set()
-        try:
-            source.remove("serve")
-            source.transport.run(["rm", "-f", env_file], timeout=30)
-        except HostError as e:  # the outcome says the host went away
-            log.debug("%s: removing %s: %s", source.name, env_file, e.reason)
-        thread.join(timeout=10)
-
-
-def _url_host(address: str) -> str:
-    return f"[{address}]" if ":" in address else address
 
 
 def _gib(n: int) -> str:

@@ -42,13 +42,23 @@ def token_secret(recipe):
     return None, None
 
 
+def _how(token_name: str | None, source: str) -> str:
+    return (f"set {token_name} (the recipe's secret, read from {source}) to a token that may read it" if token_name
+            else "add a token to the recipe (secrets: {HF_TOKEN: {env: HF_TOKEN}}) and export it")
+
+
+def token_how(recipe) -> str:
+    """What to do when the Hub refuses: the recipe's token secret to set, and where it is read."""
+    name = next((n for n in TOKEN_NAMES if n in recipe.secrets), None)
+    return "accept the model's terms on its page, then " + _how(name, recipe.secrets[name].describe() if name else "")
+
+
 def _explain(e: Exception, repo: str, rev: str, where: str, token_name: str | None, have_token: bool,
              source: str = "") -> HubError:
     from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 
     status = getattr(getattr(e, "response", None), "status_code", None)
-    how = (f"set {token_name} (the recipe's secret, read from {source}) to a token that may read it" if token_name
-           else "add a token to the recipe (secrets: {HF_TOKEN: {env: HF_TOKEN}}) and export it")
+    how = _how(token_name, source)
     if isinstance(e, GatedRepoError) or status == 403:
         got = "the token was refused" if have_token else "no token was sent"
         return HubError(f"{repo} is gated on {where} ({status}): {got}",

@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from inkctl.weights.distribute import Site, distribute, prepare, scan, to_write, wanted
+from inkctl.weights.distribute import Site, prepare, scan, to_write, wanted
+from inkctl.weights.relay import distribute
 from inkctl.recipe.manifest import Manifest, host_cache_template
 
 
@@ -22,11 +23,17 @@ class Report:
     failed: dict[str, str] = field(default_factory=dict)
     hub_bytes: int = 0
     seconds: float = 0.0
+    hub_refused: str = ""
+    reattached: list = field(default_factory=list)  # (host, dead host)
+    rate: dict[str, float] = field(default_factory=dict)
+    bottleneck: dict[str, str] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"model": self.model, "revision": self.revision, "bytes": self.total_bytes, "hosts": self.hosts,
                 "source": self.source, "verify": self.verify, "bad": self.bad, "moved": self.moved,
                 "failed": self.failed, "hub_bytes": self.hub_bytes, "seconds": round(self.seconds, 3),
+                "rate": self.rate, "bottleneck": self.bottleneck,
+                "reattached": [{"host": h, "dead": d} for h, d in self.reattached], "hub_refused": self.hub_refused,
                 "ok": not self.failed and not self.bad}
 
     def lines(self) -> list[str]:
@@ -37,9 +44,12 @@ class Report:
             elif h in self.bad:
                 out.append(f"  {h}: " + ", ".join(f"{p} {st}" for p, st in sorted(self.bad[h].items())))
             elif h in self.moved:
-                out.append(f"  {h}: complete, {_size(self.moved[h])} written")
+                how = f", {_size(int(self.rate[h]))}/s, limit: {self.bottleneck[h]}" if self.bottleneck.get(h) else ""
+                out.append(f"  {h}: complete, {_size(self.moved[h])} written{how}")
             else:
                 out.append(f"  {h}: complete, nothing to do" if not self.verify else f"  {h}: every file verified")
+        for h, dead in self.reattached:
+            out.append(f"  {h}: {dead} went away mid-copy; {h} resumed from the host before it")
         if self.hub_bytes:
             out.append(f"  from the Hub: {_size(self.hub_bytes)} (once, on {self.source}); {self.seconds:.1f} s in all")
         elif self.moved:
@@ -55,8 +65,10 @@ class Report:
                 "\n".join(f"  {h}: {why}" for h, why in self.failed.items()) +
                 (f"\ncomplete on {', '.join(done)}" if done else ""))
 
-    def hint(self, recipe, hosts) -> str:
+    def hint(self, recipe, hosts, token_how: str = "") -> str:
         where = f" --hosts {hosts}" if hosts else ""
+        if self.hub_refused:
+            return f"{token_how}, then run `inkctl weights {recipe}{where}` again"
         if self.verify and self.bad and not self.failed:
             return f"fix exactly those files: inkctl weights {recipe}{where} --verify --repair"
         return f"fix what is named, then run `inkctl weights {recipe}{where}` again: only what is still missing moves"
@@ -101,6 +113,8 @@ def run_weights(loaded, plan, image, manifest: Manifest, sink, *, source: str, v
         src = next(s for s in sites if s.name == source)
         out = distribute(manifest, sites, src, hub_url=hub_url, hub_env=hub_env, sink=sink, bwlimit=bwlimit)
         report.moved, report.failed, report.hub_bytes, report.seconds = out.moved, out.failed, out.hub_bytes, out.seconds
+        report.hub_refused, report.reattached, report.rate, report.bottleneck = (out.hub_refused, out.reattached,
+                                                                                 out.rate, out.bottleneck)
         return report
     finally:
         close_all(transports)

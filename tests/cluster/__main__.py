@@ -21,6 +21,9 @@ def main(argv=None):
     up.add_argument("--profile", action="append", default=[], metavar="H=PROFILE",
                     help="nvidia-smi profile of a host (h200x8, gb10, rtxpro6000x2)")
     up.add_argument("--fresh", action="store_true", help="rebuild even if a healthy cluster of this shape runs")
+    up.add_argument("--link-mbit", type=float, default=None, metavar="MBIT",
+                    help="cap every host's link at MBIT Mbit/s each way (tc on its veth), so that "
+                         "benchmarks measure the network; 0 removes the cap")
     for s in (up, sub.add_parser("down", help="remove everything up made"),
               sub.add_parser("status", help="show the hosts and what is wrong")):
         s.add_argument("--state", default=DEFAULT_STATE, metavar="DIR")
@@ -34,6 +37,8 @@ def main(argv=None):
             podman = ("h3",) if args.podman is None else tuple(args.podman)
             c = Cluster.up(args.hosts, podman_hosts=podman, small_disk_hosts=tuple(args.small_disk),
                            state=args.state, profiles=profiles, fresh=args.fresh, net_id=args.net_id or 0)
+            if args.link_mbit is not None:
+                c.limit_links(args.link_mbit or None)
             _print_hosts(c)
             print(f"inventory: {c.inventory}\nssh:       ssh -F {c.ssh_config} h1")
         elif args.cmd == "down":

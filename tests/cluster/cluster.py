@@ -249,6 +249,11 @@ class Cluster:
         """Run a shell command on host `name` over real SSH (StrictHostKeyChecking=yes)."""
         return run(self.ssh_argv(name) + ["--", command], check=check, timeout=timeout)
 
+    def limit_links(self, mbit):
+        """Every host's link capped at ``mbit`` Mbit/s each way (None: no cap)."""
+        for h in self.hosts:
+            net.limit_link(h.index, mbit, h.net_id)
+
     def cut(self, name):
         """Take the host off the network (its veth goes down)."""
         h = self.host(name)

@@ -99,12 +99,19 @@ def make_model(root, name, shards=3, shard_mib=2, seed=0, gated_token=None, comm
 
 
 class Hub:
-    def __init__(self, address="127.0.0.1", port=0, rate=None):
+    """``cdn``: another address (as the real Hub's CDN host) that LFS files redirect to, served
+    by a second server that records the headers it was sent (``cdn_seen``). ``drop``: path ->
+    how many of its next downloads are cut after ``drop_after`` bytes (a dropped connection)."""
+
+    def __init__(self, address="127.0.0.1", port=0, rate=None, cdn=None):
         self.address, self.port, self.rate = address, port, rate
+        self.cdn, self.cdn_port, self.cdn_seen = cdn, 0, []
         self.repos = {}
-        self.stats = {"bytes": 0, "ranges": 0, "gets": 0, "unauthorized": 0}
+        self.stats = {"bytes": 0, "ranges": 0, "gets": 0, "unauthorized": 0, "dropped": 0}
+        self.drop, self.drop_after = {}, 1 << 16
         self._lock = threading.Lock()
         self._server = None
+        self._cdn_server = None
 
     @property
     def url(self):
@@ -129,6 +136,11 @@ class Hub:
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True, name="hub").start()
+        if self.cdn:
+            self._cdn_server = ThreadingHTTPServer((self.cdn, 0), Handler)
+            self._cdn_server.daemon_threads = True
+            self.cdn_port = self._cdn_server.server_address[1]
+            threading.Thread(target=self._cdn_server.serve_forever, daemon=True, name="cdn").start()
         return self
 
     def stop(self):
@@ -136,6 +148,10 @@ class Hub:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._cdn_server is not None:
+            self._cdn_server.shutdown()
+            self._cdn_server.server_close()
+            self._cdn_server = None
 
     def __enter__(self):
         return self.start()
@@ -209,6 +225,9 @@ class _Handler(BaseHTTPRequestHandler):
             name, _, rev = rest.partition("/revision/")
             return self._info(name, rev or "main", head)
         if path.startswith("/cdn/"):
+            if self.server.server_address[1] == self.hub.cdn_port:
+                with self.hub._lock:
+                    self.hub.cdn_seen.append(dict(self.headers.items()))
             return self._blob(path[5:], head)
         parts = path.lstrip("/").split("/")
         if len(parts) >= 5 and parts[2] == "resolve":
@@ -239,7 +258,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(404, "EntryNotFound", f"{path} does not exist on {rev}", head)
         common = {"X-Repo-Commit": repo.commit}
         if f.lfs:
-            loc = f"http://{self.hub.address}:{self.hub.port}/cdn/{f.sha256}"
+            where = f"{self.hub.cdn}:{self.hub.cdn_port}" if self.hub.cdn else f"{self.hub.address}:{self.hub.port}"
+            loc = f"http://{where}/cdn/{f.sha256}"
             return self._send(302, b"", {**common, "Location": loc, "X-Linked-Etag": f'"{f.sha256}"',
                                          "X-Linked-Size": str(f.size), "ETag": f'"{f.blob_id}"'}, head)
         self._stream(f, head, {**common, "ETag": f'"{f.blob_id}"'})
@@ -271,12 +291,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self.hub.count("gets")
         rate = self.hub.rate
+        cut = None
+        with self.hub._lock:
+            if self.hub.drop.get(f.path, 0) > 0:
+                self.hub.drop[f.path] -= 1
+                self.hub.stats["dropped"] += 1
+                cut = self.hub.drop_after
         with open(f.disk, "rb") as fh:
             fh.seek(start)
             t0 = time.monotonic()
             sent = 0
             while True:
-                block = fh.read(1 << 16 if rate else 1 << 20)
+                block = fh.read(1 << 16 if rate or cut is not None else 1 << 20)
                 if not block:
                     break
                 try:
@@ -285,6 +311,10 @@ class _Handler(BaseHTTPRequestHandler):
                     return
                 sent += len(block)
                 self.hub.count("bytes", len(block))
+                if cut is not None and sent >= cut:
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # a dropped download: the rest never comes
+                    return
                 if rate:
                     ahead = sent / rate - (time.monotonic() - t0)
                     if ahead > 0:

@@ -177,8 +177,8 @@ def archive(log=print):
     return path, image_id
 
 
-def _write_layer(base, out_path):
-    added = engine_files()
+def _write_layer(base, out_path, added=None):
+    added = engine_files() if added is None else added
     replaced = {p for p, _, _ in added}
     seen = set()
     with tarfile.open(base, "r:") as src, tarfile.open(out_path, "w:", format=tarfile.PAX_FORMAT) as out:
@@ -211,7 +211,7 @@ def _info(name, kind, mode, size=0):
     return ti
 
 
-def _write_archive(layer, out_path, key):
+def _write_archive(layer, out_path, key, ref=IMAGE, config_extra=None, made_by="debootstrap " + SUITE + " + fake engine"):
     h = hashlib.sha256()
     with open(layer, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -221,14 +221,15 @@ def _write_archive(layer, out_path, key):
     config = {
         "architecture": "amd64", "os": "linux", "created": created,
         "config": {"Env": ENV, "Cmd": ["/bin/sh"], "WorkingDir": "/",
-                   "Labels": {"org.inkctl.fake-engine": key}},
+                   "Labels": {"org.inkctl.fake-engine": key}, **(config_extra or {})},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{diff_id}"]},
-        "history": [{"created": created, "created_by": f"tests/cluster/image.py: debootstrap {SUITE} + fake engine"}],
+        "history": [{"created": created, "created_by": f"tests/cluster/image.py: {made_by}"}],
     }
     cfg = json.dumps(config, sort_keys=True, separators=(",", ":")).encode()
     image_id = _sha(cfg)
-    manifest = json.dumps([{"Config": f"{image_id}.json", "RepoTags": [IMAGE], "Layers": [f"{diff_id}/layer.tar"]}]).encode()
-    repositories = json.dumps({NAME: {"latest": diff_id}}).encode()
+    manifest = json.dumps([{"Config": f"{image_id}.json", "RepoTags": [ref], "Layers": [f"{diff_id}/layer.tar"]}]).encode()
+    repo, _, tag = ref.rpartition(":")
+    repositories = json.dumps({repo: {tag: diff_id}}).encode()
     with tarfile.open(out_path, "w:", format=tarfile.PAX_FORMAT) as out:
         out.addfile(_info(f"{image_id}.json", tarfile.REGTYPE, 0o644, len(cfg)), io.BytesIO(cfg))
         out.addfile(_info(diff_id, tarfile.DIRTYPE, 0o755))

@@ -140,3 +140,17 @@ def remove_bridge_forwarding(k=0):
     for _ in range(20):
         if run(["iptables", "-D", *_rule(k)], check=False).returncode != 0:
             return
+
+
+def limit_link(i, mbit, k=0):
+    """Cap host i's link at ``mbit`` Mbit/s each way (tc tbf on both ends of its veth: the bridge
+    side shapes what the host receives, eth0 in the netns what it sends), so benchmarks measure
+    the network rather than the shared CPU. ``mbit`` None removes the cap."""
+    ends = (["tc"], ["tc", "-n", netns(i, k)])
+    devs = (veth(i, k), "eth0")
+    for tc, dev in zip(ends, devs):
+        run(tc + ["qdisc", "del", "dev", dev, "root"], check=False)
+        if mbit:
+            burst = max(32 * 1024, int(mbit * 1e6 / 8 / 100))  # 10 ms of bytes
+            run(tc + ["qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit", "burst", str(burst),
+                      "latency", "50ms"])

@@ -4,8 +4,10 @@ with PROFILE set to the text of a tests/fixtures/nvidia-smi/profiles/*.csv file 
 ``nvidia-smi --query-gpu=... --format=csv`` output: header with units, one row per GPU), so the
 script stands alone (the GPU hook copies it into containers too).
 
-Answers: --query-gpu=F1,F2 --format=csv[,noheader][,nounits] [-i IDS], -L, --version, and
-no arguments (the summary table).
+Answers: --query-gpu=F1,F2 --format=csv[,noheader][,nounits] [-i IDS], -L, --version,
+--query-compute-apps=... (the rows of ``compute-apps.csv`` beside this script, as a real
+``--format=csv,noheader,nounits`` answer; no file: nothing runs, an empty answer) and no
+arguments (the summary table).
 """
 
 import sys
@@ -55,6 +57,23 @@ def query(gpus, units, spec, fmt):
     return 0
 
 
+def compute_apps(fmt):
+    """Processes holding GPU memory: tests write them (real answers) into compute-apps.csv."""
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compute-apps.csv")
+    try:
+        with open(path) as f:
+            rows = [ln.rstrip("\n") for ln in f if ln.strip()]
+    except OSError:
+        rows = []
+    if "noheader" not in fmt:
+        print("gpu_uuid, pid, process_name, used_gpu_memory [MiB]")
+    for row in rows:
+        print(row if "nounits" in fmt else row + " MiB")
+    return 0
+
+
 def table(gpus):
     drv = gpus[0]["driver_version"]
     cuda = "13.0"
@@ -95,7 +114,7 @@ def main(argv):
     opts, it = {}, iter(argv)
     for a in it:
         key, eq, val = a.partition("=")
-        if key in ("--query-gpu", "--format", "-i", "--id"):
+        if key in ("--query-gpu", "--query-compute-apps", "--format", "-i", "--id"):
             opts[key] = val if eq else next(it, "")
         else:
             opts[a] = True
@@ -117,6 +136,8 @@ def main(argv):
         return 0
     if "--query-gpu" in opts:
         return query(gpus, units, opts["--query-gpu"], opts.get("--format", "csv"))
+    if "--query-compute-apps" in opts:
+        return compute_apps(opts.get("--format", "csv"))
     if set(opts) <= {"-i", "--id"}:
         return table(gpus)
     print("Invalid combination of input arguments. Please run 'nvidia-smi -h' for help.", file=sys.stderr)

@@ -67,7 +67,7 @@ def healthy(url: str) -> bool:
 def test_a_group_of_exported_pods_rendezvous_and_serve(cluster, inkctl, recipe, tmp_path, base):
     path = recipe(base, name=f"k8s-{base}")
     out = tmp_path / "k8s"
-    ran = inkctl("export", "k8s", path, "-o", out, "--check")
+    ran = inkctl("export", "k8s", path, "--out", out, "--check")
     assert ran.rc == 0, ran
     lws = yaml.safe_load((out / "leaderworkerset.yaml").read_text())
     lwt = lws["spec"]["leaderWorkerTemplate"]

@@ -19,7 +19,7 @@ def test_up_is_ready_when_it_answers_then_smoke_and_bench_the_deployment(cluster
     rec = recipe("single", name="e2e-smoke", smoke=CHECKS, capabilities={"reasoning": True, "tools": True},
                  engine={"args": {"reasoning_parser": "deepseek_r1", "tool_call_parser": "hermes"}},
                  container={"env": {"FAKE_TTFT": "0.05"}})
-    up = inkctl("up", rec, "--hosts", inv)
+    up = inkctl("up", rec, "--hosts", inv, "--results-dir", str(tmp_path / "runs"))
     assert up.rc == 0, up
     assert "smoke: 3/3 checks passed" in up.stdout, up
     ready = next(line for line in up.stdout.splitlines() if line.strip().startswith("ready: answered"))
@@ -42,6 +42,8 @@ def test_up_is_ready_when_it_answers_then_smoke_and_bench_the_deployment(cluster
     assert prov["image"]["digest"].startswith("sha256:")  # read from the running container
     assert prov["engine_args"]["reasoning_parser"] == "deepseek_r1"
     assert prov["hosts"]["h1"]["gpus"] and prov["hosts"]["h1"]["driver"]  # from the host's nvidia-smi
+    boot = prov["boot"]  # how the deployment measured booted: up's boot record
+    assert boot["id"].startswith("e2e-smoke/") and "weights" in boot["ranks"][0]["seconds"] and boot["inkctl"]["health"] > 0
 
 
 def test_a_reasoning_recipe_on_an_engine_without_the_parser_fails_smoke_and_rolls_back(cluster, inkctl, inventory, recipe):

@@ -212,21 +212,79 @@ def test_interrupted_download_resumes_where_it_stopped(cluster, hub, setup, inkc
     assert run("weights", rec, "--hosts", inv, "--verify").rc == 0
 
 
-def test_a_host_cut_mid_copy_the_others_finish(cluster, hub, setup, inkctl):
+def test_a_relay_host_cut_mid_copy_is_named_the_next_resumes_from_the_one_before(cluster, hub, setup, inkctl):
+    """The chain h1 -> h2 -> h4: h2 is cut while it relays; h4 names it, reattaches to h1 and
+    completes from what it had. Healed, the rerun completes h2 at once (no leftover container
+    in the way)."""
     rec, inv, run = setup(*HOSTS3)
     assert run("lock", rec, "--hosts", inv).rc == 0
-    p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", "--bwlimit", "2", env={"HF_ENDPOINT": hub.url})
+    p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", "--bwlimit", "1", env={"HF_ENDPOINT": hub.url})
     read_until(p, lambda e: e.get("event") == "weights_progress" and e["host"] == "h4" and e["bytes"] > 0, timeout=120)
-    cluster.cut("h4")
+    cluster.cut("h2")
     try:
-        out, err = finish(p, timeout=120)
+        out, err = finish(p, timeout=180)
     finally:
-        cluster.heal("h4")
+        cluster.heal("h2")
     assert p.returncode == 1, out + err
     rep = json.loads(out.strip().splitlines()[-1])
-    assert set(rep["failed"]) == {"h4"} and "went away" in rep["failed"]["h4"] and "of" in rep["failed"]["h4"]
-    assert rep["moved"]["h2"] == model_bytes(hub)
-    assert "h4" in err and "complete on h1, h2" in err and no_traceback(err)
+    assert set(rep["failed"]) == {"h2"} and "went away" in rep["failed"]["h2"] and "of" in rep["failed"]["h2"]
+    assert rep["reattached"] == [{"host": "h4", "dead": "h2"}], rep
+    assert rep["moved"]["h4"] == model_bytes(hub) and rep["moved"]["h1"] == model_bytes(hub)
+    assert any(e["event"] == "weights_reattached" and e["dead"] == "h2" for e in events(out))
+    assert "h2" in err and "complete on h1, h4" in err and no_traceback(err)
+    assert hub.stats["bytes"] >= model_bytes(hub)
+    # right after the heal: the old run's container on h2 is still there; the rerun removes it
+    assert "inkctl-weights-relay" in cluster.docker("h2", "ps", "--all", "--format", "{{.Names}}").stdout
+    again = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+    assert again.rc == 0, again
+    assert set(final(again)["moved"]) == {"h2"}
+    assert "already in use" not in again.out
+    assert run("weights", rec, "--hosts", inv, "--verify").rc == 0
+
+
+def test_a_file_missing_only_on_the_head_comes_from_a_host_that_has_it(cluster, hub, setup):
+    rec, inv, run = setup(*HOSTS3)
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    assert run("weights", rec, "--hosts", inv, timeout=180).rc == 0
+    shard = "model-00002-of-00003.safetensors"
+    (snapshot(cluster, "h1") / shard).resolve().unlink()
+    before = hub.stats["bytes"]
+    ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+    assert ran.rc == 0, ran
+    assert hub.stats["bytes"] == before  # the Hub is the last resort
+    started = {e["host"]: e["source"] for e in events(ran.stdout) if e["event"] == "weights_started"}
+    assert started == {"h1": "h2"}, started
+    assert final(ran)["moved"] == {"h1": hub.repos[REPO].files[shard].size} and final(ran)["hub_bytes"] == 0
+
+
+def test_a_dropped_hub_download_is_retried_and_a_lost_file_does_not_stop_the_others(cluster, hub, setup):
+    rec, inv, run = setup("h1", "h2")
+    assert run("lock", rec, "--hosts", inv).rc == 0
+    shard = "model-00001-of-00003.safetensors"
+    hub.drop = {shard: 1}
+    try:
+        ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
+        assert ran.rc == 0, ran
+        assert hub.stats["dropped"] >= 1
+        assert final(ran)["moved"] == {"h1": model_bytes(hub), "h2": model_bytes(hub)}
+        for h in ("h1", "h2"):
+            shutil.rmtree(os.path.join(cluster.host(h).hf_dir, "hub"))
+        hub.drop = {shard: 1000}  # that file never comes whole: the rest still reaches both hosts
+        bad = run("weights", rec, "--hosts", inv, "-o", "json", timeout=240)
+    finally:
+        hub.drop = {}
+    assert bad.rc == 1, bad
+    rep = final(bad)
+    assert set(rep["failed"]) == {"h1", "h2"} and shard in rep["failed"]["h1"], rep
+    for h in ("h1", "h2"):
+        snap = snapshot(cluster, h)
+        have = {p.name for p in snap.iterdir()}
+        assert have == set(model_files(hub)) - {shard}, (h, have)
+    assert no_traceback(bad.out)
+
+
+def model_files(hub, repo=REPO):
+    return [p for p in hub.repos[repo].files if "/" not in p and not p.endswith((".bin", ".gguf"))]
 
 
 def test_gated_model_without_token_is_refused_clearly(cluster, hub, setup):
@@ -241,6 +299,12 @@ def test_gated_model_without_token_is_refused_clearly(cluster, hub, setup):
 
     ok = run("lock", rec, "--hosts", inv, env={"E2E_HF_TOKEN": TOKEN})
     assert ok.rc == 0, ok
+    # weights without the token: one line that says so and names the secret to set
+    none = run("weights", rec, "--hosts", inv, "-o", "json", timeout=120)
+    assert none.rc == 1, none
+    assert none.stderr.count("no token was sent") == 1, none.stderr
+    assert "env E2E_HF_TOKEN" in none.stderr and "rerun to resume" not in none.stderr, none.stderr
+    assert no_traceback(none.out)
     got = run("weights", rec, "--hosts", inv, "-o", "json", env={"E2E_HF_TOKEN": TOKEN}, timeout=180)
     assert got.rc == 0, got  # the head downloaded with the token (the hub refuses without it)
     assert TOKEN not in got.out

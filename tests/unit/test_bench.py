@@ -158,7 +158,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(quick, tmp_path):
                         "-n", "2", "--results-dir", str(runs), "--plot"], cwd=ROOT, capture_output=True, text=True,
                        env=env, timeout=120)
     assert r.returncode == 1
-    assert "--plot needs matplotlib, which is not installed" in r.stderr and "pip install 'inkctl[plot]'" in r.stderr
+    assert "--plot needs matplotlib, which is not installed" in r.stderr and "-m pip install matplotlib" in r.stderr
     assert not runs.exists()  # refused before measuring anything
 
 

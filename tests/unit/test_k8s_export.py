@@ -246,7 +246,7 @@ def test_a_host_variable_without_a_value_is_a_clear_error(tmp_path):
 
 def test_cli_writes_files_and_checks(tmp_path):
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", "examples/sglang-2node-podman.yaml", "-o", str(out),
+    r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", "examples/sglang-2node-podman.yaml", "--out", str(out),
                         "--check"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["leaderworkerset.yaml", "service.yaml"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from inkctl.errors import InkctlError, UsageError
-from tests.unit.collect import Collect
+from inkctl.execute.events import Collect
 from inkctl.execute.deploy.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       run_preflight)
 from inkctl.plan.runtime import ps_format
@@ -31,6 +31,10 @@ from inkctl.recipe.model import Recipe
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 H200 = (FIXTURES / "h200-query-gpu.csv").read_text()
 H200x8 = "".join(H200.replace("0, ", f"{i}, ", 1) for i in range(8))
+BUSY = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-busy"
+BUSY_UUID = "GPU-5e351fe9-bf09-94ee-8f17-8a3207975e53"  # the GPU of the busy-*.csv answers
+UUIDS8 = "".join(f"{i}, GPU-00000000-0000-0000-0000-00000000000{i}\n" for i in range(8)).replace(
+    "GPU-00000000-0000-0000-0000-000000000003", BUSY_UUID)
 GB10 = "0, NVIDIA GB10, 12.1, [N/A], [N/A], 580.95.05\n"
 MEMINFO = (FIXTURES / "h200-meminfo.txt").read_text()
 DIGEST = "sha256:" + "ab" * 32
@@ -71,10 +75,11 @@ NET_SPARK = "enP7s7 up 0x1003\nenp1s0f1np1 up 0x1003\nlo unknown 0x9\n"
 
 def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
            image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), net=(NET_CLUSTER, "", 0),
-           hcas=("", "", 0), seconds=0.05) -> Result:
+           hcas=("", "", 0), gpuapps=None, seconds=0.05) -> Result:
+    gpuapps = gpuapps or (UUIDS8 + "@@apps\n", "", 0)
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
-    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("meminfo", meminfo), ("image", image),
+    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("meminfo", meminfo), ("image", image),
                             ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
@@ -153,7 +158,7 @@ def test_all_pass_in_one_round_trip():
     t = Replay("h1", preflight=answer())
     res = by_check(run(recipe(), [t]))
     assert {c: r.status for c, r in res.items()} == {c: "ok" for c in
-                                                    ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "network", "name")}
+                                                    ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "name")}
     assert len(t.calls) == 1
     argv = t.calls[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
@@ -487,7 +492,7 @@ def test_event_sink_gets_one_report_and_the_message_stays_short():
     got = Collect()
     run(recipe(), [Replay("h1", preflight=answer())], sink=got)
     (report,) = got.events
-    assert report.ok and len(report.results) == 9
+    assert report.ok and len(report.results) == 10
 
 
 def test_preflight_failed_is_an_inkctl_error_with_exit_1():
@@ -679,3 +684,66 @@ def test_network_single_node_is_not_checked():
     res = run(recipe(network__socket_ifname="nosuch0"), [Replay("h1", preflight=answer())])
     assert by_check(res)["network"].status == "ok"
     assert by_check(res)["network"].detail == "single node: no NCCL network to check"
+
+
+# --- gpu-free: nvidia-smi --query-compute-apps on every host (real answers: fixtures/nvidia-smi-busy) --
+
+def test_gpu_held_by_another_process_fails_naming_pid_process_and_memory():
+    apps = (BUSY / "busy-compute-apps.csv").read_text()  # GPU 3 here: python3 pid 445, 20998 MiB
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    assert ei.value.message.startswith("preflight failed on h1 (gpu-free): nothing was launched")
+    r = by_check(ei.value.results)["gpu-free"]
+    assert r.status == "fail"
+    assert r.detail == "1 process(es) hold GPU memory the plan needs on h1: GPU 3: pid 445 (python3) holds 20.5 GiB"
+    assert "ps -o pid,user,cmd -p 445" in r.hint and "--skip-check gpu-free" in r.hint
+
+
+def test_gpu_held_answer_with_header_and_units_is_read_too():
+    apps = (BUSY / "busy-compute-apps-header.csv").read_text()
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
+    with pytest.raises(PreflightFailed) as ei:
+        run(recipe(), [t])
+    assert "pid 445 (python3) holds 20.5 GiB" in by_check(ei.value.results)["gpu-free"].detail
+
+
+def test_gpu_held_on_a_gpu_the_plan_does_not_use_passes():
+    from inkctl.execute.state.gpu import parse_holders
+
+    text = (BUSY / "device-busy-compute-apps.txt").read_text()  # captured on the device machine
+    apps, _, uuids = text.partition("# nvidia-smi --query-gpu")
+    held = parse_holders(uuids.split("\n", 1)[1], apps)
+    assert [(h.gpu, h.pid, h.process, h.used_mib) for h in held] == [(0, 506, "python3", 8710)]
+    idle = (BUSY / "idle-compute-apps.csv").read_text()
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + idle, "", 0)))
+    assert by_check(run(recipe(), [t]))["gpu-free"].status == "ok"
+
+
+def test_gpu_held_can_be_skipped_knowingly():
+    apps = (BUSY / "busy-compute-apps.csv").read_text()
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
+    r = by_check(run(recipe(), [t], skip={"gpu-free"}))["gpu-free"]
+    assert r.status == "skipped" and "pid 445" in r.detail
+
+
+def test_network_rdma_false_stops_requiring_the_adapters():
+    r = two_node(network__socket_ifname="eth0", network__ib_hca=["rocep1s0f1"], network__rdma=False)
+    ts = [Replay("h1", preflight=answer()), Replay("h2", preflight=answer())]
+    res = by_check(run(r, ts), "h2")["network"]
+    assert res.status == "ok"
+    assert res.detail.startswith("eth0 up; RDMA adapter rocep1s0f1 absent: not required (network.rdma: false)")
+
+
+def test_gpu_held_only_counts_on_the_gpus_the_plan_gives_the_host():
+    from inkctl.execute.deploy.preflight import planned_gpus
+
+    apps = (BUSY / "busy-compute-apps.csv").read_text()  # GPU 3 held
+    r = recipe(hardware__gpus_per_host=2)
+    h = [Host(name="h1", address="10.231.0.11", gpus="0,1", vars={"HF_HOME": "/data/hf1"})]
+    plan = build_plan(r, h)
+    assert planned_gpus(plan, "h1") == [0, 1]
+    t = Replay("h1", preflight=answer(gpuapps=(UUIDS8 + "@@apps\n" + apps, "", 0)))
+    res = by_check(run_preflight(r, plan, {"h1": t}))["gpu-free"]
+    assert (res.status, res.detail) == ("ok", "no other process holds memory on GPUs 0,1 "
+                                              "(1 process(es) on GPUs this plan does not use)")

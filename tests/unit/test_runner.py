@@ -14,7 +14,7 @@ import time
 import pytest
 
 from inkctl.errors import EXIT_INTERRUPTED
-from tests.unit.collect import Collect
+from inkctl.execute.events import Collect
 from inkctl.execute.events import (HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
                                    StageStarted, StepFailed)
 from inkctl.execute.supervise.health import HealthTimeout

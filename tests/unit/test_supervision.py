@@ -98,3 +98,49 @@ def test_the_systemd_unit_runs_watch_restart_with_absolute_paths(tmp_path):
     assert f"'{rec}'" in start and f"--hosts {tmp_path / 'hosts.yaml'}" in start and "--max-restarts-per-hour 2" in start
     assert "User=ops" in unit and "Restart=on-failure" in unit and "WantedBy=multi-user.target" in unit
     assert "$$HOME" in unit_text(tmp_path / "$HOME.yaml", None, [], python="p", user=None, deployment="d", max_restarts=1)
+
+
+class _Flaky:
+    """A host whose connection stands (keepalives answered) but whose commands fail as told."""
+
+    def __init__(self, fails: int, alive: bool = True):
+        self.fails, self._alive = fails, alive
+
+    def alive(self) -> bool:
+        return self._alive
+
+    def run(self, argv, timeout=None, stdin=None):
+        from inkctl.execute.hosts.transport import HostError, Result
+
+        if self.fails:
+            self.fails -= 1
+            raise HostError("h3", "unreachable", "connection lost before the command reported its exit status")
+        return Result(argv=tuple(argv), exit_code=0, stdout=b"/inkctl-x-r0|running|0|0001-01-01T00:00:00Z\n", stderr=b"",
+                      seconds=0.0)
+
+
+def _supervisor(transport):
+    from types import SimpleNamespace
+
+    from inkctl.execute.supervise.watch import Supervisor
+
+    host = SimpleNamespace(name="h3", runtime="podman")
+    plan = SimpleNamespace(hosts=[host], containers=[SimpleNamespace(host="h3", rank=0, name="inkctl-x-r0")],
+                           host=lambda name: host, health_url=None)
+    recipe = SimpleNamespace(hardware=SimpleNamespace(unified_memory=False), watchdog_on=False)
+    return Supervisor(plan=plan, transports={"h3": transport}, recipe=recipe, interval=0.2)
+
+
+def test_a_failed_read_on_a_standing_connection_is_no_lost_host():
+    """The ghost of issue 18: "h3 lost ... no answer for 4.5 s" 27 ms after the first ok, from one
+    failed command on a connection that still stood."""
+    s = _supervisor(_Flaky(fails=2))
+    assert s._turn({}) is None and s._turn({}) is None  # two failed reads: asked again, nothing declared
+    assert s._turn({}) is None  # it answers again: the count starts over
+    s = _supervisor(_Flaky(fails=5))
+    assert s._turn({}) is None and s._turn({}) is None
+    f = s._turn({})
+    assert f is not None and f.cause == "host-unanswering" and "no answer for" not in f.message
+    assert "connection lost before the command reported its exit status" in f.message
+    lost = _supervisor(_Flaky(fails=1, alive=False))._turn({})
+    assert lost.cause == "host-lost" and "no answer for" in lost.message

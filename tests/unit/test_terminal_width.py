@@ -34,20 +34,22 @@ def unreachable(tmp_path) -> Path:
     return inv
 
 
-def screen(tmp_path: Path, *args: str) -> list[str]:
-    """What ``inkctl ARGS`` (stdout) leaves on an 80-column terminal, one entry per logical line."""
+def screen(tmp_path: Path, *args: str, stderr: bool = False, cwd: Path = ROOT) -> list[str]:
+    """What ``inkctl ARGS`` leaves on an 80-column terminal (stdout; with ``stderr`` both, as a
+    user sees them), one entry per logical line."""
     home = tmp_path / "home"
     (home / ".ssh").mkdir(parents=True, exist_ok=True)
     script = tmp_path / "screen.sh"
     script.write_text(
-        f"cd {shlex.quote(str(ROOT))}\n"
+        f"cd {shlex.quote(str(cwd))}\n"
         f"export HOME={shlex.quote(str(home))} PYTHONPATH={shlex.quote(str(ROOT))} NO_COLOR=1\n"
         "unset COLUMNS LINES\n"
-        f"{shlex.quote(sys.executable)} -m inkctl {shlex.join(args)} 2>/dev/null\n"
+        f"{shlex.quote(sys.executable)} -m inkctl {shlex.join(args)} {'2>&1' if stderr else '2>/dev/null'}\n"
         f"echo {DONE}\nsleep 600\n")
     sock = f"inkctl-test-{os.getpid()}-{time.monotonic_ns()}"
     tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
     subprocess.run([*tmux, "new-session", "-d", "-x", "80", "-y", "100", "sh", str(script)], check=True, timeout=30)
+    subprocess.run([*tmux, "set-option", "-g", "history-limit", "10000"], capture_output=True, timeout=30)
     try:
         deadline = time.monotonic() + 90  # bounds a hang only; a busy machine may take a while
         while True:
@@ -102,3 +104,49 @@ def test_doctor_against_unreachable_hosts_fits_80_columns(tmp_path, unreachable)
 def test_logs_against_unreachable_hosts_fits_80_columns(tmp_path, unreachable):
     lines = screen(tmp_path, "logs", RECIPE, "--hosts", str(unreachable), "--tail", "5")
     assert all(len(ln) <= 80 for ln in lines)  # nothing on stdout but what fits (the errors go to stderr)
+
+
+# --- every command a user chains, both streams, from a project directory made by init --------------
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    d = tmp_path / "project"
+    d.mkdir()
+    r = subprocess.run([sys.executable, "-m", "inkctl", "init", "inkling-small-2x-dgx-spark-vllm"], cwd=d,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
+@pytest.mark.parametrize("args", [
+    ("plan", "inkling-small-2x-dgx-spark-vllm.yaml", "--hosts", "hosts.yaml"),
+    ("plan", "inkling-small-2x-rtxpro6000-sglang"),
+    ("plan", "vllm-ray-2node"),
+    ("validate", "inkling-small-2x-dgx-spark-vllm.yaml"),
+    ("validate", "--strict", "inkling-small-2x-dgx-spark-vllm"),
+    ("init", "vllm-native-2node"),
+    (),
+    ("up", "inkling-small-2x-dgx-spark-vllm.yaml", "--hosts", "hosts.yaml"),
+], ids=lambda a: " ".join(a) or "bare")
+def test_the_paper_commands_fit_80_columns_with_their_warnings(tmp_path, project, args):
+    lines = screen(tmp_path, *args, stderr=True, cwd=project)
+    assert_fits(lines)
+
+
+def test_bench_smoke_and_results_fit_80_columns(tmp_path, project):
+    from tests.unit.openai_fake import FakeServer
+
+    runs = project / "bench-results"
+    parsers = ("--reasoning-parser", "deepseek_r1", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    with FakeServer(*parsers) as s:
+        assert_fits(screen(tmp_path, "smoke", "--url", s.url, "--reasoning", "--tools", stderr=True, cwd=project))
+        assert_fits(screen(tmp_path, "smoke", "--url", s.url, "--model", "nope", stderr=True, cwd=project))
+        assert_fits(screen(tmp_path, "bench", "--url", s.url, "-c", "1,2", "-n", "2", "--output-len", "4",
+                           stderr=True, cwd=project))
+    (run,) = [p.name for p in runs.iterdir()]
+    for args in (("results",), ("results", run),
+                 ("results", run, "--recipe", "inkling-small-2x-rtxpro6000-sglang")):
+        lines = screen(tmp_path, *args, stderr=True, cwd=project)
+        assert_fits(lines)
+    assert any("how: " in ln for ln in lines) or all(len(ln) <= 80 for ln in lines)
+    assert any(ln.startswith("note: ") and "compare two models" in " ".join(lines) for ln in lines)

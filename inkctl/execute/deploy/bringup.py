@@ -102,9 +102,14 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         launched = True
         runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
         runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
+        from inkctl.execute.supervise.bootphases import PhaseReader
+
+        runner.phase_reader = PhaseReader(loaded.recipe.engine.kind)
         try:
             with _watchdog(loaded.recipe, plan, transports, runner, sink):
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
+            if not outcome.detached:
+                outcome.boot = _boot_record(plan, outcome, runner.phase_reader, loaded.recipe.engine.kind)
         except InkctlError as e:
             if isinstance(existing, OtherVersion):
                 e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
@@ -135,9 +140,40 @@ def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) 
     try:
         ensure_probed_image(loaded, plan, transports, sink, answers, host_image(loaded.recipe, plan))
         run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check)
+        _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e
     return None
+
+
+def _compile_cache(loaded, plan, transports, sink) -> None:
+    """With the compile cache pinned in the lock file: every host's cache, where present, is
+    the pinned one (a corrupt cache fails the boot before anything starts: engines trust it)."""
+    if not loaded.recipe.compile_cache.enabled:
+        return
+    from pathlib import PurePosixPath
+
+    from inkctl.execute.deploy import cachesync
+    from inkctl.execute.events import Info
+    from inkctl.recipe.lockfile import read_pins
+
+    dirs = {s.host: s.argv[-1] for st in plan.stages if st.name == "compile-cache" for s in st.steps}
+    if not dirs:
+        return
+    pin = read_pins(loaded).get(cachesync.PIN_PREFIX + PurePosixPath(next(iter(dirs.values()))).name)
+    if pin is None:
+        return
+    states = cachesync.scan(transports, dirs)
+    bad = [s for s in states.values() if s.present and s.files and s.digest != pin]
+    warm = [s.host for s in states.values() if s.digest == pin]
+    if bad:
+        raise InkctlError("compile cache corrupt: " + "; ".join(
+            f"{s.host}: {s.dir} has sha256 {(s.digest or '')[:16]}, the lock file pins {pin[:16]}" for s in bad),
+            hint=f"inkctl cache {loaded.path} --verify names the files; inkctl cache {loaded.path} copies the "
+                 "pinned one over it")
+    sink.emit(Info(text=f"compile cache: pinned cache on {', '.join(warm) or 'no host'}"
+                        + (f"; the others compile ({', '.join(h for h in dirs if h not in warm)})"
+                           if len(warm) < len(dirs) else "")))
 
 
 def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
@@ -229,6 +265,28 @@ class _watchdog:
     def __exit__(self, *exc) -> None:
         if self.dog is not None:
             self.dog.stop_event.set()  # its threads end at their next reading; nobody waits for them
+
+
+def _boot_record(plan, outcome, reader, engine: str) -> dict:
+    """inkctl's milestones, in seconds from the start of the stage that starts the head's
+    container, and each rank's phases as its engine reported them."""
+    from inkctl.execute.supervise.bootphases import boot_record
+    from inkctl.smoke.ready import HEAD_START_STAGES
+
+    order = [s.name for s in plan.stages]
+    start = next((i for i, n in enumerate(order) if n in HEAD_START_STAGES), None)
+    marks: dict[str, float] = {}
+    if start is not None and "health" in order and all(n in outcome.stage_seconds for n in order[start:order.index("health")]):
+        container = outcome.stage_seconds[order[start]]
+        before_health = sum(outcome.stage_seconds[n] for n in order[start:order.index("health")])
+        marks["container"] = container
+        if outcome.port_open_s is not None:
+            marks["port_open"] = before_health + outcome.port_open_s
+        if outcome.healthy_after_s is not None:
+            marks["health"] = before_health + outcome.healthy_after_s
+        if outcome.first_answer is not None and "health" in outcome.stage_seconds:
+            marks["first_token"] = before_health + outcome.stage_seconds["health"]
+    return boot_record(engine, reader.phases() if reader is not None else [], marks)
 
 
 def _transport_check(loaded, sink, allow: bool):

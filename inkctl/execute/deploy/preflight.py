@@ -29,7 +29,7 @@ from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "image", "paths", "ports", "memory", "network", "name", "weights")
+CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "name", "weights")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 PULL_TIMEOUT_S = 3600
 
@@ -203,6 +203,7 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     s = answer.sections
     runtime_ok = _runtime(h, s)
     _gpus(h, s)
+    _gpu_free(h, s)
     _memory(h, s)
     own: list[str] = []
     if runtime_ok:
@@ -304,6 +305,53 @@ def _gpus(h: _Host, s: Sections) -> None:
         if total and free is not None and free < 0.9 * total:
             notes.append(f"GPU {g.index}: {(total - free) / gpu_probe.MIB_PER_GIB:.1f} GiB already in use")
     h.put("gpus", WARN if notes else OK, found + ("; " + "; ".join(notes) if notes else ""))
+
+
+def planned_gpus(plan: Plan, host: str) -> list[int] | None:
+    """The GPU indices the host's ranks are given (``--gpus "device=0,1"``, ``--device
+    nvidia.com/gpu=0``), from the plan's container specs; None: every GPU."""
+    out: list[int] = []
+    for c in _containers(plan, host):
+        opts = list(c.options)
+        for flag, value in zip(opts, opts[1:]):
+            if flag == "--gpus":
+                v = value.strip('"')
+                if not v.startswith("device="):
+                    return None
+                out += [int(x) for x in v[len("device="):].split(",") if x.isdigit()]
+            elif flag == "--device" and value.startswith("nvidia.com/gpu="):
+                v = value.split("=", 1)[1]
+                if not v.isdigit():
+                    return None
+                out.append(int(v))
+    return sorted(set(out)) if out else None
+
+
+def _gpu_free(h: _Host, s: Sections) -> None:
+    """No other process holds memory on a GPU the plan gives this host's ranks: a leftover
+    engine or someone else's job makes the boot die of CUDA out-of-memory minutes later."""
+    out, err, rc = s.get("gpuapps")
+    if rc == 127:
+        h.put("gpu-free", NOT_RUN, "nvidia-smi not found")
+        return
+    uuids, _, apps = out.partition("@@apps")
+    if rc != 0 or not _:
+        h.put("gpu-free", WARN, f"nvidia-smi --query-compute-apps failed: {_last_line(err, out) or f'exit {rc}'}",
+              "run on the host: " + " ".join(gpu_probe.APPS_QUERY))
+        return
+    holders = gpu_probe.parse_holders(uuids, apps)
+    planned = planned_gpus(h.plan, h.name)
+    ours = [x for x in holders if planned is None or x.gpu is None or x.gpu in planned]
+    which = ("GPU " if len(planned) == 1 else "GPUs ") + ",".join(map(str, planned)) if planned is not None else "any GPU"
+    if not ours:
+        others = f" ({len(holders)} process(es) on GPUs this plan does not use)" if holders else ""
+        h.put("gpu-free", OK, f"no other process holds memory on {which}{others}")
+        return
+    pids = " ".join(str(x.pid) for x in ours if x.pid is not None)
+    h.put("gpu-free", FAIL, f"{len(ours)} process(es) hold GPU memory the plan needs on {h.name}: "
+          + "; ".join(x.describe() for x in ours),
+          f"stop them (on {h.name}: ps -o pid,user,cmd -p {pids or 'PID'}; a leftover inkctl deployment: "
+          "inkctl down), choose free GPUs (the inventory's gpus), or --skip-check gpu-free to boot anyway")
 
 
 def _meminfo(s: Sections) -> gpu_probe.MemInfo | None:
@@ -497,7 +545,8 @@ def _network(h: _Host, s: Sections) -> None:
     try:
         notes = [_interface_note(h.name, ifname, parse_links(s.get("net")[0]))]
         if hcas:
-            notes.append(_adapters_note(h.name, hcas, [ln for ln in s.get("hcas")[0].split() if ln]))
+            optional = "rdma" in r.network.model_fields_set and not r.network.rdma
+            notes.append(_adapters_note(h.name, hcas, [ln for ln in s.get("hcas")[0].split() if ln], optional))
     except _Unfit as e:
         h.put("network", FAIL, e.detail, e.hint)
         return
@@ -534,13 +583,20 @@ def _interface_note(host: str, ifname: str, links: dict) -> str:
     return "; ".join(notes)
 
 
-def _adapters_note(host: str, hcas: str, present: list[str]) -> str:
-    """Every RDMA adapter NCCL_IB_HCA names is in /sys/class/infiniband (raises _Unfit)."""
+def _adapters_note(host: str, hcas: str, present: list[str], optional: bool = False) -> str:
+    """Every RDMA adapter NCCL_IB_HCA names is in /sys/class/infiniband (raises _Unfit);
+    ``optional`` (network.rdma: false, said so): a missing one is a note, not a failure."""
     # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
     wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
     missing = [x for x in wanted if x not in present]
+    notes = []
+    if missing and optional:
+        notes.append(f"RDMA adapter {', '.join(missing)} absent: not required (network.rdma: false)")
+        missing = []
+        wanted = [x for x in wanted if x in present]
     if missing:
         raise _Unfit(f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {host}; "
                      f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
                      f"set ib_hca for {host} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
-    return f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}"
+    notes.append(f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}")
+    return "; ".join(notes)

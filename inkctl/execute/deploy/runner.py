@@ -8,7 +8,7 @@ there and nowhere else: no half-up clusters.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import enum
 import hashlib
@@ -82,6 +82,8 @@ class Outcome:
     smoke: tuple[SmokeResult, ...] = ()
     stage_seconds: dict[str, float] = field(default_factory=dict)
     status: UpStatus = UpStatus.UP
+    port_open_s: float | None = None  # into the health wait: the server's first HTTP answer
+    boot: dict | None = None  # execute.bootphases.boot_record: where the boot's time went
 
     @property
     def detached(self) -> bool:
@@ -102,6 +104,7 @@ class Runner:
         self.causes: list[str] = []  # root causes found beside the steps (the boot watchdog)
         self.stage: str | None = None  # the stage in progress (or the last one started)
         self.on_rank_line = None  # (watched rank, log line) during the health wait: the NCCL transport check
+        self.phase_reader: Any = None  # the same, for the boot phases each engine reports (execute.bootphases)
         self._lock = threading.Lock()
 
     # -- one step ----------------------------------------------------------------------------
@@ -137,10 +140,15 @@ class Runner:
         elif isinstance(step, WaitHealth):
             from inkctl.execute.supervise.health import HealthWait
 
+            from inkctl.execute.supervise.health import LineReaders
+
             runtime = self.plan.host(step.host).runtime
-            outcome.healthy_after_s = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
-                                                 timeout_s=self.health_timeout_s, plan=self.plan,
-                                                 on_line=self.on_rank_line).run()
+            wait = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
+                              timeout_s=self.health_timeout_s, plan=self.plan,
+                              on_line=LineReaders(self.on_rank_line, self.phase_reader)
+                              if self.on_rank_line or self.phase_reader else None)
+            outcome.healthy_after_s = wait.run()
+            outcome.port_open_s = wait.port_open_s
             outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
             if step.answer_url:  # readiness means it answers
                 from inkctl.smoke.ready import first_answer

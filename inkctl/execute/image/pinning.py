@@ -68,8 +68,8 @@ def _check(key: str, observed: str, full: str | None, prefix: str | None, what: 
         raise Refused(f"{key}: {what} has sha256 {observed}, but the recipe pins {full}",
                       hint="the base or the patch is not what the recipe was written for")
     if prefix and not observed.startswith(prefix):
-        raise Refused(f"{key}: {what} has sha256 {observed}, which does not start with {prefix} as the source says",
-                      hint="this is not the file the source patched: check the base image and the path")
+        raise Refused(f"{key}: {what} has sha256 {observed}, which does not start with {prefix} as the recipe pins it",
+                      hint="this is not the file the recipe was written against: check the base image and the path")
 
 
 def _originals(stores: dict, base: dict[str, ImageInfo], paths: list[str]) -> dict[str, bytes | None]:

@@ -154,3 +154,47 @@ def describe(gpus: list[Gpu], mem: MemInfo | None = None) -> str:
         frees = [g.memory_free_mib or 0 for g in gpus]
         text += f", {min(totals) / MIB_PER_GIB:.1f} GiB ({min(frees) / MIB_PER_GIB:.1f} free) each"
     return text + f", driver {gpus[0].driver}"
+
+
+# --------------------------------------------------------------- who else holds the GPUs
+
+UUID_QUERY = ("nvidia-smi", "--query-gpu=index,uuid", "--format=csv,noheader")
+APPS_QUERY = ("nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
+              "--format=csv,noheader,nounits")
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """A process holding memory on a GPU (``nvidia-smi --query-compute-apps``)."""
+
+    gpu: int | None  # the GPU's index (None: a uuid the index query did not list)
+    uuid: str
+    pid: int | None
+    process: str
+    used_mib: int | None
+
+    def describe(self) -> str:
+        mem = f"{self.used_mib / MIB_PER_GIB:.1f} GiB" if self.used_mib is not None else "memory unknown"
+        pid = f"pid {self.pid}" if self.pid is not None else "pid unknown"
+        return f"GPU {self.gpu if self.gpu is not None else self.uuid}: {pid} ({self.process}) holds {mem}"
+
+
+def parse_holders(uuids_text: str, apps_text: str) -> list[GpuHolder]:
+    """``UUID_QUERY``'s answer (index, uuid) and ``APPS_QUERY``'s (an empty answer: nothing
+    runs). A row nvidia-smi cannot fill (``[N/A]``, ``[Insufficient Permissions]``) still counts."""
+    index: dict[str, int] = {}
+    for line in uuids_text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            index[parts[1]] = int(parts[0])
+    out = []
+    for line in apps_text.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) < 4 or not parts[0].startswith(("GPU-", "MIG-")):
+            continue  # a header, a blank line
+        uuid, pid, process, used = parts[0], parts[1], ", ".join(parts[2:-1]), parts[-1]
+        if used.endswith("MiB"):
+            used = used[:-3].strip()
+        out.append(GpuHolder(gpu=index.get(uuid), uuid=uuid, pid=int(pid) if pid.isdigit() else None,
+                             process=process, used_mib=int(used) if used.isdigit() else None))
+    return out

@@ -48,6 +48,9 @@ HOST_PROBE = "\n".join([
     'if command -v "$rt" >/dev/null 2>&1; then "$rt" ps --all --format "$psfmt"; ps_rc=$?; else ps_rc=127; fi; rc $ps_rc',
     "sec gpus",
     f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
+    "sec gpuapps",  # who else holds GPU memory: index -> uuid, then the compute processes
+    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.UUID_QUERY)} && echo '@@apps' &&"
+    f" {command_line(gpu_probe.APPS_QUERY)}; rc $?; else rc 127; fi",
     "sec meminfo",
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",

@@ -179,6 +179,22 @@ def phase_of(w: Watched, healthy: bool) -> str:
     return "starting" if w.status == "starting" else "running"
 
 
+class LineReaders:
+    """Several readers of the followed boot log as one ``on_line``: the first fault found wins;
+    ``settled`` is the NCCL transport check's, when there is one."""
+
+    def __init__(self, *readers):
+        self.readers = [r for r in readers if r is not None]
+        checks = [r for r in self.readers if hasattr(r, "settled")]
+        self.settled = checks[0].settled if checks else None
+
+    def __call__(self, watched, line: str) -> str | None:
+        fault = None
+        for r in self.readers:
+            fault = r(watched, line) or fault
+        return fault
+
+
 class HealthWait:
     """One WaitHealth step: ``run()`` returns the seconds until the URL answered 200."""
 
@@ -196,6 +212,7 @@ class HealthWait:
         self.announced = threading.Event()  # the head's log says its HTTP server is starting
         self._last_sent: tuple | None = None
         self._last_sent_at = 0.0
+        self.port_open_s: float | None = None  # into the wait: the first HTTP answer of any kind
 
     # -- log following -----------------------------------------------------------------------
     def _follow(self, w: Watched) -> None:
@@ -367,6 +384,8 @@ class HealthWait:
                     if now >= next_http:
                         status = _poll(http, self.step.url)
                         seen = time.monotonic()
+                        if self.port_open_s is None and status.isdigit():
+                            self.port_open_s = seen - t0
                         next_http = seen + polls.after(status, seen)
                         if status == "200":
                             self._check_hosts(t0)

@@ -39,14 +39,17 @@ class RankSeen:
     host: str
     rank: int
     container: str
-    state: str = "unknown"  # running | exited | missing | unreachable | ...
+    state: str = "unknown"  # running | exited | missing | unreachable | unread (a read failed) | ...
     exit_code: int | None = None
     lines: tuple[str, ...] = ()
     finished: datetime | None = None  # the runtime's FinishedAt: the first rank to die is the cause
+    error: str = ""  # why the read failed (state unread)
 
     def describe(self) -> str:
         if self.state == "unreachable":
             return "unknown (its host is unreachable)"
+        if self.state == "unread":
+            return f"unknown (reading it failed: {self.error})"
         if self.state == "exited":
             return f"exited with code {self.exit_code}" if self.exit_code is not None else "exited"
         if self.state == "missing":
@@ -72,9 +75,13 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
         runtime = plan.host(host).runtime
         try:
             res = t.run(container_runtime.inspect(runtime, *[c.name for c in cs]), timeout=timeout)
-        except HostError:
+        except HostError as e:
+            # a connection that stands is not a lost host: one question failed (a channel refused, a
+            # command killed, a runtime busy for a moment); the caller asks again next turn
+            lost = not alive(t)
             for r in out:
-                r.state = "unreachable"
+                r.state = "unreachable" if lost else "unread"
+                r.error = "" if lost else e.message
             return out
         seen = parse_inspect_lines(host, res.text())
         for r in out:
@@ -149,5 +156,5 @@ def first_down(ranks: list[RankSeen]) -> RankSeen | None:
     def when(r: RankSeen) -> float:
         return r.finished.timestamp() if r.finished is not None else float("inf")
 
-    down = [r for r in ranks if r.state != "running"]
+    down = [r for r in ranks if r.state not in ("running", "unread")]
     return min(down, key=lambda r: (r.state == "missing", when(r), r.rank)) if down else None

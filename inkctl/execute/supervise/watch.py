@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 
 FATAL_SETTLE_S = 0.5
+UNREAD_TURNS = 3  # a host whose connection stands but whose container reads fail this often in a row
 
 
 def _fatal_text(fatal: list) -> str:
@@ -39,7 +40,7 @@ def _fatal_text(fatal: list) -> str:
 
 @dataclass
 class Failure:
-    cause: str  # host-lost | rank-exited | unhealthy | fatal-log | memory
+    cause: str  # host-lost | host-unanswering | rank-exited | unhealthy | fatal-log | memory | stuck
     message: str
     host: str | None = None
     rank: int | None = None
@@ -56,6 +57,7 @@ class Supervisor:
     recipe: Recipe
     interval: float = 2.0
     unhealthy_after: int = 3  # consecutive failed health probes
+    stuck_after_s: float | None = None  # requests waiting and no token this long: stuck (None: not checked)
     stop: threading.Event = field(default_factory=threading.Event)
     on_state: Callable[[str], None] | None = None  # called with a line when the picture changes
 
@@ -64,6 +66,10 @@ class Supervisor:
         self.fatal: list[tuple[str, int, str, str]] = []  # (host, rank, kind, line)
         self._lock = threading.Lock()
         self._bad_health = 0  # failed health probes in a row
+        self._unread: dict[str, int] = {}  # failed reads of a host's containers in a row
+        from inkctl.execute.supervise.progress import ProgressCheck
+
+        self.progress = ProgressCheck(self.stuck_after_s) if self.stuck_after_s else None
 
     # -- log streams ------------------------------------------------------------------------
     def _follow(self, c) -> None:
@@ -100,6 +106,13 @@ class Supervisor:
         for r in seen:
             if r.state == "unreachable":
                 return self._lost(r.host, now)
+        unread = {r.host: r for r in seen if r.state == "unread"}
+        for h in self.plan.hosts:
+            self._unread[h.name] = self._unread.get(h.name, 0) + 1 if h.name in unread else 0
+            if self._unread[h.name] >= UNREAD_TURNS:  # it answers keepalives, but not what it runs
+                u = unread[h.name]
+                return Failure("host-unanswering", f"{h.name} answers, but {self._unread[h.name]} reads in a row of "
+                               f"its containers failed: {u.error}" + others_text(seen, h.name), h.name, None, now)
         down = first_down(seen)
         if down is not None:  # the first rank to exit is the cause; its peers' deaths and fatal lines follow
             body = "".join(f"\n    | {x}" for x in down.lines) or "\n    (no log output)"
@@ -109,7 +122,7 @@ class Supervisor:
             host, rank, kind, text = fatal[0]
             return Failure("fatal-log", f"rank {rank} on {host} logged a fatal {kind}:\n    | {text}"
                            + others_text(seen, host), host, rank, now)
-        return self._memory(below, now) or self._health(now)
+        return self._memory(below, now) or self._health(now) or self._progress(now)
 
     def _lost(self, host: str, now: float) -> Failure:
         from inkctl.execute.hosts.ssh import LOST_AFTER_S
@@ -132,6 +145,30 @@ class Supervisor:
             return Failure("unhealthy", f"{url} failed {self._bad_health} probes in a row (last: {seen})",
                            head.host, head.rank, now)
         return None
+
+    def _progress(self, now: float) -> Failure | None:
+        """The head's /metrics: requests there and no token generated for stuck_after_s."""
+        url = self.plan.health_url
+        if self.progress is None or not url:
+            return None
+        import httpx
+
+        from inkctl.execute.supervise.health import tls_context
+        from inkctl.execute.supervise.progress import reading
+
+        metrics = url.rsplit("/", 1)[0] + "/metrics"
+        try:
+            r = httpx.get(metrics, timeout=max(2.0, self.interval), trust_env=False, verify=tls_context())
+        except httpx.HTTPError:
+            return None  # the health probe reports a server that does not answer
+        if r.status_code != 200:
+            return None
+        text = self.progress.feed(reading(r.text), now)
+        if text is None:
+            return None
+        head = self.plan.containers[0]
+        return Failure("stuck", f"rank {head.rank} on {head.host} ({head.name}): "
+                       f"{text} ({metrics})", head.host, head.rank, now)
 
     def _memory(self, below: dict, now: float) -> Failure | None:
         """MemAvailable on unified-memory hosts, against the watchdog floor for N reads in a row."""

@@ -17,6 +17,15 @@ Behaviour knobs (environment):
   FAKE_LOG_ENV         1: log every environment variable at start, values and all (engines that dump their env)
   FAKE_NCCL_NET        ib | socket: the network NCCL "chose" (printed with NCCL_DEBUG=INFO; unset: IB only
                        when /sys/class/infiniband has the adapter, else the silent socket fallback)
+  FAKE_WEIGHTS_S       seconds the weights take to "load", whatever happened before (default: what is left of
+                       FAKE_READY_AFTER)
+  FAKE_COMPILE_S       seconds vLLM's torch.compile takes without a compile cache (default 0); the artefacts
+                       go to $VLLM_CACHE_ROOT/torch_compile_cache/<hash>/rank_<r>_0/, and a later boot
+                       that finds them prints vLLM's "Directly load the compiled graph(s)" line instead
+  FAKE_CACHED_COMPILE_S  seconds that load from the cache takes (default 0.05)
+  FAKE_GRAPHS_S        seconds of vLLM's CUDA graph capture (default 0)
+  FAKE_STUCK_HOLD_S    once SIGUSR1 stopped the engine core, how long a request waits (queued, counted
+                       in num_requests_waiting) before a 503 (default 3600); /health stays 200
   FAKE_GPUS_PER_NODE   GPUs each Ray node offers; with it, vLLM over Ray waits for tp*pp GPUs (default: no check)
 
 On start it writes its argv and environment as JSON to /tmp/inkctl-fake-engine.json

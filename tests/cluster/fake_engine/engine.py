@@ -168,11 +168,18 @@ def handle_signals(log, on_exit=None):
     signal.signal(signal.SIGINT, stop)
 
 
+LOADED = []  # seconds the weights took (the fake's boot phases read it)
+
+
 def load_weights(log, model, shards_line, done_line):
-    """Spend FAKE_READY_AFTER seconds (minus what already passed) "loading" the checkpoint."""
+    """Spend FAKE_READY_AFTER seconds (minus what already passed) "loading" the checkpoint, or
+    exactly FAKE_WEIGHTS_S seconds when that is set (a phase of known length, however long the
+    rendezvous before it took)."""
     total = knob("FAKE_READY_AFTER", 0)
     every = knob("FAKE_LOG_EVERY", 0)
     left = max(0.0, total - (time.monotonic() - START))
+    if knob("FAKE_WEIGHTS_S", -1) >= 0:
+        left = knob("FAKE_WEIGHTS_S", 0)
     shards = max(1, int(knob("FAKE_SHARDS", 4)))
     log(f"Loading weights for {model}", src="default_loader.py:267")
     t0 = time.monotonic()
@@ -186,7 +193,8 @@ def load_weights(log, model, shards_line, done_line):
         time.sleep(left)
         for k in range(1, shards + 1):
             log(shards_line(k, shards), src="weight_utils.py:441")
-    log(done_line(time.monotonic() - t0), src="default_loader.py:273")
+    LOADED.append(time.monotonic() - t0)
+    log(done_line(LOADED[-1]), src="default_loader.py:273")
 
 
 # ---------------------------------------------------------------- rank to rank

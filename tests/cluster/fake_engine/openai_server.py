@@ -7,6 +7,8 @@ returns reasoning in its own delta field when started with a reasoning parser, r
 calls when started with a tool-call parser, and has the real engines' bad habits on request:
 
   FAKE_TTFT              seconds before the first token (default: FAKE_TOKEN_DELAY)
+  FAKE_MAX_RUNNING       requests decoded at once (the engine's batch); the rest wait, counted as waiting in /metrics
+  FAKE_ITL               FAKE_TOKEN_DELAY under a name a recipe's env may carry (inkctl takes *TOKEN* for a secret)
   FAKE_REASONING_FIELD   delta field for reasoning: reasoning_content (default) or reasoning
   FAKE_TOOL_MALFORMED    1: tool-call arguments are not JSON (a parser that cut the text short)
   FAKE_WRONG_ANSWER      1: arithmetic is answered wrong
@@ -16,6 +18,7 @@ calls when started with a tool-call parser, and has the real engines' bad habits
 """
 
 import json
+import signal
 import os
 import re
 import threading
@@ -24,6 +27,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from .engine import knob
+from .metrics import Metrics
 
 WORDS = ("This is a fake completion from the inkctl test engine . It streams one word per token , "
          "just like a real model would , but knows nothing .").split()
@@ -40,7 +44,8 @@ class Server:
         self.api_key, self.version = api_key, version
         self.ready = threading.Event()
         self.created = int(time.time())
-        self.stats = {"requests": 0, "prompt_tokens": 0, "generation_tokens": 0, "running": 0}
+        self.core_stopped = threading.Event()  # SIGUSR1: the engine core hangs, the API server answers on
+        self.metrics = Metrics()  # served at /metrics under the real engines' names
         self.lock = threading.Lock()
         self.httpd = None
 
@@ -51,19 +56,40 @@ class Server:
         class Handler(_Handler):
             srv = server
 
+        try:  # vllm#39863: the core is stuck or dead, /health and /version still answer 200
+            signal.signal(signal.SIGUSR1, lambda *_: self.stop_core())
+        except ValueError:  # not the main thread (in-process tests)
+            pass
         ThreadingHTTPServer.request_queue_size = 2048  # uvicorn's backlog; the stdlib's 5 resets bursts of clients
         self.httpd = ThreadingHTTPServer((self.host, self.port), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, daemon=True, name="http").start()
+
+    def stop_core(self):
+        self.core_stopped.set()
+        self.log("EngineCore stopped making progress (SIGUSR1)", level="WARNING", src="core.py:1")
 
     def stop(self):
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
 
+    def slots(self):
+        """FAKE_MAX_RUNNING > 0: at most that many requests decode at once (max_num_seqs /
+        --max-running-requests); the rest wait. Without it every request runs at once."""
+        n = int(self.knob("FAKE_MAX_RUNNING", 0))
+        if n <= 0:
+            return None
+        with self.lock:
+            if getattr(self, "_slots", None) is None or self._slots[0] != n:
+                self._slots = (n, threading.Semaphore(n))
+            return self._slots[1]
+
     def knob(self, name, default):
         if name in self.knobs:
             return float(self.knobs[name])
+        if name == "FAKE_TOKEN_DELAY":  # FAKE_ITL: the same, under a name recipes may carry (not secret-looking)
+            default = knob("FAKE_ITL", default)
         return knob(name, default)
 
     def every(self, name, n):
@@ -121,9 +147,13 @@ class _Handler(BaseHTTPRequestHandler):
                 {"id": n, "object": "model", "created": s.created, "owned_by": s.flavour, "root": s.model,
                  "parent": None, "max_model_len": 32768} for n in s.names]})
         if path == "/metrics":
-            return self._send(200, self._metrics(), "text/plain; version=0.0.4")
+            return self._send(200, s.metrics.text(s.flavour, s.names[0], int(s.knob("FAKE_MAX_RUNNING", 0)) or 256),
+                              "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":
             return self._send(200, {"version": s.version})
+        if path == "/get_server_info" and s.flavour == "sglang":  # SGLang's; a router reads the served name here
+            return self._send(200, {"model_path": s.model, "served_model_name": s.names[0], "tokenizer_path": s.model,
+                                    "port": s.port, "version": s.version})
         if path in ("/get_model_info", "/model_info"):
             return self._send(200, {"model_path": s.model, "tokenizer_path": s.model, "is_generation": True})
         if path == "/health_generate":
@@ -182,16 +212,26 @@ class _Handler(BaseHTTPRequestHandler):
         finish = "tool_calls" if tool else ("length" if n >= limit else "stop")
         usage = {"prompt_tokens": max(1, len(prompt.split())), "completion_tokens": n}
         usage["total_tokens"] = usage["prompt_tokens"] + n
-        with s.lock:
-            s.stats["requests"] += 1
-            s.stats["prompt_tokens"] += usage["prompt_tokens"]
-            s.stats["running"] += 1
+        if s.core_stopped.is_set():  # queued for a core that never schedules it
+            s.metrics.queued(1)
+            time.sleep(s.knob("FAKE_STUCK_HOLD_S", 3600))
+            s.metrics.queued(-1)
+            return self._error(503, "The engine core is not responding", "ServiceUnavailableError")
+        t0 = time.monotonic()
+        slots = s.slots()
+        if slots is not None:  # a full batch: wait, as a request in the engine's waiting queue does
+            s.metrics.queued(1)
+            slots.acquire()
+            s.metrics.queued(-1)
+        s.metrics.started(usage["prompt_tokens"])
         try:
             rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
             if req.get("stream"):
                 self._stream(rid, model, chat, (reasoning, content, tool), finish, usage, req, nth)
             else:
-                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)) + s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
+                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)))
+                s.metrics.first_token(time.monotonic() - t0)
+                time.sleep(s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
                 text = "".join(content)
                 if chat:
                     message = {"role": "assistant", "content": text or None, "tool_calls": [tool] if tool else []}
@@ -203,9 +243,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
                                  "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
         finally:
-            with s.lock:
-                s.stats["running"] -= 1
-                s.stats["generation_tokens"] += n
+            s.metrics.finished_one(n, time.monotonic() - t0, finish)
+            if slots is not None:
+                slots.release()
 
     def _reasoning_field(self):
         return os.environ.get("FAKE_REASONING_FIELD") or self.srv.knobs.get("FAKE_REASONING_FIELD") or "reasoning_content"
@@ -271,6 +311,8 @@ class _Handler(BaseHTTPRequestHandler):
                 wait = start + ttft + i * delay - time.monotonic()
                 if wait > 0:
                     time.sleep(wait)
+                if i == 0:
+                    s.metrics.first_token(time.monotonic() - start)
                 if drop_at is not None and i == drop_at:
                     self.close_connection = True
                     self.connection.shutdown(2)
@@ -294,32 +336,6 @@ class _Handler(BaseHTTPRequestHandler):
     def _chunk(self, data):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
-
-    def _metrics(self):
-        s = self.srv
-        p = "vllm:" if s.flavour == "vllm" else "sglang:"
-        label = f'{{model_name="{s.names[0]}"}}'
-        st = dict(s.stats)
-        lines = [
-            f"# HELP {p}num_requests_running Number of requests currently running.",
-            f"# TYPE {p}num_requests_running gauge",
-            f"{p}num_requests_running{label} {st['running']}",
-            f"# TYPE {p}num_requests_waiting gauge",
-            f"{p}num_requests_waiting{label} 0",
-            f"# TYPE {p}gpu_cache_usage_perc gauge",
-            f"{p}gpu_cache_usage_perc{label} 0.0",
-            f"# TYPE {p}prompt_tokens_total counter",
-            f"{p}prompt_tokens_total{label} {st['prompt_tokens']}",
-            f"# TYPE {p}generation_tokens_total counter",
-            f"{p}generation_tokens_total{label} {st['generation_tokens']}",
-            f"# TYPE {p}request_success_total counter",
-            f'{p}request_success_total{{model_name="{s.names[0]}",finished_reason="stop"}} {st["requests"]}',
-            "# TYPE process_start_time_seconds gauge",
-            f"process_start_time_seconds {s.created}",
-            "# TYPE fake_engine_pid gauge",
-            f"fake_engine_pid {os.getpid()}",
-        ]
-        return "\n".join(lines) + "\n"
 
 
 def _example(schema):

@@ -7,8 +7,9 @@ listens on P and waits for the others; ranks > 0 serve no HTTP. Defaults: 127.0.
 
 import os
 import sys
+import time
 
-from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, load_weights,
+from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob, load_weights,
                      serve_rendezvous, start_crash_timer)
 from .openai_server import Server
 
@@ -63,13 +64,18 @@ def main(argv):
         else:
             join_rendezvous(addr, int(dport), rank, nnodes, log)
     log(f"Init torch distributed begin. tp_rank={rank}")
+    log("Init torch distributed ends. mem usage=0.00 GB")
     log("Load weight begin. avail mem=139.37 GB")
+    # SGLang v0.5: "Load weight end." carries no elapsed time (its timestamps do)
     load_weights(log, model,
                  lambda k, n: f"Loading safetensors checkpoint shards: {100 * k // n:3d}% Completed | {k}/{n}",
-                 lambda t: f"Load weight end. type=FakeForCausalLM, dtype=torch.bfloat16, avail mem=139.37 GB, "
-                           f"mem usage=0.00 GB, took {t:.2f} s")
-    log("Capture cuda graph begin. This can take up to several minutes.")
-    log("Capture cuda graph end. Time elapsed: 0.00 s")
+                 lambda t: "Load weight end. type=FakeForCausalLM, dtype=torch.bfloat16, avail mem=139.37 GB, "
+                           "mem usage=0.00 GB.")
+    log("KV Cache is allocated. #tokens: 1097712, K size: 50.25 GB, V size: 50.25 GB")
+    log("Capture cuda graph begin. This can take up to several minutes. avail mem=38.87 GB")
+    t0 = time.monotonic()
+    time.sleep(knob("FAKE_GRAPHS_S", 0))
+    log(f"Capture cuda graph end. Time elapsed: {time.monotonic() - t0:.2f} s. mem usage=0.00 GB. avail mem=38.87 GB.")
     if server is None:
         log(f"Node rank {rank} is ready; only node rank 0 serves HTTP.")
         block_forever()

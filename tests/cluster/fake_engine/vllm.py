@@ -15,6 +15,7 @@ import time
 
 from . import ray
 from . import nccl
+from . import phases
 from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob,
                      listen, load_weights, serve_rendezvous, start_crash_timer)
 from .openai_server import Server
@@ -76,9 +77,7 @@ def main(argv):
     load_weights(log, model,
                  lambda k, n: f"Loading safetensors checkpoint shards: {100 * k // n:3d}% Completed | {k}/{n}",
                  lambda t: f"Loading weights took {t:.2f} seconds")
-    log("Model loading took 0.0 GiB and 0.0 seconds", src="gpu_model_runner.py:2602")
-    log("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67", src="gpu_model_runner.py:3480")
-    log("Graph capturing finished in 0 secs, took 0.00 GiB", src="gpu_model_runner.py:3480")
+    compile_and_capture(log, model, tp, pp, rank)
     if headless:
         log(f"Headless node rank {rank} is running; it serves no HTTP API.", src="api_server.py:154")
         block_forever()
@@ -102,6 +101,24 @@ def main(argv):
     if backend == "ray":
         watch_ray(nodes_at_start, log)
     block_forever()
+
+
+def compile_and_capture(log, model, tp, pp, rank):
+    """vLLM's boot after the weights, with its own log lines: torch.compile (FAKE_COMPILE_S, or a
+    load from VLLM_CACHE_ROOT's torch_compile_cache when an earlier boot of the same model and
+    layout left its artefacts there), the KV cache, CUDA graphs (FAKE_GRAPHS_S)."""
+    t0 = time.monotonic()
+    log(f"Model loading took 0.0 GiB memory and {phases.loaded_s():.6f} seconds", src="gpu_model_runner.py:2602")
+    compile_s = phases.torch_compile(log, model, tp, pp, rank, VERSION)
+    log(f"torch.compile takes {compile_s:.2f} s in total", src="monitor.py:34")
+    log("Available KV cache memory: 100.50 GiB", src="gpu_worker.py:298")
+    log("GPU KV cache size: 1,097,712 tokens", src="kv_cache_utils.py:1087")
+    graphs = knob("FAKE_GRAPHS_S", 0)
+    time.sleep(graphs)
+    log("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67", src="gpu_model_runner.py:3480")
+    log(f"Graph capturing finished in {graphs:.0f} secs, took 0.00 GiB", src="gpu_model_runner.py:3480")
+    log(f"init engine (profile, create kv cache, warmup model) took {time.monotonic() - t0:.2f} seconds",
+        src="core.py:210")
 
 
 def _check_port_free(host, port, log):

@@ -1,0 +1,117 @@
+"""``inkctl images push-to-hosts``: the recipe's image from the host that has it to every host
+that lacks it, host to host along a chain (``inkctl.execute.image.relay``). Thin: load -> relay
+-> print."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from inkctl.cli.app import app
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
+from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+
+images_app = typer.Typer(help="The recipe's image on every host: streamed host to host, no registry needed.",
+                         no_args_is_help=True)
+app.add_typer(images_app, name="images")
+
+
+@images_app.command("push-to-hosts")
+def push_to_hosts_cmd(
+    recipe: Path = RecipeArg,
+    hosts: Optional[Path] = HostsOpt,
+    set_: Optional[List[str]] = SetOpt,
+    from_: Optional[str] = typer.Option(None, "--from", help="Host that sends the image (default: the first host that has it)."),
+    accept_new_host_keys: bool = AcceptOpt,
+    output: str = OutputOpt,
+) -> None:
+    """Stream the image the recipe runs (a built one if patches.mode is build) from the host
+    that has it to every host that lacks it: a chain over the cluster network, each host
+    loading and forwarding at once (docker or podman, mixed). Hosts that have it are skipped."""
+    fmt = output_format(output)
+    loaded, plan, image = load_target(recipe, hosts, set_, "images push-to-hosts")
+    from inkctl.api.signals import on_signals, restore
+    from inkctl.errors import Cancelled
+
+    interrupt = threading.Event()
+    previous = on_signals(interrupt, lambda: Cancelled(started=True))
+    try:
+        out = distribute_image(loaded, plan, image, source=from_, accept_new=accept_new_host_keys, fmt=fmt,
+                               stop=interrupt)
+    finally:
+        restore(previous)
+    if interrupt.is_set():
+        raise InkctlError("interrupted: the image did not reach every host; run again to finish",
+                          exit_code=EXIT_INTERRUPTED)
+    if fmt == "json":
+        print(json.dumps(out.as_dict()))
+    else:
+        _summary(out)
+    if out.failed:
+        raise InkctlError(f"{out.image} did not reach {', '.join(out.failed)}:\n" +
+                          "\n".join(f"  {h}: {why}" for h, why in out.failed.items()),
+                          hint=f"fix what is named, then run `inkctl images push-to-hosts {recipe}"
+                               + (f" --hosts {hosts}" if hosts else "") + "` again: only hosts lacking it receive",
+                          exit_code=1)
+
+
+def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str, stop=None, sink=None):
+    """Connect, relay, close: what ``images push-to-hosts`` and ``up --distribute-image`` run."""
+    from inkctl.execute.hosts.connect import close_all, connect_all
+    from inkctl.execute.events import JsonLines
+    from inkctl.execute.image.relay import nodes_for, push_to_hosts
+    from inkctl.execute.deploy.preflight import host_image
+
+    ref = host_image(loaded.recipe, plan, image)
+    own = sink is None
+    sink = sink or (JsonLines() if fmt == "json" else _Lines())
+    transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+    try:
+        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop)
+    finally:
+        close_all(transports)
+        if own:
+            sink.close()
+
+
+class _Lines:
+    """Text progress: a line when a host starts, then every 25% of what the source sent."""
+
+    def __init__(self):
+        from inkctl.cli.render import console
+
+        self.out = console()
+
+    def emit(self, event) -> None:
+        from inkctl.execute.image.relay import ImageHostDone, ImageStarted
+
+        if isinstance(event, ImageStarted):
+            self.out.print(f"{event.host}: receiving from {event.source}", markup=False, highlight=False)
+        elif isinstance(event, ImageHostDone):
+            what = (f"loaded, {_mib(event.bytes)} at {_mib(int(event.rate))}/s" if event.ok
+                    else f"FAILED: {event.error}")
+            self.out.print(f"{event.host}: {what}", markup=False, highlight=False)
+        elif hasattr(event, "text"):
+            self.out.print(event.text, markup=False, highlight=False)
+
+    def close(self) -> None:
+        pass
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def _summary(out) -> None:
+    from inkctl.cli.render import console
+
+    c = console()
+    c.print(f"{out.image}: {out.image_id[:19]} from {out.source}", markup=False)
+    if out.had:
+        c.print(f"  already there: {', '.join(out.had)}", markup=False)
+    if out.sent:
+        c.print(f"  sent to {', '.join(out.sent)} in {out.seconds:.1f} s", markup=False)

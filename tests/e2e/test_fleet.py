@@ -1,0 +1,218 @@
+"""A fleet end to end: replicas of the fake engine behind the REAL sglang-router (PyPI wheel in
+an image built for the test hosts), on a cluster of five docker hosts with 8 H200s each.
+
+- 2 replicas x 2 hosts (h1..h4, two GPUs each) and 2 replicas on one host (h5, GPUs 0-3);
+- a streamed completion through the router; requests reach both replicas (their /metrics count);
+- kill one replica's head: the next 20 requests through the router all succeed;
+  ``watch --restart`` brings back only that replica, the others' containers untouched;
+- cut a host of one replica: the router keeps serving;
+- ``bench`` through the router records replicas and policy; ``top``; ``down`` leaves nothing;
+- bad input (more replicas than hosts or GPUs, an unknown router kind): located, nothing started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import containers, no_traceback
+
+pytestmark = pytest.mark.cluster
+
+PROFILES = {f"h{i}": "h200x8" for i in range(1, 6)}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Five docker hosts, all 8x H200, and the router image on them: a cluster of this module's
+    own (net id INKCTL_E2E_NET_ID + 100), so the session's 4-host cluster keeps its shape for
+    the other modules; removed when the module ends."""
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster needs root (network namespaces, dockerd)")
+    from tests.cluster import Cluster
+    from tests.cluster import router_image
+
+    c = Cluster.up(5, podman_hosts=(), profiles=PROFILES, net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 100)
+    router_image.load(c, [h.name for h in c.hosts])
+    yield c
+    c.down()
+
+
+def _chat(url: str, prompt: str, max_tokens: int = 4, stream: bool = False, timeout: float = 20) -> dict | str:
+    body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": prompt}],
+                       "max_tokens": max_tokens, "stream": stream}).encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", body, {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        text = r.read().decode()
+    return text if stream else json.loads(text)
+
+
+def _served(url: str) -> float:
+    """Requests an engine has finished, from its own /metrics (the e2e latency histogram's count)."""
+    from inkctl.client.prometheus import E2E, parse
+
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        h = parse(r.read().decode()).histogram(E2E)
+    return h.count if h else 0.0
+
+
+def _ids(cluster, host: str, deployment: str) -> list[str]:
+    r = cluster.docker(host, "ps", "--all", "--filter", f"label=inkctl.deployment={deployment}", "--format", "{{.ID}} {{.Names}}")
+    return sorted(r.stdout.split("\n"))
+
+
+def _fleet_inv(inventory, *names, gpus="0,1"):
+    return inventory(*names, **{n: {"gpus": gpus} for n in names})
+
+
+def test_two_by_two_through_the_router(cluster, inkctl, inventory, recipe):
+    inv = _fleet_inv(inventory, "h1", "h2", "h3", "h4")
+    rec = recipe("fleet", name="e2e-fleet22", hardware={"nodes": 2},
+                 engine={"multinode": "native", "master_port": 29611, "args": {"tensor_parallel": 4}},
+                 fleet={"router": {"policy": "round_robin"}})
+    r = inkctl("up", rec, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    assert "fleet e2e-fleet22 is up" in r.stdout and no_traceback(r.out)
+    a = cluster.hosts[0].address
+    url = f"http://{a}:30080"
+    assert "through the router" in r.stdout
+    for h, dep in (("h1", "e2e-fleet22-r0"), ("h2", "e2e-fleet22-r0"), ("h3", "e2e-fleet22-r1"), ("h4", "e2e-fleet22-r1")):
+        assert containers(cluster, h, dep) == [f"inkctl-{dep}-r{0 if h in ('h1', 'h3') else 1} running"]
+    assert containers(cluster, "h1", "e2e-fleet22-router") == ["inkctl-e2e-fleet22-router-r0 running"]
+    # requests reach both replicas (round robin: half each)
+    heads = [f"http://{cluster.hosts[0].address}:18000", f"http://{cluster.hosts[2].address}:18000"]
+    before = [_served(u) for u in heads]
+    for i in range(16):
+        assert "choices" in _chat(url, f"{i} distinct prompt number {i * 7919} about something else")
+    after = [_served(u) for u in heads]
+    assert [b - a_ for a_, b in zip(before, after)] == [8, 8], (before, after)
+
+    st = inkctl("status", rec, "--hosts", inv, "-o", "json")
+    assert st.rc == 0, st
+    doc = json.loads(st.stdout)
+    assert [g["group"] for g in doc["groups"]] == ["replica 0", "replica 1", "router"]
+    assert all(g["state"] == "up" for g in doc["groups"])
+
+    # the same again changes nothing
+    again = inkctl("up", rec, "--hosts", inv, timeout=120)
+    assert again.rc == 0 and "already up" in again.stdout, again
+
+    # cut a host of replica 1: the router keeps serving from replica 0
+    cluster.cut("h4")
+    try:
+        time.sleep(0.5)
+        ok = 0
+        for i in range(10):
+            try:
+                _chat(url, f"after the cut {i}", timeout=30)
+                ok += 1
+            except OSError:
+                pass
+        assert ok == 10
+    finally:
+        cluster.heal("h4")
+
+    d = inkctl("down", rec, "--hosts", inv, timeout=120)
+    assert d.rc == 0, d
+    for h in ("h1", "h2", "h3", "h4"):
+        assert containers(cluster, h) == []
+
+
+def test_one_host_two_replicas_kill_restart_bench_top(cluster, inkctl, inventory, recipe, tmp_path):
+    inv = inventory("h5", h5={"gpus": "0,1,2,3"})
+    rec = recipe("fleet", name="e2e-fleet1h", container={"env": {"FAKE_ITL": "0.02"}})
+    r = inkctl("up", rec, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    a = cluster.hosts[4].address
+    url = f"http://{a}:30080"
+    r0, r1 = f"http://{a}:18000", f"http://{a}:18010"
+    # the replicas' GPUs are disjoint subsets of h5's, their ports apart
+    for name, gpus in (("inkctl-e2e-fleet1h-r0-r0", "0,1"), ("inkctl-e2e-fleet1h-r1-r0", "2,3")):
+        got = cluster.docker("h5", "inspect", "--format", "{{json .HostConfig.DeviceRequests}}", name, check=True).stdout
+        assert json.loads(got)[0]["DeviceIDs"] == gpus.split(","), got
+    argv1 = json.loads(urllib.request.urlopen(r1 + "/inkctl/fake/argv", timeout=5).read())
+    assert argv1["argv"][argv1["argv"].index("--port") + 1] == "18010"
+
+    before_r1 = _ids(cluster, "h5", "e2e-fleet1h-r1")
+    router_before = _ids(cluster, "h5", "e2e-fleet1h-router")
+    # kill replica 0's head: the next 20 requests through the router all succeed
+    cluster.docker("h5", "kill", "inkctl-e2e-fleet1h-r0-r0", check=True)
+    answers = [_chat(url, f"after the kill {i}", timeout=30) for i in range(20)]
+    assert all("choices" in x for x in answers)
+
+    # watch --restart restores only replica 0
+    p = inkctl.start("watch", rec, "--hosts", inv, "--restart", "--interval", "0.5", "--backoff", "0", "-o", "json")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any('"restarted"' in x for x in list(lines)):
+            time.sleep(0.25)
+    finally:
+        p.send_signal(2)
+        p.wait(60)
+        reader.join(10)
+    events = [json.loads(x) for x in lines if x.startswith("{")]
+    kinds = [(e["event"], e["message"].split(":")[0]) for e in events if e["event"] in ("failure", "restart", "restarted")]
+    assert kinds[:3] == [("failure", "e2e-fleet1h-r0"), ("restart", "restarting e2e-fleet1h-r0 in 0 s"),
+                         ("restarted", "e2e-fleet1h-r0 is up again")], events
+    assert containers(cluster, "h5", "e2e-fleet1h-r0") == ["inkctl-e2e-fleet1h-r0-r0 running"]
+    assert urllib.request.urlopen(r0 + "/health", timeout=5).status == 200
+    assert _ids(cluster, "h5", "e2e-fleet1h-r1") == before_r1  # untouched: same container ids
+    assert _ids(cluster, "h5", "e2e-fleet1h-router") == router_before
+
+    # bench through the router records the replica count and the policy
+    b = inkctl("bench", rec, "--hosts", inv, "-c", "4", "-n", "8", "--output-len", "8", "--input-len", "16",
+               "--results-dir", tmp_path / "res", timeout=180)
+    assert b.rc == 0, b
+    res = [json.loads(f.read_text()) for f in (tmp_path / "res").rglob("*.json") if f.name != "run.json"]
+    assert res and res[0]["inkctl"]["fleet"] == {"replicas": 2, "router": "sglang", "policy": "cache_aware", "url": url}
+
+    t = inkctl("top", rec, "--hosts", inv, "-n", "2", "--interval", "0.5", "-o", "json")
+    assert t.rc == 0, t
+    rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
+    assert [x["group"] for x in rows] == ["replica 0", "replica 1", "router"]
+    assert rows[1]["requests"] >= 1 and rows[2]["requests"] >= 1
+
+    d = inkctl("down", rec, "--hosts", inv, timeout=120)
+    assert d.rc == 0, d
+    assert containers(cluster, "h5") == []
+
+
+@pytest.mark.parametrize("change,inv_hosts,expect", [
+    ({"fleet": {"replicas": 3}}, ("h1",), "fleet.replicas: 3 replicas"),
+    ({"fleet": {"replicas": 2, "router": {"kind": "nginx"}}}, ("h1",), "fleet.router.kind"),
+])
+def test_bad_fleet_starts_nothing(cluster, inkctl, inventory, recipe, change, inv_hosts, expect):
+    inv = inventory(*inv_hosts, **{n: {"gpus": "0,1,2,3"} for n in inv_hosts})
+    rec = recipe("fleet", name="e2e-fleetbad", **change)
+    r = inkctl("up", rec, "--hosts", inv, timeout=60)
+    assert r.rc != 0 and expect in r.out, r
+    assert f"{rec}:" in r.out  # located in the file
+    assert no_traceback(r.out)
+    assert containers(cluster, "h1") == []
+
+
+def test_a_failing_replica_leaves_nothing(cluster, inkctl, inventory, recipe):
+    """Replica 1's port is taken on its host: preflight stops it; replica 0, started meanwhile or
+    not, is removed too, and no router is started: nothing half-done."""
+    inv = _fleet_inv(inventory, "h1", "h2")
+    rec = recipe("fleet", name="e2e-fleetfail")
+    squatter = "fleet-test-squatter"
+    cluster.docker("h2", "run", "-d", "--name", squatter, "--network", "host", "--entrypoint", "python3",
+                   "inkctl-fake-engine:latest", "-m", "http.server", "18000", check=True)
+    try:
+        r = inkctl("up", rec, "--hosts", inv, timeout=180)
+        assert r.rc != 0, r
+        assert "replica e2e-fleetfail-r1" in r.out and "18000" in r.out, r
+        assert no_traceback(r.out)
+        for h in ("h1", "h2"):
+            assert containers(cluster, h) == []
+    finally:
+        cluster.docker("h2", "rm", "-f", squatter)

@@ -1,0 +1,78 @@
+"""``inkctl init NAME`` for every bundled recipe and example, then the commands it prints, as printed.
+
+The commands that need no hosts run here (plan, on the placeholder hosts of the inventory init
+wrote); the ones that need real hosts (doctor, up) are printed after "then put your hosts".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def inkctl(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "80", "NO_COLOR": "1"}
+    return subprocess.run([sys.executable, "-m", "inkctl", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def bundled_names() -> list[str]:
+    r = inkctl(ROOT, "recipes", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    return [row["recipe"] for row in json.loads(r.stdout)]
+
+
+def printed_now(stdout: str) -> list[list[str]]:
+    """The commands init says to run now: the indented ``inkctl ...`` lines before "then"."""
+    now = stdout.split("\nthen ", 1)[0]
+    return [shlex.split(ln.strip())[1:] for ln in now.splitlines() if ln.startswith("  inkctl ")]
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_init_then_every_command_it_prints_succeeds(tmp_path, name):
+    i = inkctl(tmp_path, "init", name)
+    assert i.returncode == 0, i.stderr
+    assert all(len(ln) <= 80 for ln in i.stdout.splitlines()), i.stdout
+    commands = printed_now(i.stdout)
+    assert commands and commands[0][0] == "plan", i.stdout
+    for argv in commands:
+        r = inkctl(tmp_path, *argv)
+        assert r.returncode == 0, (argv, r.stdout[-2000:], r.stderr[-2000:])
+        assert "error" not in r.stderr, r.stderr
+    later = i.stdout.split("\nthen ", 1)[1]
+    assert f"inkctl up {name}.yaml --hosts hosts.yaml" in later
+    # the copy's editor schema line names a file that exists
+    text = (tmp_path / f"{name}.yaml").read_text()
+    for line in text.splitlines():
+        if "$schema=" in line:
+            target = line.split("$schema=", 1)[1]
+            assert target.startswith("file://") and Path(target[len("file://"):]).is_file(), line
+
+
+def test_the_inventory_keeps_the_recipes_own_nic_names(tmp_path):
+    """vllm-native-2node sets ens1f0 and mlx5_0,mlx5_1: the written inventory must not replace them."""
+    assert inkctl(tmp_path, "init", "vllm-native-2node").returncode == 0
+    p = inkctl(tmp_path, "plan", "vllm-native-2node.yaml", "--hosts", "hosts.yaml", "-o", "json")
+    assert p.returncode == 0, p.stderr
+    assert "NCCL_SOCKET_IFNAME=ens1f0" in p.stdout and "NCCL_IB_HCA=mlx5_0,mlx5_1" in p.stdout
+    assert "enp1s0f1np1" not in p.stdout and "rocep1s0f1" not in p.stdout
+
+
+def test_the_inventory_asks_for_nic_names_where_the_recipe_leaves_them_to_hosts(tmp_path):
+    assert inkctl(tmp_path, "init", "inkling-small-2x-dgx-spark-vllm").returncode == 0
+    inv = (tmp_path / "hosts.yaml").read_text()
+    assert inv.count("nccl_socket_ifname:") == 2 and inv.count("ib_hca:") == 2 and inv.count("HF_CACHE:") == 2
+    assert all(len(ln) <= 80 for ln in inv.splitlines()), inv
+
+
+def test_the_inventory_selects_the_recipes_gpus_per_host(tmp_path):
+    assert inkctl(tmp_path, "init", "inkling-8x-h200-podman-vllm").returncode == 0
+    assert 'gpus: "0,1,2,3,4,5,6,7"' in (tmp_path / "hosts.yaml").read_text()

@@ -1,0 +1,133 @@
+"""Seams between commands, through the real CLI process: validation a user can act on, -h,
+the command list, lock's order of checks, a bare name after init."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BASE = """name: t
+model: {repo: a/b}
+hardware: {accelerator: h200, compute_capability: "9.0", nodes: 1, gpus_per_host: 1}
+engine:
+  kind: KIND
+  version: v1
+  image: {ref: "img:1"}
+  args:
+ARGS
+"""
+
+
+def inkctl(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**(env or os.environ), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "inkctl", *args], cwd=cwd, capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def recipe(tmp_path: Path, kind: str, args: str) -> Path:
+    p = tmp_path / "r.yaml"
+    p.write_text(BASE.replace("KIND", kind).replace("ARGS", args))
+    return p
+
+
+def errors(r: subprocess.CompletedProcess) -> list[dict]:
+    return json.loads(r.stdout)["recipes"][0]["errors"]
+
+
+def test_an_sglang_flag_in_a_vllm_recipe_is_refused_with_the_vllm_field(tmp_path):
+    r = inkctl("validate", str(recipe(tmp_path, "vllm", '    extra: [--mem-fraction-static, "0.8"]')), "-o", "json")
+    assert r.returncode == 2, r.stdout
+    (e,) = [e for e in errors(r) if e["severity"] == "error"]
+    assert (e["code"], e["path"]) == ("INK209", "engine.args.extra[0]")
+    assert "SGLang flag" in e["message"] and "engine.args.memory_fraction" in e["hint"]
+    r = inkctl("validate", str(recipe(tmp_path, "sglang", "    extra: [--gpu-memory-utilization=0.8]")), "-o", "json")
+    assert r.returncode == 2 and "vLLM flag" in errors(r)[0]["message"]
+
+
+def test_a_flag_a_typed_field_passes_is_not_passed_twice(tmp_path):
+    r = inkctl("validate", str(recipe(tmp_path, "vllm", "    tool_call_parser: hermes\n"
+                                                           "    extra: [--enable-auto-tool-choice]")), "-o", "json")
+    assert r.returncode == 2
+    (e,) = [e for e in errors(r) if e["severity"] == "error"]
+    assert "already passed by engine.args.tool_call_parser" in e["message"]
+
+
+def test_text_validate_shows_the_problem_codes(tmp_path):
+    r = inkctl("validate", str(recipe(tmp_path, "vllm", "    extra: [--mem-fraction-static]")))
+    assert r.returncode == 2
+    assert "error INK209 " in r.stdout and "warning INK208 " in r.stdout
+
+
+def test_bare_numbers_in_extra_and_gpus_mean_what_yaml_obviously_means(tmp_path):
+    p = recipe(tmp_path, "vllm", "    extra: [--max-num-batched-tokens, 8192, --swap-space, 4.5]")
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text("hosts:\n  - {name: a, address: 192.0.2.1, gpus: 0}\n")
+    r = inkctl("plan", str(p), "--hosts", str(inv), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert '"--max-num-batched-tokens", "8192", "--swap-space", "4.5"' in json.dumps(json.loads(r.stdout))
+    assert 'device=0' in r.stdout
+    bad = recipe(tmp_path, "vllm", "    extra: [--flag, true]")
+    r = inkctl("validate", str(bad), "-o", "json")
+    assert r.returncode == 2 and "expected a string" in errors(r)[0]["message"]
+    schema = (ROOT / "docs" / "recipe-reference.md").read_text()
+    assert "a number may be written bare" in schema and "one index may be a bare number" in schema
+
+
+def test_dash_h_is_help():
+    for args in (["-h"], ["plan", "-h"], ["export", "k8s", "-h"]):
+        r = inkctl(*args)
+        assert r.returncode == 0 and "Usage: inkctl" in r.stdout, (args, r.stderr)
+
+
+def test_bare_inkctl_lists_commands_in_workflow_order_one_line_each():
+    r = inkctl()
+    lines = r.stdout.splitlines()
+    assert all(len(ln) <= 80 for ln in lines)
+    listed = [ln for ln in lines[lines.index("Commands:") + 1:] if ln.strip()]
+    assert all(not ln.startswith("   ") for ln in listed), r.stdout  # one line each: no continuation
+    cmds = [ln.split()[0] for ln in listed]
+    assert cmds[:4] == ["init", "recipes", "validate", "plan"] and cmds.index("up") < cmds.index("smoke")
+
+
+def test_lock_checks_its_arguments_before_the_hub(tmp_path):
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "0"}
+    r = inkctl("lock", "examples/vllm-single-docker.yaml", env=env)
+    assert r.returncode == 2, r.stderr
+    assert "lock needs hosts" in r.stderr and "127.0.0.1" not in r.stderr
+
+
+def test_a_bare_name_after_init_is_the_copy_here(tmp_path):
+    assert inkctl("init", "vllm-single-docker", cwd=tmp_path).returncode == 0
+    copy = tmp_path / "vllm-single-docker.yaml"
+    copy.write_text(copy.read_text().replace("name: qwen-small-single", "name: my-edited-one"))
+    r = inkctl("plan", "vllm-single-docker", cwd=tmp_path)
+    assert r.returncode == 0 and "my-edited-one" in r.stdout, r.stderr
+
+
+def test_set_hosts_changes_the_inventory_given_with_hosts(tmp_path):
+    assert inkctl("init", "inkling-small-2x-dgx-spark-vllm", cwd=tmp_path).returncode == 0
+    base = ("plan", "inkling-small-2x-dgx-spark-vllm.yaml", "--hosts", "hosts.yaml", "-o", "json")
+    for override, field, want in (("hosts[1].name=spark-b", "name", "spark-b"),
+                                  ("hosts.1.address=10.0.0.9", "address", "10.0.0.9")):
+        r = inkctl(*base, "--set", override, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["hosts"][1][field] == want
+    # hosts in the recipe as well: --hosts wins, and the --set lands on what is used, not silently nowhere
+    recipe = tmp_path / "inkling-small-2x-dgx-spark-vllm.yaml"
+    recipe.write_text(recipe.read_text() + (tmp_path / "hosts.yaml").read_text().split("hosts:", 1)[0] + "hosts:"
+                      + (tmp_path / "hosts.yaml").read_text().split("hosts:", 1)[1].replace("gpu-", "embedded-"))
+    r = inkctl(*base, "--set", "hosts[0].name=first", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert [h["name"] for h in json.loads(r.stdout)["hosts"]] == ["first", "gpu-1"]
+
+
+def test_product_text_speaks_the_users_words():
+    ref = (ROOT / "docs" / "recipe-reference.md").read_text().lower()
+    assert "field report" not in ref and "registry record:" not in ref
+    r = inkctl("plan", "inkling-small-2x-rtxpro6000-sglang")
+    assert r.returncode == 0, r.stderr
+    assert "the source gives only" not in r.stderr and "provenance gives only" in r.stderr
