@@ -5,8 +5,13 @@ and the client's CPU time per generated token, at concurrency 1, 16, 64 and 256.
 The server is the fake engine (tests/cluster/fake_engine) in its own process on loopback,
 streaming one token every D seconds on a clock (first token after D). The client is
 inkctl's load generator (inkctl/bench/load.py, asyncio + inkctl/client/wire.py) in this
-process. Baseline, side by side in the same run: the same requests through httpx's
-AsyncClient streaming (aiter_lines, one json.loads per event): the obvious way to write it.
+process. Baselines, side by side in the same run, the same requests through httpx's
+AsyncClient streaming:
+  httpx lines  aiter_lines, one json.loads per event: the obvious way to write it;
+  httpx fast   httpx's fast path: aiter_raw (the body's bytes as they arrive, no text decoding,
+               no line iterator), events split on b"\n" by hand, and the same event parser as
+               inkctl's client (orjson where installed, else json.loads): what is left is
+               httpx's transport against inkctl's own HTTP/1.1 reader.
 
 Target (issue 11): median ITL within 5 % of D at every concurrency; CPU per token printed.
 When ITL misses at high concurrency, check the server's CPU too: a single Python process
@@ -72,9 +77,13 @@ def server_cpu(proc: subprocess.Popen) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def httpx_point(url: str, concurrency: int, seconds: float, bodies: list[dict]) -> tuple[list[float], int, float]:
-    """The baseline client: httpx AsyncClient, aiter_lines, json per event. Returns (ITLs, tokens, CPU s)."""
+async def httpx_point(url: str, concurrency: int, seconds: float, bodies: list[dict],
+                      fast: bool = False) -> tuple[list[float], int, float]:
+    """A baseline client: httpx AsyncClient, aiter_lines and json per event (``fast``: aiter_raw,
+    split by hand, inkctl's event parser). Returns (ITLs, tokens, CPU s)."""
     import httpx
+
+    from inkctl.client.stream import _loads
 
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     itls: list[float] = []
@@ -92,6 +101,22 @@ async def httpx_point(url: str, concurrency: int, seconds: float, bodies: list[d
             nonlocal tokens
             last = None
             async with client.stream("POST", url + "/v1/chat/completions", json=body) as r:
+                if fast:
+                    buf = b""
+                    async for chunk in r.aiter_raw():
+                        buf += chunk
+                        *events, buf = buf.split(b"\n")
+                        for raw in events:
+                            if not raw.startswith(b"data:") or raw.startswith(b"data: [DONE]"):
+                                continue
+                            ch = _loads(raw[5:]).get("choices") or []
+                            if ch and ch[0].get("delta", {}).get("content"):
+                                now = time.perf_counter()
+                                if last is not None:
+                                    itls.append(now - last)
+                                last = now
+                                tokens += 1
+                    return
                 async for line in r.aiter_lines():
                     if not line.startswith("data:") or line == "data: [DONE]":
                         continue
@@ -139,7 +164,7 @@ def main() -> None:
     print(f"server: fake engine, D = {args.delay_ms:g} ms per token, {OUTPUT_LEN} tokens per request; "
           f"{os.cpu_count()} CPU(s), load {os.getloadavg()[0]:.1f}")
     print(f"{'conc':>5} | {'inkctl ITL ms':>13} {'vs D':>7} {'us CPU/tok':>10} {'srv CPU':>7} | "
-          f"{'httpx ITL ms':>12} {'us CPU/tok':>10} {'ratio':>6}")
+          f"{'httpx lines: ITL ms':>19} {'us/tok':>7} {'ratio':>6} | {'httpx fast: ITL ms':>18} {'us/tok':>7} {'ratio':>6}")
     worst = 0.0
     try:
         for c in levels:
@@ -152,10 +177,11 @@ def main() -> None:
             worst = max(worst, abs(off))
             line = (f"{c:>5} | {m['median_itl_ms']:>13.2f} {off:>+6.1f}% {ours_us:>10.1f} {srv:>6.2f}c |")
             if not args.no_baseline:
-                itls, tokens, cpu = asyncio.run(httpx_point(url, c, args.seconds, bodies))
-                base_itl = statistics.median(itls) * 1000 if itls else float("nan")
-                base_us = cpu / max(tokens, 1) * 1e6
-                line += f" {base_itl:>12.2f} {base_us:>10.1f} {base_us / ours_us:>5.1f}x"
+                for fast in (False, True):
+                    itls, tokens, cpu = asyncio.run(httpx_point(url, c, args.seconds, bodies, fast=fast))
+                    base_itl = statistics.median(itls) * 1000 if itls else float("nan")
+                    base_us = cpu / max(tokens, 1) * 1e6
+                    line += f" {base_itl:>{18 if fast else 19}.2f} {base_us:>7.1f} {base_us / ours_us:>5.1f}x" + ("" if fast else " |")
             if m["failed"]:
                 line += f"  ({m['failed']} failed)"
             print(line, flush=True)

@@ -5,7 +5,11 @@ Baseline ("floor"): `python -c "import pydantic, yaml"`, measured in the same ru
 any command that validates YAML with pydantic can cost. Target (issue 2): each command at
 most 2.0x the floor. Also checks that paramiko, docker and httpx are never imported.
 
-    python bench/startup.py [--runs N]
+    python bench/startup.py [--runs N] [--instructions]
+
+--instructions also counts each command's instructions under valgrind (callgrind, once each:
+slow, but a count that a loaded machine does not change; times on a shared 2-core machine
+swing by a third from one minute to the next).
 """
 
 from __future__ import annotations
@@ -54,6 +58,16 @@ def timed(argv: list[str], runs: int, env: dict) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
+def instructions(argv: list[str], env: dict) -> int:
+    """Instructions the whole process executed (valgrind's callgrind)."""
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *argv], cwd=ROOT,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env, check=False)
+    line = next((x for x in p.stderr.splitlines() if "Collected :" in x), None)
+    if line is None:
+        raise SystemExit(f"valgrind gave no count for {argv}:\n{p.stderr[-2000:]}")
+    return int(line.split(":")[-1].strip())
+
+
 def heavy_imports(args: list[str]) -> list[str]:
     # main(), not the entry point: run() ends the process with os._exit before the check
     code = ("import sys\nfrom inkctl.cli.app import main\n"
@@ -67,12 +81,15 @@ def heavy_imports(args: list[str]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
-    runs = ap.parse_args().runs
+    ap.add_argument("--instructions", action="store_true", help="also count instructions under valgrind")
+    args = ap.parse_args()
+    runs = args.runs
     with tempfile.TemporaryDirectory(prefix="inkctl-pyc-") as pyc:
         env = environment(pyc)
         for argv in CASES.values():
             timed(argv, 1, env)  # warm the page cache and write the .pyc files
         results = {name: timed(argv, runs, env) for name, argv in CASES.items()}
+        counts = {name: instructions(argv, env) for name, argv in CASES.items()} if args.instructions else {}
     floor, floor_cpu = results["floor: import pydantic, yaml"]
     print(f"median of {runs} runs, baseline = floor ({floor * 1000:.0f} ms wall, {floor_cpu * 1000:.0f} ms CPU), "
           f"target <= {TARGET}x; CPU time is the steadier figure on a busy machine")
@@ -82,9 +99,16 @@ def main() -> int:
         if not name.startswith("floor"):
             worst = max(worst, ratio)
         print(f"  {name:<60} {t * 1000:7.0f} ms  {ratio:5.2f}x   cpu {cpu * 1000:5.0f} ms  {cpu / floor_cpu:5.2f}x")
-    for args in (["--help"], ["validate", "recipes/"], ["plan", RECIPE]):
-        heavy = heavy_imports(args)
-        print(f"  heavy imports during `inkctl {' '.join(args)}`: {', '.join(heavy) or 'none'}")
+    if counts:
+        floor_ir = counts["floor: import pydantic, yaml"]
+        print("instructions (callgrind, one run each; the load-independent figure):")
+        for name, n in counts.items():
+            if not name.startswith("floor"):
+                worst = max(worst, n / floor_ir)
+            print(f"  {name:<60} {n / 1e6:7.0f} M  {n / floor_ir:5.2f}x")
+    for words in (["--help"], ["validate", "recipes/"], ["plan", RECIPE]):
+        heavy = heavy_imports(words)
+        print(f"  heavy imports during `inkctl {' '.join(words)}`: {', '.join(heavy) or 'none'}")
     print(f"worst ratio {worst:.2f}x: {'within' if worst <= TARGET else 'OVER'} target")
     return 0
 

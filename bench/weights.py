@@ -11,6 +11,10 @@ Per N (2, 4, 8), model on the head, the other N-1 hosts empty (emptied between r
   inkctl fresh    the same with every host empty, the head too: the Hub download and the relay
                   overlap (the Hub stand-in sits behind the head's capped link, as a WAN would)
   rsync parallel  what a person writes: N-1 rsyncs from the head at once (the star)
+  per-node        the other baseline, measured: every host (the head too) downloads the model
+                  from the Hub itself, all at once, with curl (the Hub's resolve URLs, one file
+                  after another, as a ``huggingface-cli download`` per node does); the Hub's own
+                  byte counter gives its bytes (N models), the wall time its seconds
   head bytes      bytes that left the head's link during the inkctl and the rsync runs (veth
                   counters), in models
 Images (``--image-mib``): ``inkctl images push-to-hosts`` against ``docker save | ssh HOST docker
@@ -108,6 +112,28 @@ class Bench:
         for n in names:
             shutil.rmtree(Path(self.cluster.host(n).hf_dir) / "hub", ignore_errors=True)
 
+    def per_node(self, names: list[str], repo: str) -> tuple[float, int]:
+        """Every host downloads the model from the Hub itself, all at once: (seconds, Hub bytes)."""
+        files = [f.path for f in self.hub.repos[repo].files.values() if _needed(f.path)]
+        procs, dests = [], []
+        before = self.hub.stats["bytes"]
+        t0 = time.monotonic()
+        for n in names:
+            h = self.cluster.host(n)
+            dest = Path(h.hf_dir) / "per-node"
+            dests.append(dest)
+            script = "set -e; " + "; ".join(
+                f"curl -sSfL --create-dirs -o {dest}/{path} {self.hub.url}/{repo}/resolve/main/{path}" for path in files)
+            procs.append(subprocess.Popen(["nsenter", f"--net={h.netns_path}", "--", "sh", "-c", script]))
+        codes = [p.wait() for p in procs]
+        seconds = time.monotonic() - t0
+        sent = self.hub.stats["bytes"] - before
+        for d in dests:
+            shutil.rmtree(d, ignore_errors=True)
+        if any(codes):
+            raise SystemExit(f"per-node download failed: {codes}")
+        return seconds, sent
+
     def in_head(self, argv: list[str]) -> list[str]:
         return ["nsenter", f"--net={self.cluster.host('h1').netns_path}", "--"] + argv
 
@@ -151,6 +177,11 @@ class Bench:
         return time.monotonic() - t0
 
 
+def _needed(path: str) -> bool:
+    """The files an engine reads (what inkctl pins): top level, no .bin/.gguf twins."""
+    return "/" not in path and not path.endswith((".bin", ".gguf"))
+
+
 def measure_rss(bench: Bench, rec: Path, inv: Path) -> int:
     """Peak RSS (KiB) of one inkctl weights process, in a child of its own (RUSAGE_CHILDREN is a max)."""
     code = ("import resource,subprocess,sys;"
@@ -186,7 +217,7 @@ def main(argv=None) -> int:
     hub.add(make_model(str(work / "hub"), REPO, args.shards, shard_mib))
     if args.rss:
         hub.add(make_model(str(work / "hub"), BIG, args.shards * 4, shard_mib, seed=1))
-    model = sum(f.size for f in hub.repos[REPO].files.values() if "/" not in f.path and not f.path.endswith((".bin", ".gguf")))
+    model = sum(f.size for f in hub.repos[REPO].files.values() if _needed(f.path))
     wire = model * 8 / (args.link_mbit * 1e6)
     rows, images, rss = [], [], {}
     try:
@@ -198,6 +229,7 @@ def main(argv=None) -> int:
         for n in args.sizes:
             names = [f"h{i}" for i in range(1, n + 1)]
             rec, inv = bench.setup(n, REPO)
+            node, node_bytes = bench.per_node(names, REPO)  # writes beside the caches, removes what it wrote
             bench.empty(names)
             before, sent0 = hub.stats["bytes"], bench.head_sent()
             fresh = bench.inkctl("weights", rec, "--hosts", inv)
@@ -213,11 +245,14 @@ def main(argv=None) -> int:
             sent0 = bench.head_sent()
             par = bench.rsync(names[1:], REPO)
             par_head = bench.head_sent() - sent0
-            rows.append(dict(n=n, one=one, ink=ink, fresh=fresh, par=par, hub=hub_bytes / model,
+            rows.append(dict(n=n, one=one, ink=ink, fresh=fresh, par=par, hub=hub_bytes / model, node=node,
+                             node_hub=node_bytes / model,
                              ink_head=ink_head / model, fresh_head=fresh_head / model, par_head=par_head / model))
             print(f"N={n}: one copy {one:.1f} s; inkctl {ink:.1f} s ({ink / one:.2f}x one copy, "
                   f"{ink / par:.2f}x rsync); fresh from the Hub {fresh:.1f} s ({fresh / one:.2f}x); "
-                  f"rsync parallel {par:.1f} s; head sent {ink_head / model:.2f}x (rsync {par_head / model:.2f}x)",
+                  f"rsync parallel {par:.1f} s; head sent {ink_head / model:.2f}x (rsync {par_head / model:.2f}x); "
+                  f"Hub bytes {hub_bytes / model:.2f}x, per-node download {node_bytes / model:.2f}x in {node:.1f} s "
+                  f"(fresh/per-node {fresh / node:.2f}x)",
                   flush=True)
         if args.image_mib:
             bench.make_image(args.image_mib)
@@ -262,6 +297,11 @@ def main(argv=None) -> int:
         print(f"{r['n']:>2} {r['one']:>6.1f} {r['ink']:>7.1f} {r['fresh']:>6.1f} {r['par']:>6.1f} "
               f"{r['ink'] / r['one']:>7.2f}x {r['ink'] / r['par']:>8.2f}x {r['fresh'] / r['one']:>8.2f}x "
               f"{r['ink_head']:>4.2f}x {r['par_head']:>5.2f}x {r['hub']:>4.2f}x")
+    print("fresh hosts vs every node downloading itself (measured): Hub bytes in models, seconds")
+    print(f"{'N':>2} {'inkctl':>7} {'per-node':>9} {'fresh s':>8} {'per-node s':>11} {'fresh/per-node':>15}")
+    for r in rows:
+        print(f"{r['n']:>2} {r['hub']:>6.2f}x {r['node_hub']:>8.2f}x {r['fresh']:>8.1f} {r['node']:>11.1f} "
+              f"{r['fresh'] / r['node']:>14.2f}x")
     if images:
         print(f"\nimages: {args.image_mib} MiB; inkctl images push-to-hosts vs docker save | ssh | docker load")
         print(f"{'N':>2} {'one':>6} {'inkctl':>7} {'pipes':>6} {'ink/one':>8} {'ink/pipes':>9} {'head':>5} {'pipes':>6}")

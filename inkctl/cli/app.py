@@ -25,6 +25,8 @@ app = typer.Typer(
 )
 
 STATE = {"debug": False}
+# commands that touch no host log nothing: they leave the logging module unimported (start-up)
+PAPER = ("validate", "plan", "schema", "recipes")
 
 
 def _version(value: bool) -> None:
@@ -35,10 +37,18 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for unexpected errors."),
+    debug: bool = typer.Option(False, "--debug", help="Write the debug log to stderr and show tracebacks for unexpected errors (also: INKCTL_DEBUG=1)."),
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
-    STATE["debug"] = debug
+    if debug:
+        _debug_on()
+
+
+def _debug_on() -> None:
+    STATE["debug"] = True
+    from inkctl.cli.logconfig import configure
+
+    configure(debug=True)
 
 
 # Each command lives in one module; only the module of the command being run is imported, so
@@ -52,6 +62,7 @@ COMMAND_MODULES = {
     "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
     "watch": "inkctl.cli.watch", "cache": "inkctl.cli.cache", "images": "inkctl.cli.images_push", "top": "inkctl.cli.fleet",
+    "runs": "inkctl.cli.runs",
 }
 
 
@@ -99,8 +110,81 @@ def main(argv: list[str] | None = None) -> None:
     # every installed distribution when the first model is built: a third of `validate`'s own
     # time (bench/startup.py). A recipe needs none; set the variable to "" to have them back.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    _no_plugin_loader()
     args = sys.argv[1:] if argv is None else list(argv)
+    STATE["debug"] = os.environ.get("INKCTL_DEBUG", "") not in ("", "0")
+    words = [a for a in args if not a.startswith("-")]
+    if STATE["debug"] or (words and words[0] not in PAPER):
+        from inkctl.cli.logconfig import configure
+
+        configure(debug=STATE["debug"])
     _register(args)
+    record = _record(args)
+    code: int | str | None = 0
+    try:
+        _dispatch(args)
+    except SystemExit as e:
+        code = e.code
+        raise
+    except BaseException as e:  # with --debug an internal error goes on up, as a traceback
+        code = 70 if isinstance(e, Exception) else EXIT_INTERRUPTED
+        raise
+    finally:
+        if record is not None:
+            from inkctl import runlog
+
+            runlog.finish(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+def _no_plugin_loader() -> None:
+    """With plugins off, pydantic still imports its plugin loader, and with it importlib.metadata
+    (a tenth of `validate`'s start-up), only to hear "no plugins". Answer that here; any other
+    name asked of the loader loads the real one (a pydantic that changed it keeps working)."""
+    import os
+    import types
+
+    name = "pydantic.plugin._loader"
+    if name in sys.modules or os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in ("__all__", "1", "true"):
+        return
+    stub = types.ModuleType(name)
+
+    def get_plugins() -> tuple:
+        return ()
+
+    def real(attr: str) -> Any:
+        if attr.startswith("__"):  # what the import machinery asks of any module (__path__, ...)
+            raise AttributeError(attr)
+        import importlib
+
+        del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
+    stub.get_plugins = get_plugins  # type: ignore[attr-defined]
+    stub.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules[name] = stub
+
+
+def _record(args: list[str]):
+    """The run's record directory (inkctl.runlog) for the commands that change hosts."""
+    words = [a for a in args if not a.startswith("-")]
+    if not words or words[0] in PAPER or "--help" in args:
+        return None
+    from inkctl import runlog
+
+    if words[0] not in runlog.RECORDED:
+        return None
+
+    return runlog.start(words[0], args)
+
+
+def _failed(message: str, hint: str | None = None) -> None:
+    """What the user was told, for the run's record."""
+    from inkctl import runlog
+
+    runlog.note(error=message, hint=hint)
+
+
+def _dispatch(args: list[str]) -> None:
     try:
         import typer.main
 
@@ -116,9 +200,11 @@ def main(argv: list[str] | None = None) -> None:
         from inkctl.cli.render import print_error
 
         print_error(e)
+        _failed(e.message, e.hint)
         sys.exit(e.exit_code)
     except (KeyboardInterrupt, Cancelled):
         print("inkctl: interrupted", file=sys.stderr)
+        _failed("interrupted")
         sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
@@ -129,10 +215,16 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(err.exit_code)
         if "ClickException" in names:
             err.show()
+            _failed(str(getattr(err, "format_message", lambda: err)()))
             sys.exit(err.exit_code)
         if "Abort" in names:
             print("inkctl: aborted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)
+        if "logging" in sys.modules:  # configured: the traceback goes to the run's debug.log
+            import logging
+
+            logging.getLogger("inkctl.cli").debug("internal error", exc_info=True)
+        _failed(f"internal error: {type(e).__name__}: {e}")
         if STATE["debug"]:
             raise
         print(f"inkctl: internal error: {type(e).__name__}: {e}\n(run with --debug for the traceback, and please report it)", file=sys.stderr)

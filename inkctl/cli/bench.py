@@ -237,6 +237,9 @@ def bench(
                                  provenance=provenance, when=when)
         name = report.point_name(point)
         report.write_json(run_dir / f"{name}.json", data)
+        runlog.event("point", name=name, file=str(run_dir / f"{name}.json"),
+                     **{k: data.get(k) for k in ("completed", "failed", "request_throughput", "output_throughput",
+                                                 "median_ttft_ms", "median_itl_ms") if k in data})
         saved.append(data)
         names.append(name)
         if fmt == "text":
@@ -244,6 +247,9 @@ def bench(
         if not data["completed"]:
             raise _NothingDone()
 
+    from inkctl import runlog
+
+    runlog.note(results=str(run_dir), url=target.url)
     try:
         points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
                             duration_s=duration, on_point=done, seed=seed)

@@ -16,10 +16,11 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import (AcceptOpt, HookOpt, HostsOpt, OutputOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, load_target, output_format,
-                                overrides)
+from inkctl.cli.options import (AcceptOpt, AccountOpt, ContainerOpt, GpusOpt, HookOpt, HostsOpt, JobDirOpt, OutputOpt,
+                                PartitionOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, TimeOpt, load_target,
+                                output_format, overrides)
 from inkctl.api.signals import on_signals, restore
-from inkctl.cli.slurm import AccountOpt, JobDirOpt, PartitionOpt, SlurmFlag, TimeOpt
+from inkctl.cli.slurm import PendingOpt, SlurmFlag
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 
@@ -45,6 +46,9 @@ def up(
     account: Optional[str] = AccountOpt,
     time_limit: Optional[str] = TimeOpt,
     job_dir: Optional[str] = JobDirOpt,
+    gpus_per_node: Optional[int] = GpusOpt,
+    container: Optional[str] = ContainerOpt,
+    pending_timeout: Optional[float] = PendingOpt,
     distribute_image: bool = typer.Option(False, "--distribute-image", help="First stream the image from a host that has it to every host that lacks it, host to host (as `inkctl images push-to-hosts`)."),
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
@@ -54,7 +58,9 @@ def up(
 
     With --slurm: checks the request against the partition, submits the job (`inkctl export
     slurm`), prints its id and nodes, waits for health and the first answer through the head; a
-    failed job is cancelled and its failing rank named."""
+    failed job is cancelled and its failing rank named. --container and --gpus-per-node mean what
+    they mean to `export slurm`; a job still pending after --pending-timeout is cancelled, with
+    Slurm's reason (squeue) and what to do about it."""
     fmt = output_format(output)
     if slurm:
         if hosts or watch or detach:
@@ -62,9 +68,12 @@ def up(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
+                            gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout,
                             timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
-    if partition or account or time_limit or job_dir:
-        raise UsageError("--partition, --account, --time and --job-dir go with --slurm")
+    if partition or account or time_limit or job_dir or gpus_per_node is not None or container \
+            or pending_timeout is not None:
+        raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
+                         "--pending-timeout go with --slurm")
     if (restart or hook) and not watch:
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:
@@ -95,12 +104,15 @@ def up(
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+    from inkctl import runlog
+
+    runlog.note_plan(plan, recipe)
     needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
     secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
     from inkctl.scrub import arm
 
     scrub = arm(secret_values(secrets))
-    sink = ScrubbingSink(JsonLines() if fmt == "json" else _live(), scrub)
+    sink = ScrubbingSink(runlog.recording(JsonLines() if fmt == "json" else _live()), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
     if distribute_image:
@@ -282,6 +294,10 @@ def down(
     from inkctl.execute.deploy.takedown import take_down
 
     report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
+    from inkctl import runlog
+
+    runlog.event("down", deployment=plan.deployment, ok=report.ok, removed=report.removed, failed=report.failed,
+                 notices=list(report.notices))
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, "ok": report.ok, "removed": report.removed,
                           "failed": report.failed}, indent=2))

@@ -8,14 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from inkctl.cli.options import SetOpt, output_format, overrides
-
-PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#SBATCH --partition).")
-AccountOpt = typer.Option(None, "--account", "-A", help="Slurm account to charge (#SBATCH --account).")
-TimeOpt = typer.Option(None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00 (#SBATCH --time).")
-GpusOpt = typer.Option(None, "--gpus-per-node", min=0, help="GPUs to ask per node (GRES). Default: hardware.gpus_per_host; 0: ask for none.")
-ContainerOpt = typer.Option("runtime", "--container", help="How ranks start their container: runtime (the recipe's docker/podman on the node), pyxis (srun --container-image) or apptainer.")
-JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
+from inkctl.cli.options import (AccountOpt, ContainerOpt, GpusOpt, JobDirOpt, PartitionOpt, SetOpt, TimeOpt, output_format,
+                                slurm_container)
 
 
 def slurm(
@@ -26,7 +20,7 @@ def slurm(
     account: Optional[str] = AccountOpt,
     time: Optional[str] = TimeOpt,
     gpus_per_node: Optional[int] = GpusOpt,
-    container: str = ContainerOpt,
+    container: Optional[str] = ContainerOpt,
     job_dir: Optional[str] = JobDirOpt,
     image: Optional[str] = typer.Option(None, "--image", help="Image to run (default: the recipe's; a patched one: the pushed build, else the built tag)."),
     var: Optional[List[str]] = typer.Option(None, "--var", help="Value for a recipe ${VAR} on every node: NAME=VALUE (repeatable). Default: the job's environment."),
@@ -46,7 +40,8 @@ def slurm(
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
-    loaded = load_recipe(recipe, overrides(set_), hosts_file=hosts_file) if hosts_file else load_recipe(recipe, overrides(set_))
+    container, sets = slurm_container(container, set_, recipe)
+    loaded = load_recipe(recipe, sets, hosts_file=hosts_file) if hosts_file else load_recipe(recipe, sets)
     options = SlurmOptions(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
                            container=container, job_dir=job_dir, vars=tuple(_vars(var)))
     job = job_for(loaded, options, inventory=hosts_file is not None, image=image)

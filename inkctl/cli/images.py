@@ -69,7 +69,9 @@ def build(
 def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str, push: str | None = None):
     from inkctl.execute.image.build import ensure_image
 
-    sink = None if fmt == "json" else _live()
+    from inkctl import runlog
+
+    sink = runlog.recording(None if fmt == "json" else _live())
     try:
         if loaded.hosts is None:  # --local with no hosts: build here, deliver nowhere
             return _pushed(loaded, _local_only(loaded, sink), push, None)
@@ -78,6 +80,7 @@ def _ensure(loaded, *, local: bool, accept_new: bool, fmt: str, push: str | None
         from inkctl.plan.inputs import plan_inputs
 
         plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
+        runlog.note_plan(plan, loaded.path)
         transports = connect_all(list(loaded.hosts), accept_new=accept_new)
         try:
             report = ensure_image(loaded, plan, transports, sink, local=local,

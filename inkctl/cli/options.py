@@ -45,7 +45,11 @@ def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
 
     arm_for(loaded.recipe)  # whatever this command prints (an engine's echoed env too) is masked
     inputs = plan_inputs(loaded)
-    return loaded, build_plan(loaded.recipe, loaded.hosts, **inputs), inputs.get("image")
+    plan = build_plan(loaded.recipe, loaded.hosts, **inputs)
+    from inkctl import runlog
+
+    runlog.note_plan(plan, recipe)  # the run's record (when this command leaves one)
+    return loaded, plan, inputs.get("image")
 
 
 RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,
@@ -60,3 +64,39 @@ IntervalOpt = typer.Option(2.0, "--interval", min=0.2, help="Seconds between che
 MaxRestartsOpt = typer.Option(3, "--max-restarts-per-hour", min=1, help="With --restart: give up after this many restarts in an hour.")
 BackoffOpt = typer.Option(5.0, "--backoff", min=0.0, help="With --restart: seconds before the first restart (doubling each time, up to 300).")
 SocketFallbackOpt = typer.Option(False, "--allow-socket-fallback", help="With network.rdma: NCCL falling back to TCP sockets is a warning, not a failure (for the up of a restart).")
+
+
+# Slurm: `export slurm` and `up --slurm` (and the Slurm side of down/status/logs/watch)
+PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#SBATCH --partition; default: Slurm's default).")
+AccountOpt = typer.Option(None, "--account", "-A", help="Slurm account to charge (#SBATCH --account).")
+TimeOpt = typer.Option(None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00 (#SBATCH --time).")
+GpusOpt = typer.Option(None, "--gpus-per-node", min=0, help="GPUs to ask per node (GRES). Default: hardware.gpus_per_host; 0: ask for none.")
+ContainerOpt = typer.Option(None, "--container", metavar="docker|podman|pyxis|apptainer", help=(
+    "How ranks start their container: docker or podman on the node (default: the recipe's container.runtime), "
+    "pyxis (srun --container-image) or apptainer."))
+JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
+
+SLURM_CONTAINERS = ("docker", "podman", "pyxis", "apptainer", "runtime")
+
+
+def slurm_container(value: Optional[str], set_: Optional[List[str]], recipe) -> tuple[str, list[str]]:
+    """``--container`` -> (the script's container mode, the --set overrides). docker/podman run on
+    the node's runtime: another one than the recipe's overrides container.runtime, and GPUs keep
+    being exposed in that runtime's own form (docker --gpus all, podman CDI); pyxis/apptainer are
+    Slurm's own; none (or 'runtime'): the recipe's runtime."""
+    sets = overrides(set_)
+    if value is None or value == "runtime":
+        return "runtime", sets
+    if value not in SLURM_CONTAINERS:
+        raise UsageError(f"--container {value!r}: expected docker, podman, pyxis or apptainer")
+    if value in ("pyxis", "apptainer"):
+        return value, sets
+    from inkctl.recipe.source import load_recipe
+
+    c = load_recipe(recipe, sets).recipe.container
+    if c.runtime == value:
+        return "runtime", sets
+    extra = [f"container.runtime={value}"]
+    if c.gpus != "none":
+        extra.append(f"container.gpus={'all' if value == 'docker' else 'cdi'}")
+    return "runtime", [*sets, *extra]

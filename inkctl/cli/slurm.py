@@ -18,10 +18,10 @@ import typer
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
 SlurmFlag = typer.Option(False, "--slurm", help="Run it as a Slurm job from this login node (sbatch, squeue, scancel): no --hosts.")
-PartitionOpt = typer.Option(None, "--partition", "-p", help="With --slurm: the partition (default: Slurm's default).")
-AccountOpt = typer.Option(None, "--account", "-A", help="With --slurm: the account to charge.")
-TimeOpt = typer.Option(None, "--time", help="With --slurm: the job's time limit, e.g. 4:00:00.")
-JobDirOpt = typer.Option(None, "--job-dir", help="With --slurm: a directory every node shares for the job's files (default: here).")
+PENDING_S = 600.0
+PendingOpt = typer.Option(None, "--pending-timeout", min=0, help=(
+    "With --slurm: seconds the job may stay pending (waiting for nodes) before it is cancelled, "
+    "with squeue's reason (default 600); 0: wait as long as Slurm keeps it."))
 
 
 def _say(fmt: str):
@@ -44,7 +44,8 @@ def _load(recipe: Path, set_):
 
 
 def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
-       container="runtime", timeout: Optional[float], keep_on_failure: bool, fmt: str) -> None:
+       container: Optional[str] = None, pending_timeout: Optional[float] = None, timeout: Optional[float],
+       keep_on_failure: bool, fmt: str) -> None:
     from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
     from inkctl.secret import resolve_secrets, secret_values
@@ -52,8 +53,11 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     from inkctl.export.slurm_inputs import job_for
     from inkctl.scrub import arm
 
+    from inkctl.cli.options import slurm_container
+
     t0 = time.monotonic()
     say = _say(fmt)
+    mode, set_ = slurm_container(container, set_, recipe)
     loaded = _load(recipe, set_)
     r = loaded.recipe
     secrets = resolve_secrets(r.secrets) if r.secrets else {}
@@ -64,7 +68,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
         say(f"partition {part.name} has no GPU GRES: the job asks for none (nodes are --exclusive)")
         gpus = 0
     options = SlurmOptions(partition=part.name, account=account, time=time_limit, gpus_per_node=gpus,
-                           container=container, job_dir=str(Path(job_dir).resolve()) if job_dir else None)
+                           container=mode, job_dir=str(Path(job_dir).resolve()) if job_dir else None)
     job = job_for(loaded, options)
     if _already(job, r, say, fmt, recipe):
         return
@@ -74,7 +78,8 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     previous = {s: signal.signal(s, lambda *_: cancel.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     job_id, script, secrets_file = sr.submit(job, options, part, secrets=secrets, hidden=hidden, say=say)
     try:
-        run = sr.follow_up(job, job_id, r, timeout=timeout or r.health.timeout_s, say=say, cancel=cancel)
+        run = sr.follow_up(job, job_id, r, timeout=timeout or r.health.timeout_s, say=say, cancel=cancel,
+                           pending_timeout=PENDING_S if pending_timeout is None else (pending_timeout or None))
     except (InkctlError, Cancelled) as e:
         interrupted = isinstance(e, Cancelled)
         if keep_on_failure and not interrupted:
@@ -85,8 +90,8 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
             sr.remove_secrets(secrets_file)
             left = [f"rank {rk} on {n}: {w}" for rk, n, w in sr.rank_status(sr.job_dir_of(st, r.name), r.hardware.nodes)
                     if w == "running"]
-            say(f"job {job_id} is {st.state.lower()}" + (f"; still marked running: {'; '.join(left)}" if left else
-                                                         "; every rank removed its container"))
+            done = "; it never ran" if not st.nodes else "; every rank removed its container"
+            say(f"job {job_id} is {st.state.lower()}" + (f"; still marked running: {'; '.join(left)}" if left else done))
         if interrupted:
             raise InkctlError(f"interrupted: job {job_id} was cancelled", exit_code=EXIT_INTERRUPTED) from None
         tail = sr.output_tail(ctl.job(job_id).stdout or "", None, 12)
@@ -192,9 +197,11 @@ def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
         raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED) from None
 
 
-def partition_target(recipe: Path, set_, partition: str, hosts_file: Optional[Path], command: str):
-    """(loaded, plan, image) for a command on every node of a Slurm partition (``weights``): the
-    hosts from sinfo, in Slurm's order; ``--hosts FILE`` gives per-node settings by node name."""
+def slurm_target(recipe: Path, set_, hosts_file: Optional[Path], command: str, *, partition: Optional[str] = None,
+                 job: Optional[str] = None, nodelist: Optional[str] = None):
+    """(loaded, plan, image) for a command on Slurm nodes (``weights``): every node of a partition
+    (sinfo), of a job's allocation (scontrol show job), or of ``$SLURM_JOB_NODELIST``, in Slurm's
+    order; ``--hosts FILE`` gives per-node settings by node name."""
     from inkctl.slurm import ctl
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
@@ -203,10 +210,18 @@ def partition_target(recipe: Path, set_, partition: str, hosts_file: Optional[Pa
 
     loaded = _load(recipe, set_)
     known = load_inventory(hosts_file) if hosts_file else None
-    hosts = ctl.partition_hosts(partition, known)
-    loaded.hosts, loaded.hosts_source = hosts, f"--partition {partition}"
+    if partition:
+        hosts, source = ctl.partition_hosts(partition, known), f"--partition {partition}"
+    elif job:
+        hosts, source = ctl.job_hosts(job, known), f"--slurm-job {job}"
+    else:
+        nodes = ctl.hostnames(nodelist or "")
+        if not nodes:
+            raise InkctlError(f"$SLURM_JOB_NODELIST {nodelist!r} names no node", exit_code=2)
+        hosts, source = ctl.as_hosts(nodes, known, "of this allocation"), "$SLURM_JOB_NODELIST"
+    loaded.hosts, loaded.hosts_source = hosts, source
     arm_for(loaded.recipe)
     inputs = plan_inputs(loaded)
-    # every node of the partition, whatever hardware.nodes says: any of them may run the job
+    # every node given, whatever hardware.nodes says: any of them may run the job
     planned = loaded.recipe.model_copy(update={"hardware": loaded.recipe.hardware.model_copy(update={"nodes": len(hosts)})})
     return loaded, build_plan(planned, hosts, **inputs), inputs.get("image")

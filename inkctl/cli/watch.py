@@ -32,7 +32,10 @@ class Events:
     def __call__(self, event: str, text: str, **fields) -> None:
         from inkctl.scrub import active
 
+        from inkctl import runlog
+
         scrub = active()
+        runlog.event(event, message=text, **fields)
         if self.fmt == "json":
             print(json.dumps(scrub({"event": event, "message": text, **fields, "ts": round(time.time(), 3)})), flush=True)
         else:

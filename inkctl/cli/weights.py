@@ -28,6 +28,7 @@ def weights(
     accept_new_host_keys: bool = AcceptOpt,
     output: str = OutputOpt,
     partition: Optional[str] = typer.Option(None, "--partition", help="Every node of this Slurm partition (sinfo), in Slurm's order; --hosts FILE then gives per-node settings by node name."),
+    slurm_job: Optional[str] = typer.Option(None, "--slurm-job", metavar="JOBID", help="Every node of this running Slurm job's allocation (scontrol show job), in Slurm's order; --hosts FILE as with --partition. Inside an allocation ($SLURM_JOB_NODELIST) without this or --partition: the allocation's nodes."),
 ) -> None:
     """Put the pinned model on every host: what a host lacks comes ONCE (to the head, or --from
     HOST: from a host that has it, the Hub last) and is relayed host to host along a chain over
@@ -37,10 +38,16 @@ def weights(
     fmt = output_format(output)
     if repair and not verify:
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
-    if partition:
-        from inkctl.cli.slurm import partition_target
+    import os
 
-        loaded, plan, image = partition_target(recipe, set_, partition, hosts, "weights")
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (partition or slurm_job) else None
+    if partition and slurm_job:
+        raise UsageError("--partition and --slurm-job both name the nodes: choose one")
+    if partition or slurm_job or nodelist:
+        from inkctl.cli.slurm import slurm_target
+
+        loaded, plan, image = slurm_target(recipe, set_, hosts, "weights", partition=partition, job=slurm_job,
+                                           nodelist=nodelist)
     else:
         loaded, plan, image = load_target(recipe, hosts, set_, "weights")
     from inkctl.recipe.manifest import host_cache_template, read_manifest
@@ -64,14 +71,17 @@ def weights(
     if source not in names:
         raise UsageError(f"--from {source}: not a host of the inventory ({', '.join(names)})")
 
-    from inkctl.execute.events import JsonLines, Scrubber, ScrubbingSink
+    from inkctl.execute.events import JsonLines, ScrubbingSink
     from inkctl.weights.hub import endpoint, token_secret
     from inkctl.weights.run import run_weights
 
     token_name, token = token_secret(loaded.recipe)
-    scrub = Scrubber([token.reveal()] if token is not None else [])
+    from inkctl import runlog
+    from inkctl.scrub import arm
+
+    scrub = arm([token.reveal()] if token is not None else [])  # the one scrubber: the run's record too
     view = None if fmt == "json" else _view(manifest)
-    sink = ScrubbingSink(JsonLines() if view is None else view, scrub)
+    sink = ScrubbingSink(runlog.recording(JsonLines() if view is None else view), scrub)
     interrupt = threading.Event()
     previous = on_signals(interrupt, lambda: Cancelled(started=True))
     try:

@@ -5,7 +5,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, field_validator
 
-from inkctl.recipe.fields import ContainerPath, EnvName, EnvValue, HostPath, Name, Strict
+from inkctl.recipe.fields import ContainerPath, EnvName, EnvValue, HostPath, Name, Strict, empty_list
 
 ULIMIT_NAMES = {"memlock", "stack", "nofile", "nproc", "core", "rtprio", "msgqueue", "sigpending"}
 
@@ -50,16 +50,16 @@ class ContainerSpec(Strict):
     ipc: Optional[Literal["host", "private", "shareable"]] = Field("host", description="IPC namespace (--ipc). NCCL wants host or a large shm.")
     shm_size: Optional[str] = Field(None, pattern=r"^[0-9]+[bkmgBKMG]?$", description="Size of /dev/shm (--shm-size), e.g. '32g'.")
     network: Literal["host", "bridge"] = Field("host", description="Network mode. Multi-node needs host networking.")
-    ports: list[Port] = Field(default_factory=list, description="Published ports (network: bridge).")
+    ports: list[Port] = Field(default_factory=empty_list, description="Published ports (network: bridge).")
     env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Environment variables (values may use ${VARS} from the host inventory). Secrets go in 'secrets', never here.")
-    mounts: list[Mount] = Field(default_factory=list, description="Host paths mounted into the container.")
-    volumes: list[Volume] = Field(default_factory=list, description="Named volumes.")
-    security_opt: list[str] = Field(default_factory=list, description="--security-opt values, e.g. 'label=disable' on SELinux hosts with CDI.")
-    cap_add: list[str] = Field(default_factory=list, description="Linux capabilities to add, e.g. IPC_LOCK.")
-    devices: list[str] = Field(default_factory=list, description="Host devices (--device), e.g. /dev/infiniband.")
+    mounts: list[Mount] = Field(default_factory=empty_list, description="Host paths mounted into the container.")
+    volumes: list[Volume] = Field(default_factory=empty_list, description="Named volumes.")
+    security_opt: list[str] = Field(default_factory=empty_list, description="--security-opt values, e.g. 'label=disable' on SELinux hosts with CDI.")
+    cap_add: list[str] = Field(default_factory=empty_list, description="Linux capabilities to add, e.g. IPC_LOCK.")
+    devices: list[str] = Field(default_factory=empty_list, description="Host devices (--device), e.g. /dev/infiniband.")
     ulimits: dict[str, Ulimit] = Field(default_factory=dict, description="--ulimit settings by name, e.g. memlock: {soft: -1, hard: -1}.")
     privileged: bool = Field(False, description="Run privileged. Avoid: prefer devices and cap_add.")
-    extra_args: list[str] = Field(default_factory=list, description="Further runtime flags before the image, passed verbatim.")
+    extra_args: list[str] = Field(default_factory=empty_list, description="Further runtime flags before the image, passed verbatim.")
 
     @field_validator("ulimits")
     @classmethod
@@ -75,7 +75,7 @@ class NetworkSpec(Strict):
 
     socket_ifname: Optional[str] = Field(None, description="Default interface for NCCL/Gloo sockets (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME); a host's nccl_socket_ifname wins.")
     rdma: bool = Field(False, description="Use RDMA (RoCE/InfiniBand): adds /dev/infiniband, IPC_LOCK and unlimited memlock to the container.")
-    ib_hca: list[str] = Field(default_factory=list, description="RDMA adapters for NCCL_IB_HCA, e.g. ['rocep1s0f1'].")
+    ib_hca: list[str] = Field(default_factory=empty_list, description="RDMA adapters for NCCL_IB_HCA, e.g. ['rocep1s0f1'].")
     ib_disable: Optional[bool] = Field(None, description="Set NCCL_IB_DISABLE (1 disables InfiniBand/RoCE).")
     p2p_disable: Optional[bool] = Field(None, description="Set NCCL_P2P_DISABLE (the bundled RTX PRO 6000 recipe sets it: on an AM5 board NCCL init hung 26 min without it).")
     host_ip_env: Optional[EnvName] = Field(None, description="Variable that receives each host's own address, e.g. VLLM_HOST_IP.")

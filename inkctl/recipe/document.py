@@ -14,7 +14,6 @@ schema is refused.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,6 @@ import yaml
 from inkctl.codes import code
 from inkctl.errors import Problem, RecipeInvalid
 from inkctl.recipe.paths import described, dotted, normalize, parse_path
-
-log = logging.getLogger(__name__)
 
 __all__ = ["Document", "Located", "parse", "parse_document", "MAX_NODES", "MAX_DEPTH", "LIBYAML"]
 
@@ -294,7 +291,9 @@ def _resolve(v: str) -> Any:
             if _FLOAT.fullmatch(v):
                 return float(v.lower().replace(".inf", "inf").replace(".nan", "nan"))
         except ValueError as e:  # e.g. more digits than int() accepts: keep the text
-            log.debug("%.40s stays text: %s", v, e)
+            import logging  # here: loading a recipe imports no logging (start-up, bench/startup.py)
+
+            logging.getLogger(__name__).debug("%.40s stays text: %s", v, e)
     return v
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, field_validator
 
-from inkctl.recipe.fields import ImageDigest, Strict
+from inkctl.recipe.fields import ImageDigest, Strict, empty_list
 
 
 class UnresolvedFlag(Strict):
@@ -34,8 +34,8 @@ class EngineArgs(Strict):
     tool_call_parser: Optional[str] = Field(None, description="Tool-call parser name (--tool-call-parser).")
     max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
     enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The bundled recipes keep graphs on: decode throughput lives there.")
-    extra: list[str] = Field(default_factory=list, description="Further engine arguments, passed verbatim and in order after the typed ones, e.g. [--max-num-batched-tokens, 8192]: a number may be written bare (8192 passes as '8192'; true/false must be quoted).")
-    unresolved: list[UnresolvedFlag] = Field(default_factory=list, description="Flags a source mentions without a value: reported by validate, never passed.")
+    extra: list[str] = Field(default_factory=empty_list, description="Further engine arguments, passed verbatim and in order after the typed ones, e.g. [--max-num-batched-tokens, 8192]: a number may be written bare (8192 passes as '8192'; true/false must be quoted).")
+    unresolved: list[UnresolvedFlag] = Field(default_factory=empty_list, description="Flags a source mentions without a value: reported by validate, never passed.")
 
     @field_validator("extra", mode="before")
     @classmethod

@@ -11,7 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
-from inkctl.recipe.fields import Strict
+from inkctl.recipe.fields import Strict, empty_list
 
 # the routing policies each router offers (sglang-router 0.3 / vllm-router 0.1 --policy choices)
 POLICIES: dict[str, tuple[str, ...]] = {
@@ -33,7 +33,7 @@ class Router(Strict):
     image: Optional[str] = Field(None, description="Router image (pin it by digest for production). Default: lmsysorg/sglang:latest, which ships sglang_router, for sglang; vllm/vllm-router:latest for vllm (any image with the vllm-router wheel installed will do).")
     health_check_interval_s: int = Field(5, ge=1, le=3600, description="Seconds between the router's own health checks of each replica (--health-check-interval-secs; the routers' default of 60 s keeps a restarted replica out that long).")
     breaker_failures: int = Field(2, ge=1, le=1000, description="Failed attempts in a row that take a replica out of rotation (--cb-failure-threshold; the routers' default of 10 fails the first requests after a replica dies, as the router retries that same replica). It comes back after health_check_interval_s.")
-    args: list[str] = Field(default_factory=list, description="Further router flags, passed as written, e.g. ['--cache-threshold', '0.3'].")
+    args: list[str] = Field(default_factory=empty_list, description="Further router flags, passed as written, e.g. ['--cache-threshold', '0.3'].")
 
     @model_validator(mode="after")
     def _known_policy(self) -> "Router":

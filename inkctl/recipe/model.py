@@ -14,7 +14,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
-from inkctl.recipe.fields import EnvName, HostPath, Name, Strict
+from inkctl.recipe.fields import EnvName, HostPath, Name, Strict, empty_list
 from inkctl.recipe.fleet import Fleet
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
@@ -24,8 +24,8 @@ class ModelWeights(Strict):
 
     manage: bool = Field(True, description="Pin the model's revision and files in the lock file (`inkctl lock`), put them on every host (`inkctl weights`) and check them before `up`. Applies when the Hub cache is on a host path (a mount, or 'cache').")
     cache: Optional[HostPath] = Field(None, description="Host path of the Hugging Face Hub cache (the directory that holds models--org--name); may use ${VARS}. Default: the host side of the mount that holds the container's Hub cache (HF_HUB_CACHE, else HF_HOME/hub, else /root/.cache/huggingface/hub).")
-    include: list[str] = Field(default_factory=list, description="Glob patterns of further repository files to fetch, e.g. 'original/params.json'. By default: top-level config, tokenizer and generation files, and the safetensors shards the index names.")
-    exclude: list[str] = Field(default_factory=list, description="Glob patterns of files to leave out, e.g. '*.md'.")
+    include: list[str] = Field(default_factory=empty_list, description="Glob patterns of further repository files to fetch, e.g. 'original/params.json'. By default: top-level config, tokenizer and generation files, and the safetensors shards the index names.")
+    exclude: list[str] = Field(default_factory=empty_list, description="Glob patterns of files to leave out, e.g. '*.md'.")
 
 
 class ModelSpec(Strict):
@@ -144,8 +144,8 @@ class Provenance(Strict):
     source: str = Field(description="Who or what reported it (a post, a registry record).")
     status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
     captured: Optional[date] = Field(None, strict=False, description="When the source was captured (YYYY-MM-DD).")
-    urls: list[str] = Field(default_factory=list, description="Links to the source.")
-    notes: list[str] = Field(default_factory=list, description="Facts from the source worth keeping next to the recipe.")
+    urls: list[str] = Field(default_factory=empty_list, description="Links to the source.")
+    notes: list[str] = Field(default_factory=empty_list, description="Facts from the source worth keeping next to the recipe.")
 
 
 class Measurement(Strict):
@@ -186,7 +186,7 @@ class Recipe(Strict):
     smoke: Smoke = Field(default_factory=Smoke, description="Smoke prompts after health.")
     capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
     provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
-    results: list[Measurement] = Field(default_factory=list, description="Results measured where the recipe came from (provenance); `inkctl results RUN --recipe` compares a run with them.")
+    results: list[Measurement] = Field(default_factory=empty_list, description="Results measured where the recipe came from (provenance); `inkctl results RUN --recipe` compares a run with them.")
     fleet: Optional[Fleet] = Field(None, description="Several replicas of this engine group behind one request router (`up` starts the router too).")
     hosts: Optional[list[Host]] = Field(None, description="Hosts embedded for convenience; --hosts FILE wins.")
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field
 
-from inkctl.recipe.fields import ContainerPath, EnvName, FileName, Sha256, Strict
+from inkctl.recipe.fields import ContainerPath, EnvName, FileName, Sha256, Strict, empty_list
 
 
 class _FilePatch(Strict):
@@ -88,8 +88,8 @@ class Patches(Strict):
         description="'build': build engine.image from base with 'files'; 'at_start': run 'hotfixes' when the container starts; 'prebuilt': the image already carries 'included' changes; 'none'.",
     )
     base: Optional[str] = Field(None, description="Base image for mode 'build', by tag and preferably '@sha256:' digest.")
-    files: list[FilePatch] = Field(default_factory=list, description="File patches for mode 'build'.")
-    hotfixes: list[Hotfix] = Field(default_factory=list, description="Hotfix scripts for mode 'at_start'.")
-    included: list[IncludedChange] = Field(default_factory=list, description="Changes a prebuilt image already carries.")
+    files: list[FilePatch] = Field(default_factory=empty_list, description="File patches for mode 'build'.")
+    hotfixes: list[Hotfix] = Field(default_factory=empty_list, description="Hotfix scripts for mode 'at_start'.")
+    included: list[IncludedChange] = Field(default_factory=empty_list, description="Changes a prebuilt image already carries.")
     directory: str = Field("patches", description="Where patch sources are found, relative to the repository root (the directory holding recipes/).")
 

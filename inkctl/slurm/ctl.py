@@ -22,6 +22,36 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED"
 HOPELESS = ("PartitionNodeLimit", "PartitionConfig", "BadConstraints", "PartitionDown", "PartitionInactive",
             "InvalidAccount", "InvalidQOS", "AccountNotAllowed", "QOSMaxNodePerJobLimit")
 
+# why a job is pending (squeue's Reason, scontrol's Reason=): what it means, what to do
+PENDING_WHY = {
+    "Resources": ("the nodes it needs are busy with other jobs",
+                  "wait longer (--pending-timeout), or see who holds them: squeue -p PARTITION"),
+    "Priority": ("jobs of higher priority are ahead of it in the queue",
+                 "wait longer (--pending-timeout), or see the queue: squeue -p PARTITION"),
+    "ReqNodeNotAvail": ("a node it needs is down, drained or reserved",
+                        "see why: sinfo -R -p PARTITION; an admin resumes a node with scontrol update"),
+    "PartitionNodeLimit": ("it asks for more nodes than the partition allows per job",
+                           "choose another partition (--partition), or a recipe for fewer nodes"),
+    "Nodes_required_for_job_are_DOWN": ("nodes it needs are down or drained",
+                                        "see why: sinfo -R -p PARTITION"),
+    "NodeDown": ("a node it needs is down", "see why: sinfo -R -p PARTITION"),
+    "PartitionDown": ("the partition is down", "choose another partition (--partition)"),
+    "PartitionTimeLimit": ("its --time is over the partition's limit", "ask for less (--time)"),
+    "AssocGrpNodeLimit": ("the account's node limit is reached", "wait, or use another account (--account)"),
+    "QOSMaxNodePerJobLimit": ("the QOS allows fewer nodes per job", "ask the admins, or use fewer nodes"),
+    "BeginTime": ("its start time has not come yet", "wait"),
+    "Dependency": ("it waits for another job", "see: scontrol show job JOBID"),
+    "JobHeldUser": ("it is held", "release it: scontrol release JOBID"),
+    "JobHeldAdmin": ("an admin holds it", "ask the admins"),
+}
+
+
+def pending_why(reason: str, partition: str, job_id: str) -> tuple[str, str]:
+    """(what squeue's reason means, what to do), the partition and job named."""
+    key = reason.split(",")[0].split("(")[0].strip()
+    what, todo = PENDING_WHY.get(key, (f"Slurm says: {reason}", "see: scontrol show job JOBID"))
+    return what, todo.replace("PARTITION", partition).replace("JOBID", job_id)
+
 
 def slurm(argv: list[str], *, env: dict | None = None, timeout: float = 60, check: bool = True,
           input: str | None = None) -> subprocess.CompletedProcess:
@@ -116,6 +146,7 @@ class JobState:
     workdir: str
     name: str
     comment: str = ""
+    partition: str = ""
 
     @property
     def ended(self) -> bool:
@@ -131,7 +162,7 @@ def job(job_id: str) -> JobState:
     return JobState(job_id, f.get("JobState", "?").split()[0], f.get("Reason", "None"),
                     tuple(hostnames(nodelist)) if nodelist not in ("", "(null)") else (),
                     f.get("ExitCode", ""), f.get("StdOut", ""), f.get("WorkDir", ""), f.get("JobName", ""),
-                    f.get("Comment", ""))
+                    f.get("Comment", ""), f.get("Partition", ""))
 
 
 def jobs_named(name: str) -> list[str]:
@@ -152,23 +183,39 @@ def cancel(job_id: str) -> None:
 
 
 def partition_hosts(name: str | None, known: list | None = None) -> list:
-    """The partition's nodes as inventory hosts, in Slurm's order: a node that ``known`` (an
-    inventory) lists by name keeps its entry (user, key, vars); the others get their resolved address."""
+    """The partition's nodes as inventory hosts, in Slurm's order (see ``as_hosts``)."""
+    part = partition(name)
+    return as_hosts(list(part.nodes), known, f"of partition {part.name}")
+
+
+def job_hosts(job_id: str, known: list | None = None) -> list:
+    """The nodes a running job holds (its allocation), as inventory hosts in Slurm's order."""
+    st = job(job_id)
+    if st.state == "GONE":
+        raise InkctlError(f"Slurm has no job {job_id}", hint="list yours: squeue --me", exit_code=2)
+    if st.state != "RUNNING" or not st.nodes:
+        raise InkctlError(f"job {job_id} is {st.state.lower()}: it holds no nodes now", exit_code=2,
+                          hint="name a running job (squeue --me -t running), or use --partition P")
+    return as_hosts(list(st.nodes), known, f"of job {job_id}")
+
+
+def as_hosts(nodes: list[str], known: list | None, where: str) -> list:
+    """Slurm node names as inventory hosts: a node that ``known`` (an inventory) lists by name
+    keeps its entry (user, key, vars); the others get their resolved address."""
     import socket
 
     from inkctl.recipe.hosts import Host
 
-    part = partition(name)
     by_name = {h.name: h for h in known or []}
     out = []
-    for node in part.nodes:
+    for node in nodes:
         if node in by_name:
             out.append(by_name[node])
             continue
         try:
             address = socket.gethostbyname(node)
         except OSError as e:
-            raise InkctlError(f"node {node} of partition {part.name} does not resolve here: {e}",
+            raise InkctlError(f"node {node} {where} does not resolve here: {e}",
                               hint="list it with its address in --hosts FILE", exit_code=2) from None
         out.append(Host(name=node, address=address))
     return out

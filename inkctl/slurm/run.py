@@ -164,8 +164,12 @@ def remove_secrets(path: str | None) -> None:
             log.debug("removing %s: %s", path, e)
 
 
-def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threading.Event) -> ctl.JobState:
+def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threading.Event,
+                 pending_timeout: float | None = None) -> ctl.JobState:
+    """Until the job runs. Pending with a reason that never clears, or for longer than
+    ``pending_timeout`` seconds: raise, saying why (Slurm's reason) and what to do."""
     last = ""
+    t0 = time.monotonic()
     while True:
         if cancel.is_set():
             raise Cancelled(started=True)
@@ -175,13 +179,26 @@ def wait_running(job_id: str, deployment: str, nodes: int, say, cancel: threadin
         if st.ended:
             raise SlurmJobFailed(f"job {job_id} ended before it ran: {failure_of(st, deployment, nodes)}",
                                  hint=f"its output: {st.stdout}" if st.stdout else None)
-        if st.state == "PENDING" and any(st.reason.startswith(h) for h in ctl.HOPELESS):
-            raise SlurmJobFailed(f"job {job_id} cannot start: pending with reason {st.reason}")
+        if st.state == "PENDING":
+            hopeless = any(st.reason.startswith(h) for h in ctl.HOPELESS)
+            waited = time.monotonic() - t0
+            if hopeless or (pending_timeout is not None and waited > pending_timeout):
+                what, todo = ctl.pending_why(st.reason, st.partition or "PARTITION", job_id)
+                when = "cannot start" if hopeless else f"still pending after {waited:.0f} s"
+                raise SlurmJobFailed(_fit(f"job {job_id} {when} (reason {st.reason}): {what}", 73),
+                                     hint=_fit(todo, 74))
         text = f"job {job_id}: {st.state.lower()}" + (f" ({st.reason})" if st.reason not in ("None", "") else "")
         if text != last:
             say(text)
             last = text
         time.sleep(POLL_S)
+
+
+def _fit(text: str, width: int) -> str:
+    """Lines that fit 80 columns after the 'error: ' / 'hint: ' prefix."""
+    import textwrap
+
+    return textwrap.fill(text, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def health_url(job: SlurmJob, head_address: str) -> tuple[str, str]:
@@ -198,10 +215,10 @@ def url_for(recipe, head_address: str) -> str:
 
 
 def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel: threading.Event,
-              api_key: str | None = None) -> Running:
+              api_key: str | None = None, pending_timeout: float | None = None) -> Running:
     """From submitted to serving: running, healthy, answering. Raises naming the failing rank."""
     nodes = recipe.hardware.nodes
-    st = wait_running(job_id, recipe.name, nodes, say, cancel)
+    st = wait_running(job_id, recipe.name, nodes, say, cancel, pending_timeout)
     head = st.nodes[0]
     try:
         addr = socket.gethostbyname(head)

@@ -8,7 +8,7 @@ the controller `ink<K>ctl` on the bridge address, ports from K, state under `<st
 
 What makes it work here (TEST-CLUSTER.md "Slurm on the test hosts"): slurmd runs under
 `nsenter --net` + `unshare --uts --mount` with its own hostname (not `ip netns exec`: no
-cgroups there); no cgroup plugins at all; a TaskProlog exports the node's DOCKER_HOST and PATH
+cgroups there); no cgroup plugins at all; a TaskProlog exports the node's runtime settings (DOCKER_HOST, or podman's config) and PATH
 (slurmd's own environment does not reach jobs); GPUs are character devices made with mknod.
 Clients (sbatch, squeue, inkctl) find it through `SLURM_CONF` (`Slurm.env`).
 """
@@ -47,9 +47,14 @@ def ports(net_id: int) -> tuple[int, int]:
 class Slurm:
     """A running Slurm of one test cluster. ``start(cluster, ["h1", "h2"])`` makes one."""
 
-    def __init__(self, state: str, net_id: int, hosts: list, partition: str):
+    def __init__(self, state: str, net_id: int, hosts: list, partition: str, extra: dict | None = None):
         self.state, self.net_id, self.hosts, self.partition = state, net_id, hosts, partition
+        self.extra = dict(extra or {})  # partition -> host names, beside the default one
         self.dir = os.path.join(state, "slurm")
+
+    @property
+    def all_hosts(self) -> list:
+        return [*self.hosts, *(h for hs in self.extra.values() for h in hs)]
 
     @property
     def conf(self) -> str:
@@ -61,7 +66,7 @@ class Slurm:
         return {"SLURM_CONF": self.conf}
 
     def nodes(self) -> list[str]:
-        return [node_name(h.name, self.net_id) for h in self.hosts]
+        return [node_name(h.name, self.net_id) for h in self.all_hosts]
 
     def node(self, host_name: str) -> str:
         return node_name(host_name, self.net_id)
@@ -80,23 +85,26 @@ class Slurm:
         return run(argv, check=check, timeout=timeout, env=dict(os.environ, **self.env))
 
     def idle(self) -> bool:
-        cp = self.run(["sinfo", "-h", "-N", "-p", self.partition, "-o", "%N %t"], check=False, timeout=10)
+        cp = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False, timeout=10)
         states = [ln.split()[1] for ln in cp.stdout.splitlines() if ln.strip()]
-        return cp.returncode == 0 and len(states) == len(self.hosts) and all(s == "idle" for s in states)
+        return cp.returncode == 0 and len(states) == len(self.all_hosts) and all(s == "idle" for s in states)
 
     def jobs(self) -> list[str]:
         cp = self.run(["squeue", "-h", "-o", "%i %T"], check=False, timeout=10)
         return [ln.strip() for ln in cp.stdout.splitlines() if ln.strip()]
 
 
-def start(cluster, host_names=("h1", "h2"), partition: str | None = None, timeout: float = 60) -> Slurm:
-    """Start munged, slurmctld and a slurmd on each host (docker hosts); idempotent while running."""
+def start(cluster, host_names=("h1", "h2"), partition: str | None = None, timeout: float = 60,
+          extra: dict | None = None) -> Slurm:
+    """Start munged, slurmctld and a slurmd on each host; idempotent while running. ``extra``:
+    more partitions, {name: [host names]} (disjoint from ``host_names``; podman hosts too)."""
     for exe in ("munged", "slurmctld", "slurmd", "sbatch"):
         if not shutil.which(exe):
             raise HarnessError(f"{exe}: not installed (run tests/cluster/install.sh)")
     net_id = cluster.net_id
     hosts = [cluster.host(n) for n in host_names]
-    s = Slurm(cluster.state, net_id, hosts, partition or f"ink{net_id}")
+    s = Slurm(cluster.state, net_id, hosts, partition or f"ink{net_id}",
+              {p: [cluster.host(n) for n in ns] for p, ns in (extra or {}).items()})
     if _running(s) and s.idle() and _same_shape(s):
         return s
     stop(cluster.state, net_id)
@@ -111,13 +119,13 @@ def start(cluster, host_names=("h1", "h2"), partition: str | None = None, timeou
     _write_pid(s, "slurmctld.pid", ctld)
     wait_for(f"slurmctld on {net.gateway(net_id)}:{ctld_port}", lambda: _listens(net.gateway(net_id), ctld_port)
              or (not alive(ctld) and _dead(s, "slurmctld")), timeout=timeout, on_timeout=lambda: _tail(s, "slurmctld.log"))
-    for h in hosts:
+    for h in s.all_hosts:
         name = s.node(h.name)
-        pid = spawn(["nsenter", f"--net={h.netns_path}", "--", "unshare", "--uts", "--mount", "--", "sh", "-c",
+        pid = spawn(["nsenter", f"--net={h.netns_path}", *_mount_ns(h), "--", "unshare", "--uts", "--mount", "--", "sh", "-c",
                      f'hostname {name} && exec slurmd -D -N {name} -f "$1"', "sh", s.conf],
                     os.path.join(s.dir, f"{name}.out"))
         _write_pid(s, f"{name}.pid", pid)
-    wait_for(f"{len(hosts)} idle Slurm nodes in partition {s.partition}", s.idle, timeout=timeout,
+    wait_for(f"{len(s.all_hosts)} idle Slurm nodes", s.idle, timeout=timeout,
              on_timeout=lambda: s.run(["sinfo", "-N", "-l"], check=False).stdout + _tail(s, f"{s.node(hosts[0].name)}.log"))
     return s
 
@@ -142,7 +150,9 @@ def _same_shape(s: Slurm) -> bool:
             text = f.read()
     except OSError:
         return False
-    return f"Gres=gpu:{GPUS_PER_NODE} " in text and all(f"NodeName={n} " in text for n in s.nodes())
+    parts = [f"PartitionName={p} Nodes={','.join(s.node(h.name) for h in hs)} " for p, hs in s.extra.items()]
+    return f"Gres=gpu:{GPUS_PER_NODE} " in text and all(f"NodeName={n} " in text for n in s.nodes()) \
+        and text.count("PartitionName=") == 1 + len(parts) and all(p in text for p in parts)
 
 
 def _running(s: Slurm) -> bool:
@@ -178,7 +188,7 @@ def _hosts_lines(s: Slurm) -> None:
     _drop_hosts_lines(s.net_id)
     tag = _tag(s.net_id)
     lines = [f"{net.gateway(s.net_id)} {controller_name(s.net_id)} {tag}\n"]
-    lines += [f"{h.address} {s.node(h.name)} {tag}\n" for h in s.hosts]
+    lines += [f"{h.address} {s.node(h.name)} {tag}\n" for h in s.all_hosts]
     with open(HOSTS_FILE, "a") as f:
         f.writelines(lines)
 
@@ -222,9 +232,8 @@ def _config(s: Slurm) -> None:
         if not os.path.exists(path):
             os.mknod(path, 0o666 | 0o020000, os.makedev(195, i))
     prolog = os.path.join(d, "task_prolog.sh")
-    cases = "".join(f'  {s.node(h.name)})\n    echo "export DOCKER_HOST=unix://{h.socket}"\n'
-                    f'    echo "export PATH={h.bin_dir}:$PATH"\n    echo "export INKCTL_TEST_HOST={h.name}" ;;\n'
-                    for h in s.hosts)
+    cases = "".join(f'  {s.node(h.name)})\n' + "".join(f'    echo "export {k}={v}"\n' for k, v in _task_env(h).items())
+                    + f'    echo "export PATH={h.bin_dir}:$PATH" ;;\n' for h in s.all_hosts)
     node_env = os.path.join(d, "node-env")
     os.makedirs(node_env, exist_ok=True)
     with open(prolog, "w") as f:
@@ -234,7 +243,9 @@ def _config(s: Slurm) -> None:
                 f'[ ! -f "{node_env}/$SLURMD_NODENAME" ] || cat "{node_env}/$SLURMD_NODENAME"\n')
     os.chmod(prolog, 0o755)
     node_lines = "".join(f"NodeName={s.node(h.name)} NodeAddr={h.address} CPUs={os.cpu_count() or 1} RealMemory=1000 "
-                         f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN\n" for h in s.hosts)
+                         f"Gres=gpu:{GPUS_PER_NODE} State=UNKNOWN\n" for h in s.all_hosts)
+    extra_lines = "".join(f"PartitionName={p} Nodes={','.join(s.node(h.name) for h in hs)} MaxTime=INFINITE State=UP\n"
+                          for p, hs in s.extra.items())
     with open(os.path.join(d, "slurm.conf"), "w") as f:
         f.write(f"""# written by tests/cluster/slurm.py (net id {k})
 ClusterName=ink{k}
@@ -272,8 +283,25 @@ InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
 MailProg=/bin/true
-{node_lines}PartitionName={s.partition} Nodes={",".join(s.nodes())} Default=YES MaxTime=INFINITE State=UP
-""")
+{node_lines}PartitionName={s.partition} Nodes={",".join(s.node(h.name) for h in s.hosts)} Default=YES MaxTime=INFINITE State=UP
+{extra_lines}""")
     with open(os.path.join(d, "gres.conf"), "w") as f:
-        f.write("".join(f"NodeName={s.node(h.name)} Name=gpu File={dev}/nvidia[0-{GPUS_PER_NODE - 1}]\n" for h in s.hosts))
+        f.write("".join(f"NodeName={s.node(h.name)} Name=gpu File={dev}/nvidia[0-{GPUS_PER_NODE - 1}]\n" for h in s.all_hosts))
     os.makedirs(os.path.join(d, "ctld"), exist_ok=True)
+
+
+def _mount_ns(h) -> list[str]:
+    """A podman host's files are those of its sshd's private mount namespace (its own /run,
+    podman's storage on a tmpfs): its slurmd, and so its jobs, start in that one."""
+    if h.runtime != "podman":
+        return []
+    pid = read_pid(h.sshd_pid_file)
+    if not pid or not alive(pid):
+        raise HarnessError(f"{h.name}: its sshd (pid file {h.sshd_pid_file}) is not running")
+    return [f"--mount=/proc/{pid}/ns/mnt"]
+
+
+def _task_env(h) -> dict:
+    """What a task on host h gets from the TaskProlog: its runtime's settings (its own dockerd, or
+    podman's config and storage), as an SSH session there gets them; PATH is prepended apart."""
+    return {k: v for k, v in h.session_env.items() if k not in ("PATH", "SHLVL")}

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTITION_HOSTS = ("h1", "h2")
+PODMAN_HOST = "h3"  # the cluster's podman host, alone in partition ink<K>pod
 SECRET = "hf_slurm_e2e_Zq8vX3kP0wLr"
 
 
@@ -31,7 +32,9 @@ SECRET = "hf_slurm_e2e_Zq8vX3kP0wLr"
 def slurm(cluster):
     from tests.cluster import slurm as slurm_harness
 
-    s = slurm_harness.start(cluster, PARTITION_HOSTS)
+    pod = f"ink{cluster.net_id}pod"  # a second partition: the podman host
+    s = slurm_harness.start(cluster, PARTITION_HOSTS, extra={pod: [PODMAN_HOST]})
+    s.pod = pod
     yield s
     for job in s.jobs():
         s.run(["scancel", job.split()[0]], check=False)
@@ -318,3 +321,161 @@ def test_ctrl_c_during_the_boot_cancels_the_job(sl, slurm, cluster, recipe):
     assert _no_jobs(slurm) == []
     for h in PARTITION_HOSTS:
         assert containers(cluster, h, "e2e-slurm-ctrlc") == []
+
+
+def _batch_script(slurm, job: str) -> str:
+    """The script Slurm stored for the job (what sbatch really submitted)."""
+    return slurm.run(["scontrol", "write", "batch_script", job, "-"]).stdout
+
+
+def _export(inkctl, slurm, rec, out: Path, *args) -> str:
+    r = inkctl("export", "slurm", rec, "-o", out, *args, env=slurm.env)
+    assert r.rc == 0, r
+    return out.read_text()
+
+
+def test_up_takes_exports_options_and_submits_the_script_export_writes(sl, slurm, cluster, recipe, inkctl, tmp_path):
+    """`up --slurm --container docker --gpus-per-node 2` on a podman recipe: the ranks run on the
+    nodes' docker, the job asks for 2 GPUs per node, and the batch script Slurm stored for the job
+    is exactly the one `export slurm` writes with the same options."""
+    rec = recipe("vllm-native-2", name="e2e-slurm-opts", container={"runtime": "podman", "gpus": "cdi"})
+    opts = ["--partition", slurm.partition, "--time", "20:00", "--container", "docker", "--gpus-per-node", "2"]
+    up = sl("up", rec, "--slurm", *opts)
+    try:
+        assert up.rc == 0, up
+        job = next(w for w in up.stdout.split() if w.isdigit())
+        stored = _batch_script(slurm, job)
+        exported = _export(inkctl, slurm, rec, tmp_path / "opts.sbatch", *opts, "--job-dir", str(sl.jobs))
+        assert stored == exported
+        assert "docker run" in stored and "podman" not in stored
+        assert "#SBATCH --gpus-per-node=2" in stored
+        shown = slurm.run(["scontrol", "show", "job", job]).stdout
+        assert "gres:gpu:2" in shown or "gres/gpu:2" in shown, shown
+        for h in PARTITION_HOSTS:
+            assert containers(cluster, h, "e2e-slurm-opts") == [f"inkctl-e2e-slurm-opts-r{PARTITION_HOSTS.index(h)} running"]
+    finally:
+        down = sl("down", rec, "--slurm")
+    assert down.rc == 0, down
+    assert _no_jobs(slurm) == []
+
+
+def test_up_with_pyxis_submits_exports_pyxis_script(sl, slurm, recipe, inkctl, tmp_path):
+    """--container pyxis picks pyxis for up as for export (this Slurm has no pyxis plugin, so the
+    job fails at srun: up names it and cancels; the stored script is still there to compare)."""
+    rec = recipe("sglang-2", name="e2e-slurm-pyxis")
+    opts = ["--partition", slurm.partition, "--container", "pyxis", "--gpus-per-node", "0"]
+    up = sl("up", rec, "--slurm", *opts, timeout=120)
+    assert up.rc == 1, up
+    assert no_traceback(up.out)
+    job = next(w for w in up.stdout.split() if w.isdigit())
+    stored = _batch_script(slurm, job)
+    assert stored == _export(inkctl, slurm, rec, tmp_path / "pyxis.sbatch", *opts, "--job-dir", str(sl.jobs))
+    assert "--container-image=inkctl-fake-engine:latest" in stored and "--gpus-per-node" not in stored
+    assert f"job {job}" in up.stderr, up
+    assert _no_jobs(slurm) == []
+
+
+def test_a_job_left_pending_is_cancelled_with_slurms_reason(sl, slurm, recipe, tmp_path):
+    """Both nodes held by another job: up waits --pending-timeout, then cancels its job and says
+    why (squeue's reason) and what to do; only the other job is left."""
+    blocker = slurm.run(["sbatch", "--parsable", "-p", slurm.partition, "--nodes", "2", "--exclusive",
+                         "--job-name", "e2e-blocker", "--chdir", str(tmp_path), "-o", "/dev/null",
+                         "--wrap", "sleep 600"]).stdout.strip()
+    try:
+        end = time.monotonic() + 60
+        while f"{blocker} RUNNING" not in slurm.jobs() and time.monotonic() < end:
+            time.sleep(0.3)
+        assert f"{blocker} RUNNING" in slurm.jobs()
+        rec = recipe("vllm-native-2", name="e2e-slurm-pending")
+        t0 = time.monotonic()
+        up = sl("up", rec, "--slurm", "--partition", slurm.partition, "--pending-timeout", "4")
+        took = time.monotonic() - t0
+        assert up.rc == 1, up
+        assert no_traceback(up.out)
+        job = next(w for w in up.stdout.split() if w.isdigit() and w != blocker)
+        said = " ".join(up.stderr.split())
+        assert f"job {job} still pending after 4 s (reason Resources): the nodes it needs are busy" in said, up
+        assert f"squeue -p {slurm.partition}" in said, up
+        assert all(len(ln) <= 80 for ln in up.stderr.splitlines()), up
+        assert f"job {job} is cancelled; it never ran" in up.stdout, up
+        assert took < 60, took
+        assert slurm.jobs() == [f"{blocker} RUNNING"]
+        gone = slurm.run(["scontrol", "show", "job", job]).stdout
+        assert "JobState=CANCELLED" in gone, gone
+    finally:
+        slurm.run(["scancel", blocker], check=False)
+    assert _no_jobs(slurm) == []
+
+
+def test_weights_on_a_running_jobs_nodes(slurm, cluster, recipe, inkctl, tmp_path):
+    """`weights --slurm-job JOBID` fills the nodes the job holds (its allocation: h1 only here),
+    and inside an allocation ($SLURM_JOB_NODELIST) the same without the option."""
+    import shutil
+
+    from tests.cluster import net
+    from tests.cluster.hub import Hub, make_model
+
+    repo = "test/weights-model"
+    caches = {h: Path(cluster.host(h).hf_dir) / "hub" for h in PARTITION_HOSTS}
+    for c in caches.values():
+        shutil.rmtree(c, ignore_errors=True)
+    base = {h["name"]: h for h in yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]}
+    inv = tmp_path / "nodes.yaml"
+    inv.write_text(yaml.safe_dump({"hosts": [dict(base[h], name=slurm.node(h)) for h in PARTITION_HOSTS]}))
+    rec = recipe("weights", name="e2e-slurm-weights-job")
+    env = {"E2E_HF_TOKEN": "hf_e2e_slurm_weights_token", **slurm.env}
+    alloc = slurm.run(["sbatch", "--parsable", "-p", slurm.partition, "--nodes", "1", "-w", slurm.node("h1"),
+                       "--job-name", "e2e-alloc", "--chdir", str(tmp_path), "-o", "/dev/null",
+                       "--wrap", "sleep 600"]).stdout.strip()
+    try:
+        end = time.monotonic() + 60
+        while f"{alloc} RUNNING" not in slurm.jobs() and time.monotonic() < end:
+            time.sleep(0.3)
+        with Hub(net.gateway(cluster.net_id)) as hub:
+            hub.add(make_model(str(tmp_path / "hub"), repo, shards=2, shard_mib=1))
+            env["HF_ENDPOINT"] = hub.url
+            assert inkctl("lock", rec, "--hosts", inv, env=env).rc == 0
+            w = inkctl("weights", rec, "--slurm-job", alloc, "--hosts", inv, env=env, timeout=180)
+            assert w.rc == 0, w
+            assert no_traceback(w.out)
+            pinned = json.loads(rec.with_name(rec.stem + ".lock.json").read_text())
+            files = {f["path"]: f["size"] for f in pinned["model"]["files"]}
+            snap = next((caches["h1"] / ("models--" + repo.replace("/", "--")) / "snapshots").iterdir())
+            assert {p: (snap / p).stat().st_size for p in files} == files
+            assert not caches["h2"].exists()  # not a node of the job
+            # inside the allocation: its $SLURM_JOB_NODELIST, no option (--hosts: per-node settings)
+            shutil.rmtree(caches["h1"])
+            inside = inkctl("weights", rec, "--hosts", inv, env={**env, "SLURM_JOB_NODELIST": slurm.node("h1")},
+                            timeout=180)
+            assert inside.rc == 0, inside
+            assert {p: (snap / p).stat().st_size for p in files} == files
+            assert not caches["h2"].exists()
+        # a job that holds no nodes: a clear error
+        slurm.run(["scancel", alloc])
+        _no_jobs(slurm)
+        gone = inkctl("weights", rec, "--slurm-job", alloc, env=env)
+        assert gone.rc == 2 and f"job {alloc} is cancelled: it holds no nodes now" in gone.stderr, gone
+        assert no_traceback(gone.out)
+    finally:
+        slurm.run(["scancel", alloc], check=False)
+
+
+def test_podman_node_serves_under_slurm(sl, slurm, cluster, recipe):
+    """A podman host under Slurm (h3, partition ink<K>pod): `up --slurm --container podman` on a
+    docker recipe starts the rank with the node's podman (GPUs through CDI), serves, and
+    `down --slurm` leaves nothing there."""
+    rec = recipe("single", name="e2e-slurm-podman")
+    up = sl("up", rec, "--slurm", "--partition", slurm.pod, "--container", "podman", "--time", "10:00")
+    try:
+        assert up.rc == 0, up
+        assert no_traceback(up.out)
+        assert f"runs on {slurm.node(PODMAN_HOST)}" in up.stdout, up
+        job = next(w for w in up.stdout.split() if w.isdigit())
+        stored = _batch_script(slurm, job)
+        assert "podman run" in stored and "nvidia.com/gpu=all" in stored and "docker" not in stored
+        assert containers(cluster, PODMAN_HOST, "e2e-slurm-podman") == ["inkctl-e2e-slurm-podman-r0 running"]
+    finally:
+        down = sl("down", rec, "--slurm")
+    assert down.rc == 0, down
+    assert _no_jobs(slurm) == []
+    assert containers(cluster, PODMAN_HOST, "e2e-slurm-podman") == []

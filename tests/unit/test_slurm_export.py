@@ -136,7 +136,7 @@ def test_image_pin_is_asserted_on_every_node():
 
 @pytest.mark.parametrize("args, needle", [
     (["--time", "soon"], "--time 'soon': expected a Slurm time"),
-    (["--container", "lxc"], "--container 'lxc': expected one of runtime, pyxis, apptainer"),
+    (["--container", "lxc"], "--container 'lxc': expected docker, podman, pyxis or apptainer"),
     (["--partition", "a b"], "--partition 'a b': not a Slurm name"),
 ])
 def test_bad_options_are_clear_errors(args, needle):

@@ -41,6 +41,7 @@ class LocalTransport:
             proc.kill()
             proc.wait()
             raise HostError(self.name, "timeout", f"timed out after {timeout:g} s: {' '.join(argv)[:200]}")
+        log.debug("%s: exit %s in %.3f s: %.300s", self.name, proc.returncode, time.monotonic() - t0, " ".join(argv))
         return Result(argv, proc.returncode, out, err, time.monotonic() - t0)
 
     def put(self, path: str, content: bytes, mode: int) -> None:

@@ -119,6 +119,7 @@ def open_client(target: "Target", known: KnownHosts, *, accept_new: bool, timeou
     transport = client.get_transport()
     assert transport is not None  # connect() returned: the transport stands
     transport.set_keepalive(KEEPALIVE_S)
+    log.debug("%s: connected to %s (%s)", target.host, where, transport.remote_version)
     return client
 
 
@@ -200,13 +201,16 @@ class SSHTransport:
                 raise HostError(self.name, "unreachable", "connection lost before the command reported its exit status")
         finally:
             chan.close()
-        return Result(argv=argv, exit_code=code, stdout=bytes(out), stderr=bytes(err), seconds=time.monotonic() - t0)
+        seconds = time.monotonic() - t0
+        log.debug("%s: exit %s in %.3f s: %.300s", self.name, code, seconds, command_line(argv))
+        return Result(argv=argv, exit_code=code, stdout=bytes(out), stderr=bytes(err), seconds=seconds)
 
     def put(self, path: str, content: bytes, mode: int) -> None:
         """Upload to a temp name beside ``path``, chmod it, then rename: readers never see a
         partial file, and a secret file is 0600 before its first byte is written."""
         d = posixpath.dirname(path) or "."
         tmp = posixpath.join(d, f".{posixpath.basename(path)}.inkctl-{uuid.uuid4().hex[:8]}")
+        log.debug("%s: put %s (%d bytes, mode %o)", self.name, path, len(content), mode)
         with self._sftp_lock:
             try:
                 sftp = self._sftp_client()
@@ -274,6 +278,7 @@ class SSHTransport:
         chan.get_pty(term="dumb", width=500)
         chan.set_combine_stderr(True)
         chan.exec_command(command_line(tuple(argv)))
+        log.debug("%s: following %.300s", self.name, command_line(tuple(argv)))
         buf = b""
         try:
             while True:
