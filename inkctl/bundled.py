@@ -44,12 +44,6 @@ def is_inventory_file(path: Path) -> bool:
     return path.name.startswith("hosts")
 
 
-def inventory_template() -> Path | None:
-    root = share_dir()
-    cand = root / "examples" / "hosts.yaml" if root else None
-    return cand if cand is not None and cand.is_file() else None
-
-
 def name_of(path: Path) -> str:
     return path.stem
 

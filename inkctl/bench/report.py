@@ -21,7 +21,6 @@ from inkctl.bench.load import Point
 from inkctl.bench.metrics import compute
 from inkctl.errors import InkctlError
 
-DEFAULT_DIR = Path("bench-results")
 
 
 def vllm_point(point: Point, *, model: str, api: str, num_prompts_asked: int | None, slos_ms: dict | None,

@@ -19,7 +19,7 @@ from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, AccountOpt, ContainerOpt, GpusOpt, HookOpt, HostsOpt, JobDirOpt, OutputOpt,
                                 PartitionOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, TimeOpt, load_target,
                                 output_format, overrides)
-from inkctl.cli.signals import on_signals, restore
+from inkctl.api.signals import on_signals, restore
 from inkctl.cli.slurm import PendingOpt, SlurmFlag
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 

@@ -124,7 +124,7 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
         sink = ScrubbingSink(LiveDisplay(), scrub)
     for w in loaded.warnings:
         sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
-    from inkctl.cli.signals import on_signals, restore
+    from inkctl.api.signals import on_signals, restore
 
     interrupt = threading.Event()
     previous = on_signals(interrupt, KeyboardInterrupt)

@@ -34,7 +34,7 @@ def push_to_hosts_cmd(
     loading and forwarding at once (docker or podman, mixed). Hosts that have it are skipped."""
     fmt = output_format(output)
     loaded, plan, image = load_target(recipe, hosts, set_, "images push-to-hosts")
-    from inkctl.cli.signals import on_signals, restore
+    from inkctl.api.signals import on_signals, restore
     from inkctl.errors import Cancelled
 
     interrupt = threading.Event()

@@ -385,7 +385,24 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
     puts = [s for s in steps if isinstance(s, Put)] + [f for s in steps if isinstance(s, Run) for f in s.files]
-    after = [s for s in steps if isinstance(s, (WaitHealth, Smoke))]
+    _print_ranks(out, plan, launch, only_host)
+    for s in (s for s in launch if s.rank is None):
+        out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
+        out.print(_step_text(s, files=False), markup=False)
+    if puts:
+        _print_files(out, puts, [h for h in hosts if only_host in (None, h)])
+    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke))):
+        out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
+        out.print(_step_text(a), markup=False)
+    out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
+              " container this run started is removed (inkctl plan --full: every step)[/]")
+
+
+def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
+    """Each rank: where it runs, its image, and its launch steps."""
+    from inkctl.plan.step import Run
+
+    hosts = {h.name: h for h in plan.hosts}
     for c in plan.containers:
         if only_host not in (None, c.host):
             continue
@@ -397,27 +414,20 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
                 out.print(f"  image  {escape(s.argv[img])}")
             out.print(f"  [dim]# {escape(s.purpose)}[/]")
             out.print(_step_text(s, files=False), markup=False)
-    others = [s for s in launch if s.rank is None]
-    for s in others:
-        out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
-        out.print(_step_text(s, files=False), markup=False)
-    if puts:
-        out.print("\n[bold]files written first[/] [dim](by each host's launch command, before its container starts;"
-                  " inkctl plan --full shows their contents)[/]")
-        groups: dict[tuple, list[Put]] = {}
-        for p in puts:  # one entry per file; hosts that get the same one share it
-            groups.setdefault((p.path, p.purpose), []).append(p)
-        every = [h for h in hosts if only_host in (None, h)]
-        for (path, purpose), same in groups.items():
-            on = list(dict.fromkeys(p.host for p in same))
-            where = "every host" if len(every) > 1 and sorted(on) == sorted(every) else ", ".join(on)
-            out.print(f"  {escape(path)}")
-            out.print(f"      [dim]{escape(purpose)}; on {escape(where)} {_put_summary(same[0])}[/]")
-    for a in after:
-        out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
-        out.print(_step_text(a), markup=False)
-    out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
-              " container this run started is removed (inkctl plan --full: every step)[/]")
+
+
+def _print_files(out, puts: list[Put], every: list[str]) -> None:
+    """One entry per file written before the containers start; hosts that get the same one share it."""
+    out.print("\n[bold]files written first[/] [dim](by each host's launch command, before its container starts;"
+              " inkctl plan --full shows their contents)[/]")
+    groups: dict[tuple, list[Put]] = {}
+    for s in puts:
+        groups.setdefault((s.path, s.purpose), []).append(s)
+    for (path, purpose), same in groups.items():
+        on = list(dict.fromkeys(s.host for s in same))
+        where = "every host" if len(every) > 1 and sorted(on) == sorted(every) else ", ".join(on)
+        out.print(f"  {escape(path)}")
+        out.print(f"      [dim]{escape(purpose)}; on {escape(where)} {_put_summary(same[0])}[/]")
 
 
 def _step_text(s, files: bool = True) -> str:

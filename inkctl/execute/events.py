@@ -206,7 +206,7 @@ class JsonLines:
 
 
 class Collect:
-    """Keeps every event (tests, and the summary at the end of ``up``)."""
+    """Keeps every event (a fleet's restart, which reports only how it ended; tests)."""
 
     def __init__(self):
         self.events: list[Event] = []

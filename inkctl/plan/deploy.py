@@ -1,10 +1,8 @@
 """recipe + hosts -> the ordered stages of a deployment. Pure: no I/O, no clocks.
 
-A stage ends in a barrier, so there are only as many as the engine needs: vLLM native and
-SGLang start every rank in one stage (headless workers and --dist-init-addr ranks retry their
-rendezvous until the head answers, so nothing is gained by waiting for the head's start),
-then health -> smoke. vLLM over Ray needs its order: the Ray head, wait for it, join the
-workers, wait for all nodes, then ``vllm serve`` on the head.
+A stage ends in a barrier, so there are only as many as the engine needs. How an engine
+starts its ranks is its own module in ``plan/stages/`` (vLLM native and SGLang start every
+rank in one stage; vLLM over Ray needs its order); then every engine gets health -> smoke.
 
 Each host's files (its ranks' env files, hotfixes and the plan record) ride on its first run
 step (``Run.files``): one remote command writes them and starts the container.
@@ -16,20 +14,17 @@ from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import compilecache, container as ctr
-from inkctl.plan import engines, pagecache, runtime
+from inkctl.plan import pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
 from inkctl.plan.record import record_path, record_text
+from inkctl.plan.removal import removal
 from inkctl.plan.smoke import smoke_checks
-from inkctl.recipe.engine import VLLM
-from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitFor, WaitHealth
+from inkctl.plan.stages import Launch, launch_stages
+from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitHealth
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
-
-# Runs the engine as a second process in the Ray head container, its output on the container's log.
-SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
-
 
 def placeholder_hosts(recipe: Recipe) -> list[Host]:
     return [Host(name=f"host{i}") for i in range(recipe.hardware.nodes)]
@@ -63,6 +58,39 @@ def build_plan(
         recipe.container.env["HF_HUB_OFFLINE"] = "1"
     placeholder = hosts is None
     hosts = list(hosts) if hosts is not None else placeholder_hosts(recipe)
+    check_hosts(recipe, hosts, placeholder)
+    image = image or recipe.engine.image.ref
+    name = recipe.name
+    rhash = recipe_hash(recipe, None if placeholder else hosts, image)
+    ctxs = [HostContext(host=h, rank=i, head=hosts[0], placeholder=placeholder) for i, h in enumerate(hosts)]
+    planned = tuple(PlannedHost(name=h.name, address=c.ssh_address, rank=c.rank, runtime=recipe.container.runtime,
+                                state_dir=deployment_dir(h, name), placeholder=placeholder) for h, c in zip(hosts, ctxs))
+    containers = tuple(Container(host=c.name, rank=c.rank, name=ctr.container_name(name, c.rank),
+                                 role="head" if c.rank == 0 else "worker") for c in ctxs)
+
+    def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
+        return _start(recipe, c, planned[c.rank].state_dir, containers[c.rank], image, rhash, command, purpose)
+
+    stages = _compile_cache_dirs(recipe, ctxs, image) + launch_stages(Launch(recipe, ctxs, containers, run_step))
+    base = f"http://{_url_host(ctxs[0].ssh_address if placeholder else hosts[0].ssh_address)}:{api_port(recipe)}"
+    stages += _serving(recipe, ctxs[0], containers, base)
+    # the plan record (what runs where), so that the next up of a changed recipe can say what changes
+    prepare = _prepare(recipe, ctxs, planned, hotfix_pins or {}, hotfix_files or {})
+    prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
+                    content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
+    stages = _with_files(stages, prepare)
+    free = pagecache.stage(recipe, [(p.name, p.rank) for p in planned])
+    if free is not None:  # first: the memory is free before anything loads
+        stages.insert(0, free)
+    teardown = tuple(s for c, p in zip(containers, planned)
+                     for s in removal(c.host, recipe.container.runtime, [c.name], p.state_dir, rank=c.rank, missing_ok=True))
+    return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
+                containers=containers, teardown=teardown)
+
+
+def check_hosts(recipe: Recipe, hosts: list[Host], placeholder: bool) -> None:
+    """As many hosts as hardware.nodes, each with as many GPUs as gpus_per_host, each reachable
+    by the other ranks."""
     nodes = recipe.hardware.nodes
     if len(hosts) != nodes:
         raise InkctlError(
@@ -81,102 +109,52 @@ def build_plan(
             if h.rank_address in ("localhost", "127.0.0.1", "::1"):
                 raise InkctlError(f"host {h.name}: {h.rank_address} cannot be a multi-node address (other ranks cannot reach it)",
                                   hint="set the host's address or cluster_address to one the other hosts reach", exit_code=2)
-    image = image or recipe.engine.image.ref
-    name = recipe.name
-    rhash = recipe_hash(recipe, None if placeholder else hosts, image)
-    ctxs = [HostContext(host=h, rank=i, head=hosts[0], placeholder=placeholder) for i, h in enumerate(hosts)]
-    planned = tuple(PlannedHost(name=h.name, address=c.ssh_address, rank=c.rank, runtime=recipe.container.runtime,
-                                state_dir=deployment_dir(h, name), placeholder=placeholder) for h, c in zip(hosts, ctxs))
-    rt = recipe.container.runtime
-    containers = tuple(Container(host=c.name, rank=c.rank, name=ctr.container_name(name, c.rank),
-                                 role="head" if c.rank == 0 else "worker") for c in ctxs)
 
-    prepare = _prepare(recipe, ctxs, planned, hotfix_pins or {}, hotfix_files or {})
+
+def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container, image: str, rhash: str,
+           command: list[str], purpose: str) -> Run:
+    """One rank's container start: its spec (labels, env file, hotfix wrapper) and its argv."""
     hotfix_on = recipe.patches.mode == "at_start"
+    mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
+    if recipe.compile_cache.enabled:
+        mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
+    entry, cmd = command[0], command[1:]
+    if hotfix_on:
+        entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
+    spec = ctr.container_spec(
+        recipe, c, name=container.name, image=image,
+        labels=ctr.labels(recipe.name, rhash, c.rank, c.name, container.role),
+        command=cmd, entrypoint=entry,
+        env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
+    return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(recipe.container.runtime, spec), container=spec)
 
-    def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
-        d = planned[c.rank].state_dir
-        mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{d}/hotfix", MOUNT, True),) if hotfix_on else ()
-        if recipe.compile_cache.enabled:
-            mounts += (compilecache.mount(recipe, cache_root(c), image),)
-        entry, cmd = command[0], command[1:]
-        if hotfix_on:
-            entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
-        spec = ctr.container_spec(
-            recipe, c, name=containers[c.rank].name, image=image,
-            labels=ctr.labels(name, rhash, c.rank, c.name, containers[c.rank].role),
-            command=cmd, entrypoint=entry,
-            env_file=f"{d}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
-        return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(rt, spec), container=spec)
 
-    def cache_root(c: HostContext) -> str:
-        return c.expand(recipe.compile_cache.path, "compile_cache.path")
+def _cache_root(recipe: Recipe, c: HostContext) -> str:
+    return c.expand(recipe.compile_cache.path, "compile_cache.path")
 
-    stages: list[Stage] = []
-    if recipe.compile_cache.enabled:  # the directory must exist before a bind mount (podman)
-        stages.append(Stage("compile-cache", "make each host's compile cache directory", tuple(
-            Run(host=c.name, rank=c.rank, purpose="make the compile cache directory",
-                argv=("mkdir", "-p", "--", compilecache.host_dir(recipe, cache_root(c), image))) for c in ctxs)))
-    head, workers = ctxs[0], ctxs[1:]
-    kind = recipe.engine.kind
-    eng = recipe.engine
-    if isinstance(eng, VLLM) and eng.multinode == "ray" and nodes > 1:
-        status = runtime.exec_(rt, containers[0].name, "ray", "status")
-        stages.append(Stage("ray-head", "start the Ray head on rank 0", (run_step(head, engines.ray_start(recipe, head), "start Ray head"),)))
-        stages.append(Stage("ray-head-ready", "wait until the Ray head answers", (
-            WaitFor(host=head.name, rank=0, purpose="wait for the Ray head", argv=status, timeout_s=180),)))
-        stages.append(Stage("ray-workers", "join every worker to the Ray head", tuple(
-            run_step(c, engines.ray_start(recipe, c), f"join Ray at {c.head_address}:{eng.ray_port}") for c in workers)))
-        stages.append(Stage("ray-cluster-ready", f"wait until Ray sees all {nodes} nodes", (
-            WaitFor(host=head.name, rank=0, purpose=f"wait for {nodes} Ray nodes", argv=status, timeout_s=300,
-                    expect=" node_", expect_count=nodes),)))
-        serve = engines.vllm_serve(recipe, head, nodes, ray=True)
-        stages.append(Stage("serve", "start vllm serve on the Ray head", (Run(
-            host=head.name, rank=0, purpose="start vllm serve (Ray executor)",
-            argv=runtime.exec_(rt, containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve, detach=True)),)))
-    else:
-        def command(c: HostContext) -> list[str]:
-            if kind == "vllm":
-                return engines.vllm_serve(recipe, c, nodes)
-            return engines.sglang_launch(recipe, c, nodes)
 
-        if workers:
-            what = "headless workers" if kind == "vllm" else "workers"
-            stages.append(Stage("launch", f"start every rank at once (the {what} retry until the head answers)",
-                                (run_step(head, command(head), "start the head"),
-                                 *(run_step(c, command(c), f"start rank {c.rank}") for c in workers))))
-        else:
-            stages.append(Stage("launch", "start rank 0 (the head)", (run_step(head, command(head), "start the head"),)))
+def _compile_cache_dirs(recipe: Recipe, ctxs: list[HostContext], image: str) -> list[Stage]:
+    """The compile cache's directory on each host, before anything bind-mounts it (podman)."""
+    if not recipe.compile_cache.enabled:
+        return []
+    return [Stage("compile-cache", "make each host's compile cache directory", tuple(
+        Run(host=c.name, rank=c.rank, purpose="make the compile cache directory",
+            argv=("mkdir", "-p", "--", compilecache.host_dir(recipe, _cache_root(recipe, c), image))) for c in ctxs))]
 
-    port = api_port(recipe)
-    base = f"http://{_url_host(head.ssh_address if placeholder else head.host.ssh_address)}:{port}"
+
+def _serving(recipe: Recipe, head: HostContext, containers: tuple[Container, ...], base: str) -> list[Stage]:
+    """What every engine shares once its ranks are started: the health wait, then the smoke checks."""
     watch = tuple((c.host, c.name, c.rank) for c in containers)
-    stages.append(Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
-        host=head.name, rank=0, purpose=f"wait for {kind} to serve", url=base + recipe.health_path,
+    stages = [Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
+        host=head.name, rank=0, purpose=f"wait for {recipe.engine.kind} to serve", url=base + recipe.health_path,
         timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch,
-        answer_url=base + "/v1/chat/completions", model=recipe.model.name),)))
+        answer_url=base + "/v1/chat/completions", model=recipe.model.name),))]
     if recipe.smoke.enabled:
         checks = smoke_checks(recipe)
         stages.append(Stage("smoke", "prove the server answers", (Smoke(
             host=head.name, rank=0, purpose=f"{len(checks)} smoke check(s)", url=base + "/v1/chat/completions",
             model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s),)))
-
-    # the plan record (what runs where), so that the next up of a changed recipe can say what changes
-    prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
-                    content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
-    stages = _with_files(stages, prepare)
-    free = pagecache.stage(recipe, [(p.name, p.rank) for p in planned])
-    if free is not None:  # first: the memory is free before anything loads
-        stages.insert(0, free)
-
-    teardown: list[Run] = []
-    for c, p in zip(containers, planned):
-        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove the container", argv=runtime.remove(rt, c.name),
-                            ok_codes=(0, 1)))
-        teardown.append(Run(host=c.host, rank=c.rank, purpose="remove inkctl's files for this deployment",
-                            argv=("rm", "-rf", "--", p.state_dir)))
-    return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=tuple(stages),
-                containers=containers, teardown=tuple(teardown))
+    return stages
 
 
 def _with_files(stages: list[Stage], puts: list[Put]) -> list[Stage]:

@@ -55,12 +55,6 @@ class ContainerSpec:
     def env_names(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.env)
 
-    def port_on_host(self, container_port: int) -> int:
-        """The host port where ``container_port`` is reached (the same with network: host)."""
-        if self.network == "host":
-            return container_port
-        return next((h for h, c in self.ports if c == container_port), container_port)
-
 
 def repository(ref: str) -> str:
     """'reg:5000/ns/img:tag@sha256:..' -> 'reg:5000/ns/img' (a ':' before the last '/' is a registry port)."""

@@ -106,11 +106,6 @@ class Document:
         at = self.located(path)
         return (at.line, at.col) if at else None
 
-    def key_position(self, path: tuple | str) -> tuple[int, int] | None:
-        """Where the mapping key of ``path`` starts (None for list items and missing paths)."""
-        at = self.located(path)
-        return at.key if at else None
-
     def is_refused(self, path: tuple) -> bool:
         """True when ``path`` lies in a value that was refused (and reported) while reading."""
         return any(path[: len(r)] == r for r in self.refused)

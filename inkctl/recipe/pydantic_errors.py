@@ -180,37 +180,13 @@ def _message(err: Mapping[str, Any], path: tuple, leaf: tuple, chain: list, raw:
     if typ == "missing":
         return path, "missing-field", f"missing required field '{path[-1]}'", None, "mapping"
     if typ == "extra_forbidden":
-        key = str(path[-1])
-        names = [n for n in _fields(chain[-1][1]) if not n.startswith("_")] if chain else []
-        home = _home(key, chain)
-        if home is not None:
-            return path, "unknown-field", f"unknown field '{key}' here: it belongs under {home}", \
-                "check the indentation" if home != "the top level" else "move it to the top level", "key"
-        hint = did_you_mean(key, names) or (f"valid fields here: {', '.join(names)}" if names else None)
-        return path, "unknown-field", f"unknown field '{key}'", hint, "key"
+        return _unknown_field(path, chain)
     if typ in ("union_tag_invalid", "union_tag_not_found"):
-        disc = str(ctx.get("discriminator", "")).strip("'")
-        tags = [t for m in get_args(leaf[0]) for t in _tags(m, leaf[1])]
-        tags = tags or re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
-        named = path + (disc,) if disc.isidentifier() else path
-        if typ == "union_tag_not_found":
-            hint = f"'{disc}' selects the variant: {_one_of(tags)}"
-            return named, "missing-field", f"missing required field '{disc}'", hint, "mapping"
-        tag = str(ctx.get("tag"))
-        return named, "invalid-choice", f"expected {_one_of(tags)}, got '{tag}'", did_you_mean(tag, tags), "value"
+        return _union_tag(typ, ctx, path, leaf)
     if typ in ("literal_error", "enum"):
-        core = leaf[0]
-        values = [str(getattr(a, "value", a)) for a in get_args(core)] if get_origin(core) is Literal else \
-            [str(m.value) for m in core.__members__.values()] if isinstance(core, type) and hasattr(core, "__members__") else []
-        expected = _one_of(values) if values else str(ctx.get("expected"))
-        hint = did_you_mean(value, values) if isinstance(value, str) and values else None
-        return path, "invalid-choice", f"expected {expected}, got {got}", hint, "value"
+        return _choice(ctx, value, got, path, leaf)
     if typ in _EXPECT:
-        message = f"expected {_EXPECT[typ]}, got {got}"
-        if typ.endswith("_parsing") and ctx.get("error"):
-            message += f" ({ctx['error']})"
-        hint = f'put it in quotes: "{raw}"' if typ == "string_type" and raw is not None else None
-        return path, "wrong-type", message, hint, "value"
+        return _wrong_type(typ, ctx, got, path, raw)
     if typ in _BOUNDS:
         return path, "out-of-range", _BOUNDS[typ].format(**ctx) + f", got {got}", None, "value"
     if typ in ("too_short", "too_long"):
@@ -223,6 +199,49 @@ def _message(err: Mapping[str, Any], path: tuple, leaf: tuple, chain: list, raw:
     if message.startswith("Input should be "):
         message = f"expected {message[16:]}, got {got}"
     return path, "invalid-value", message, None, "value"
+
+
+def _unknown_field(path: tuple, chain: list) -> tuple[tuple, str, str, str | None, str]:
+    """A key the model does not have: where it belongs if it is a field nearby, else the names."""
+    key = str(path[-1])
+    names = [n for n in _fields(chain[-1][1]) if not n.startswith("_")] if chain else []
+    home = _home(key, chain)
+    if home is not None:
+        return path, "unknown-field", f"unknown field '{key}' here: it belongs under {home}", \
+            "check the indentation" if home != "the top level" else "move it to the top level", "key"
+    hint = did_you_mean(key, names) or (f"valid fields here: {', '.join(names)}" if names else None)
+    return path, "unknown-field", f"unknown field '{key}'", hint, "key"
+
+
+def _union_tag(typ: str, ctx: Mapping[str, Any], path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
+    """A tagged union's selector (e.g. engine.kind) missing or not one of its variants."""
+    disc = str(ctx.get("discriminator", "")).strip("'")
+    tags = [t for m in get_args(leaf[0]) for t in _tags(m, leaf[1])]
+    tags = tags or re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
+    named = path + (disc,) if disc.isidentifier() else path
+    if typ == "union_tag_not_found":
+        hint = f"'{disc}' selects the variant: {_one_of(tags)}"
+        return named, "missing-field", f"missing required field '{disc}'", hint, "mapping"
+    tag = str(ctx.get("tag"))
+    return named, "invalid-choice", f"expected {_one_of(tags)}, got '{tag}'", did_you_mean(tag, tags), "value"
+
+
+def _choice(ctx: Mapping[str, Any], value: Any, got: str, path: tuple, leaf: tuple) -> tuple[tuple, str, str, str | None, str]:
+    """A value outside a Literal or an Enum: the choices, and the nearest one."""
+    core = leaf[0]
+    values = [str(getattr(a, "value", a)) for a in get_args(core)] if get_origin(core) is Literal else \
+        [str(m.value) for m in core.__members__.values()] if isinstance(core, type) and hasattr(core, "__members__") else []
+    expected = _one_of(values) if values else str(ctx.get("expected"))
+    hint = did_you_mean(value, values) if isinstance(value, str) and values else None
+    return path, "invalid-choice", f"expected {expected}, got {got}", hint, "value"
+
+
+def _wrong_type(typ: str, ctx: Mapping[str, Any], got: str, path: tuple, raw: str | None) -> tuple[tuple, str, str, str | None, str]:
+    message = f"expected {_EXPECT[typ]}, got {got}"
+    if typ.endswith("_parsing") and ctx.get("error"):
+        message += f" ({ctx['error']})"
+    hint = f'put it in quotes: "{raw}"' if typ == "string_type" and raw is not None else None
+    return path, "wrong-type", message, hint, "value"
 
 
 def _models(t: Any) -> list[Any]:

@@ -36,7 +36,8 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "bench": ("execute.state",),
     "export": ("plan",),
     "slurm": ("execute.deploy", "export"),
-    "cli": ("weights", "bench", "export", "slurm"),
+    "api": ("weights",),
+    "cli": ("api", "bench", "export", "slurm"),
 }
 # the entry point is the one module outside cli/ that may import cli/
 ENTRY = {"inkctl.__main__": "cli"}
@@ -90,11 +91,19 @@ def imports_of(name: str, path: Path, known: dict[str, Path], *, types: bool = T
 
 
 def unit(module: str, known: dict[str, Path]) -> str:
+    """The floor a module stands on: its package, or the nearest package above it that
+    ``STANDS_ON`` names (``plan/stages/`` is part of ``plan``); the base for inkctl/*.py; a
+    top-level package that ``STANDS_ON`` does not name is its own (and fails the test)."""
     if module in ENTRY:
         return ENTRY[module]
     parts = module.split(".")
-    package = parts if known[module].name == "__init__.py" else parts[:-1]
-    return ".".join(package[1:]) or "inkctl"
+    package = (parts if known[module].name == "__init__.py" else parts[:-1])[1:]
+    if not package:
+        return "inkctl"
+    for n in range(len(package), 0, -1):
+        if ".".join(package[:n]) in STANDS_ON:
+            return ".".join(package[:n])
+    return package[0]
 
 
 def below(package: str) -> set[str]:
@@ -178,4 +187,12 @@ def test_the_checker_sees_what_it_must():
     known = modules()
     assert unit("inkctl.execute.events", known) == "execute"
     assert unit("inkctl.execute.hosts.ssh", known) == "execute.hosts"
+    assert unit("inkctl.plan.stages.vllm", known) == "plan"
     assert "client" in below("bench") and "cli" not in below("execute.deploy")
+
+
+def test_every_package_ships():
+    """setup.py's find_packages only finds folders with an __init__.py."""
+    missing = sorted(str(d.relative_to(ROOT.parent)) for d in ROOT.rglob("*")
+                     if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").exists())
+    assert not missing, f"add an __init__.py to: {missing}"

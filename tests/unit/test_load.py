@@ -445,8 +445,8 @@ def test_document_positions():
     assert doc.file == "r.yaml"
     for path in ["hosts[1].name", "hosts.1.name", ("hosts", 1, "name")]:
         assert doc.position(path) == (11, 11)
-    assert doc.key_position("hosts[1].name") == (11, 5)
-    assert doc.key_position("hosts[1]") is None
+    assert doc.located("hosts[1].name").key == (11, 5)
+    assert doc.located("hosts[1]").key is None
     assert doc.position("engine.args.extra[0]") == (7, 13)
     assert doc.position(()) == (1, 1)
     assert doc.position("nope") is None and doc.position("a..b") is None

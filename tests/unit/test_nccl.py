@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inkctl.execute.supervise.nccl import RankNet, TransportCheck, fallback_message, read_log
+from inkctl.execute.supervise.nccl import RankNet, TransportCheck, fallback_message
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 
 
 def lines(name: str) -> list[str]:
     return (FIX / name).read_text().splitlines()
+
+
+def read_log(lines) -> RankNet:
+    """What a rank's NCCL said, fed line by line as the health wait feeds it."""
+    net = RankNet()
+    for line in lines:
+        net.feed(line)
+    return net
 
 
 def test_the_silent_fallback_to_sockets_is_read_with_its_interface():

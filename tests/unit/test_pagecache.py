@@ -6,7 +6,8 @@ user is not root (denied); the e2e suite runs the real script on the test cluste
 
 from __future__ import annotations
 
-from inkctl.execute.events import Collect, Info
+from inkctl.execute.events import Info
+from inkctl.execute.events import Collect
 from inkctl.execute.deploy.runner import Runner
 from inkctl.execute.hosts.transport import Result
 from inkctl.plan import pagecache

@@ -555,7 +555,7 @@ def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
     holder record, and the rest still answers (a stale lock taken over after it needs them)."""
     from inkctl.execute.state.deploylock import DeployLock, LockHeld
     from inkctl.execute.hosts.local import LocalTransport
-    from inkctl.execute.deploy.preflight import probe_hosts
+    from inkctl.execute.deploy.preflight import probe_one
 
     r = recipe(container__mounts=[])
     plan = build_plan(r, [Host(name="h1", address="127.0.0.1")])
@@ -563,12 +563,12 @@ def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
                                                                            "state_dir": str(tmp_path / "s" / "x")}),)})
     tr = {"h1": LocalTransport("h1")}
     first = DeployLock(plan, tr, "inkctl up first.yaml")
-    a = probe_hosts(r, plan, tr, lock=first)["h1"]
+    a = probe_one(r, plan, tr["h1"], lock=first)
     assert a.sections.get("lock")[2] == 0 and "containers" in a.sections.out
     first.taken({"h1": a.lock_answer()})
     assert first.held_on == ["h1"] and (tmp_path / "s" / "locks" / "x.lock" / "holder.json").exists()
     second = DeployLock(plan, tr, "inkctl up second.yaml")
-    b = probe_hosts(r, plan, tr, lock=second)["h1"]
+    b = probe_one(r, plan, tr["h1"], lock=second)
     assert b.sections.get("lock")[2] == 75 and "containers" in b.sections.out
     with pytest.raises(LockHeld, match="running `inkctl up first.yaml`"):
         second.taken({"h1": b.lock_answer()})

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from inkctl.errors import EXIT_INTERRUPTED
-from inkctl.execute.events import (Collect, HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
+from inkctl.execute.events import Collect
+from inkctl.execute.events import (HealthProgress, RollbackFinished, RollbackStarted, Scrubber, ScrubbingSink,
                                    StageStarted, StepFailed)
 from inkctl.execute.supervise.health import HealthTimeout
 from inkctl.execute.deploy.runner import LaunchFailed, Runner, StepError, launch
@@ -378,3 +379,29 @@ def test_health_answered_early_starts_no_remote_process():
         assert [v[:2] for v in a.argvs()] == [("docker", "inspect")] and [v[:2] for v in b.argvs()] == [("docker", "inspect")]
     finally:
         srv.shutdown()
+
+
+def test_one_removal_for_rollback_down_and_replace():
+    """The rollback runs the plan's teardown, and down and a replacement run the steps
+    plan.removal makes for what they find, all through takedown.remove_from_host: a host that
+    cannot remove a container says the same thing whichever command asked."""
+    from inkctl.execute.deploy.takedown import RemovalFailed, remove_from_host
+    from inkctl.plan.removal import removal
+
+    plan = build_plan(recipe(), HOSTS)
+    assert plan.teardown == tuple(s for c, h in zip(plan.containers, plan.hosts)
+                                  for s in removal(c.host, "docker", [c.name], h.state_dir, rank=c.rank, missing_ok=True))
+    refuses = [(lambda a: a[:2] == ("docker", "rm"), (125, "", "Error: device or resource busy"))]
+    a, b = ScriptedHost("a", refuses), ScriptedHost("b")
+    runner = Runner(plan, {"a": a, "b": b}, Collect())
+    runner.touched = {"a", "b"}
+    cleaned, left = runner.rollback("test")
+    assert cleaned == ["b"]
+    assert left == ["a: remove the container failed with exit code 125: Error: device or resource busy"]
+    assert [c[1] for c in b.calls] == [s.argv for s in plan.teardown if s.host == "b"]
+
+    down = ScriptedHost("a", refuses)
+    with pytest.raises(RemovalFailed) as info:
+        remove_from_host(down, removal("a", "docker", ["t-0", "t-old"], "/srv/t"))
+    assert info.value.message == "a: remove the containers failed with exit code 125: Error: device or resource busy"
+    assert [c[1] for c in down.calls] == [("docker", "rm", "--force", "t-0", "t-old")]

@@ -63,8 +63,7 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
     transports = lock.transports = res.transports
     if res.errors or interrupt.is_set():
-        lock.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
-        lock.release()  # taken by the probes of the hosts that did connect
+        lock.give_back(answers)  # taken by the probes of the hosts that did connect
         close_all(transports)
         if interrupt.is_set():
             raise Cancelled()
@@ -79,7 +78,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         for text in lock.notices:
             sink.emit(Info(text=text, level="warning"))
         existing = _existing(plan, answers)
-        problem = _get_ready(loaded, plan, transports, sink, answers, skip, weights)
+        check = weights(loaded) if weights is not None else None  # the pinned model's files (inkctl.weights)
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check)
         # an existing deployment explains a failed image or preflight check best
         if isinstance(existing, Conflict):
             raise existing.error
@@ -92,7 +92,9 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                 raise Cancelled()
             replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
             if problem is not None:  # most likely the old containers' ports and names: check again
-                _preflight(loaded.recipe, plan, transports, skip, sink, weights=_weights(loaded, weights))
+                from inkctl.execute.deploy.preflight import run_preflight
+
+                run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check)
         elif problem is not None:
             raise problem
         if interrupt.is_set():
@@ -129,16 +131,15 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         close_all(transports)
 
 
-def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], weights) -> InkctlError | None:
+def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) -> InkctlError | None:
     """The image (built or delivered where missing, held against its pins), then preflight:
     the first failure, returned so that what is already there can explain it first."""
-    from inkctl.execute.deploy.preflight import host_image
+    from inkctl.execute.deploy.preflight import host_image, run_preflight
+    from inkctl.execute.image.build import ensure_probed_image
 
-    image = host_image(loaded.recipe, plan)
     try:
-        report = _ensure_image(loaded, plan, transports, sink, answers, image)
-        _refresh_image(report, answers, transports, plan, image)
-        _preflight(loaded.recipe, plan, transports, skip, sink, answers, weights=_weights(loaded, weights))
+        ensure_probed_image(loaded, plan, transports, sink, answers, host_image(loaded.recipe, plan))
+        run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check)
         _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e
@@ -173,38 +174,6 @@ def _compile_cache(loaded, plan, transports, sink) -> None:
     sink.emit(Info(text=f"compile cache: pinned cache on {', '.join(warm) or 'no host'}"
                         + (f"; the others compile ({', '.join(h for h in dirs if h not in warm)})"
                            if len(warm) < len(dirs) else "")))
-
-
-def _ensure_image(loaded, plan, transports, sink, answers, image: str):
-    """Build the recipe's image where it is missing (patches.mode: build), or hold the hosts'
-    images against the lock's pins. The deploy lock is already held; the probe's ``image
-    inspect`` answers the first look at each host."""
-    from inkctl.execute.image.build import ensure_image
-    from inkctl.execute.hosts.transport import Result
-
-    inspected = {}
-    for h, a in answers.items():
-        if a.sections is not None:
-            out, err, rc = a.sections.get("image")
-            inspected[h] = (image, Result(runtime.image_inspect(plan.host(h).runtime, image), rc, out.encode(), err.encode(), 0.0))
-    return ensure_image(loaded, plan, transports, sink, inspected=inspected)
-
-
-def _refresh_image(report, answers, transports, plan, image: str) -> None:
-    """Where the image was just built or delivered, the probe's image section predates it: read it again."""
-    from inkctl.execute.hosts.fanout import each
-    from inkctl.execute.state.probe import image_section
-
-    stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
-    if not stale:
-        return
-
-    def one(host: str) -> None:
-        res = transports[host].run(runtime.image_inspect(plan.host(host).runtime, image), timeout=60)
-        s = answers[host].sections
-        s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
-
-    each(one, stale, name="image")
 
 
 def _watch_after_boot(recipe, plan, transports, sink, interrupt: threading.Event) -> None:
@@ -358,18 +327,6 @@ def _warm_health() -> None:
             log.debug("warming the health client failed: %s", e)
 
     threading.Thread(target=warm, daemon=True, name="warm-health").start()
-
-
-def _preflight(recipe, plan, transports, skip: list[str], sink, answers=None, weights=None) -> None:
-    """``run_preflight`` raises InkctlError when a host is unfit; its table goes to ``sink``."""
-    from inkctl.execute.deploy.preflight import run_preflight
-
-    run_preflight(recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=weights)
-
-
-def _weights(loaded, check):
-    """The pinned model's files on every host, when the lock pins them (inkctl.weights)."""
-    return check(loaded) if check is not None else None
 
 
 @dataclass(frozen=True)

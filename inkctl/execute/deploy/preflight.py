@@ -3,7 +3,8 @@
 Each host answers one combined probe (one SSH round trip, ``probe.HOST_PROBE``): its
 containers (``ps --all``, which also proves the runtime answers), nvidia-smi, /proc/meminfo,
 the image, listening sockets and mount sources. ``up`` runs that probe once per host with the
-deploy lock in it and hands the answers here (``probe_hosts``, then ``run_preflight(answers=)``);
+deploy lock in it, as each host connects (``probe_one``), and hands the answers here
+(``run_preflight(answers=)``);
 ``doctor`` lets ``run_preflight`` probe by itself. Values reach the remote shell as positional
 arguments of ``sh -c SCRIPT``, never inside it. The only second round trip is a pull, when the
 recipe allows one and the image is missing.
@@ -113,21 +114,6 @@ def check_names(skip) -> set[str]:
     return skip
 
 
-def probe_hosts(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, image: str | None = None,
-                lock=None) -> dict[str, HostAnswer]:
-    """Every host's answer to the combined probe, in parallel (one round trip each). With a
-    DeployLock, each host takes it first (settle with ``lock.taken``); a host missing from
-    ``transports`` answers with its error."""
-    def one(name: str) -> HostAnswer:
-        t = transports.get(name)
-        if t is None:
-            return HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
-        return probe_one(recipe, plan, t, image=image, lock=lock)
-
-    names = [h.name for h in plan.hosts]
-    return dict(zip(names, each(one, names, name="probe")))
-
-
 def probe_one(recipe: Recipe, plan: Plan, t: Transport, *, image: str | None = None, lock=None) -> HostAnswer:
     """One host's answer to the combined probe (taking the deploy lock first when ``lock`` is given)."""
     return run_launch_probe(t, plan.host(t.name).runtime, host_image(recipe, plan, image),
@@ -149,7 +135,7 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     ``sink`` (an event sink) receives one PreflightReport (pass or fail) before anything is
     raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
-    (``probe_hosts``); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
+    (``probe_one`` per host); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
     checks the pinned model's files on every host.
     """
     skip = check_names(skip)
@@ -573,40 +559,61 @@ def _network(h: _Host, s: Sections) -> None:
     if not (r.multinode or r.network.rdma or hcas):
         h.put("network", OK, "single node: no NCCL network to check")
         return
-    links = parse_links(s.get("net")[0])
-    have = ", ".join(f"{n} ({'up' if ln.up else ln.operstate})" for n, ln in sorted(links.items())) or "none"
-    fix_if = f"set nccl_socket_ifname for {h.name} in the inventory (or network.socket_ifname) to one of its interfaces"
-    notes: list[str] = []
-    if ifname and not ifname.startswith("^"):
-        exact = ifname.startswith("=")
-        for want in ifname.lstrip("=").split(","):
-            found = [ln for n, ln in sorted(links.items()) if (n == want if exact else n.startswith(want))]
-            if not found:
-                h.put("network", FAIL, f"interface {want} (NCCL_SOCKET_IFNAME) does not exist on {h.name}; it has: {have}", fix_if)
-                return
-            if not any(ln.up for ln in found):
-                ln = found[0]
-                h.put("network", FAIL, f"interface {ln.name} (NCCL_SOCKET_IFNAME) on {h.name} is {ln.operstate}, not up; "
-                      f"it has: {have}", f"bring it up on {h.name} (ip link set {ln.name} up) or choose another interface")
-                return
-            notes.append(f"{', '.join(ln.name for ln in found if ln.up)} up")
-    elif ifname:
-        notes.append(f"NCCL_SOCKET_IFNAME={ifname} (an exclusion list: not checked)")
-    else:
-        notes.append("no NCCL_SOCKET_IFNAME: NCCL picks an interface itself")
-    if hcas:
-        present = [ln for ln in s.get("hcas")[0].split() if ln]
-        # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
-        wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
-        missing = [x for x in wanted if x not in present]
-        if missing and "rdma" in r.network.model_fields_set and not r.network.rdma:
-            notes.append(f"RDMA adapter {', '.join(missing)} absent: not required (network.rdma: false)")
-            missing = []
-            wanted = [x for x in wanted if x in present]
-        if missing:
-            h.put("network", FAIL, f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {h.name}; "
-                  f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
-                  f"set ib_hca for {h.name} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
-            return
-        notes.append(f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}")
+    try:
+        notes = [_interface_note(h.name, ifname, parse_links(s.get("net")[0]))]
+        if hcas:
+            optional = "rdma" in r.network.model_fields_set and not r.network.rdma
+            notes.append(_adapters_note(h.name, hcas, [ln for ln in s.get("hcas")[0].split() if ln], optional))
+    except _Unfit as e:
+        h.put("network", FAIL, e.detail, e.hint)
+        return
     h.put("network", OK, "; ".join(notes))
+
+
+class _Unfit(Exception):
+    """A network check's failure: what is wrong, and what to do."""
+
+    def __init__(self, detail: str, hint: str):
+        super().__init__(detail)
+        self.detail, self.hint = detail, hint
+
+
+def _interface_note(host: str, ifname: str, links: dict) -> str:
+    """Every interface NCCL_SOCKET_IFNAME names exists and one of each is up (raises _Unfit)."""
+    if not ifname:
+        return "no NCCL_SOCKET_IFNAME: NCCL picks an interface itself"
+    if ifname.startswith("^"):
+        return f"NCCL_SOCKET_IFNAME={ifname} (an exclusion list: not checked)"
+    have = ", ".join(f"{n} ({'up' if ln.up else ln.operstate})" for n, ln in sorted(links.items())) or "none"
+    exact = ifname.startswith("=")
+    notes = []
+    for want in ifname.lstrip("=").split(","):
+        found = [ln for n, ln in sorted(links.items()) if (n == want if exact else n.startswith(want))]
+        if not found:
+            raise _Unfit(f"interface {want} (NCCL_SOCKET_IFNAME) does not exist on {host}; it has: {have}",
+                         f"set nccl_socket_ifname for {host} in the inventory (or network.socket_ifname) to one of its interfaces")
+        if not any(ln.up for ln in found):
+            ln = found[0]
+            raise _Unfit(f"interface {ln.name} (NCCL_SOCKET_IFNAME) on {host} is {ln.operstate}, not up; it has: {have}",
+                         f"bring it up on {host} (ip link set {ln.name} up) or choose another interface")
+        notes.append(f"{', '.join(ln.name for ln in found if ln.up)} up")
+    return "; ".join(notes)
+
+
+def _adapters_note(host: str, hcas: str, present: list[str], optional: bool = False) -> str:
+    """Every RDMA adapter NCCL_IB_HCA names is in /sys/class/infiniband (raises _Unfit);
+    ``optional`` (network.rdma: false, said so): a missing one is a note, not a failure."""
+    # NCCL_IB_HCA entries may carry a port (mlx5_0:1) and a ^/= prefix
+    wanted = [] if hcas.startswith("^") else [x.split(":")[0] for x in hcas.lstrip("=").split(",") if x]
+    missing = [x for x in wanted if x not in present]
+    notes = []
+    if missing and optional:
+        notes.append(f"RDMA adapter {', '.join(missing)} absent: not required (network.rdma: false)")
+        missing = []
+        wanted = [x for x in wanted if x in present]
+    if missing:
+        raise _Unfit(f"RDMA adapter {', '.join(missing)} (NCCL_IB_HCA) not in /sys/class/infiniband on {host}; "
+                     f"it has: {', '.join(present) or 'none (no RDMA driver loaded)'}",
+                     f"set ib_hca for {host} in the inventory (or network.ib_hca) to one it has (ibv_devices lists them)")
+    notes.append(f"RDMA {', '.join(wanted)} present" if wanted else f"NCCL_IB_HCA={hcas}")
+    return "; ".join(notes)

@@ -15,6 +15,7 @@ from inkctl.errors import InkctlError
 from inkctl.execute.state.deployed import ContainerState
 from inkctl.execute.hosts.fanout import on_hosts
 from inkctl.execute.deploy.takedown import remove_from_host
+from inkctl.plan.removal import removal
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan.record import Record, argv_by_rank, diff_plans, parse_record, record_path
 from inkctl.plan.step import Plan
@@ -87,7 +88,7 @@ class Replacement:
 
         def one(host: str) -> None:
             h = self.plan.host(host)
-            remove_from_host(transports[host], h.runtime, by_host.get(host, []), h.state_dir)
+            remove_from_host(transports[host], removal(host, h.runtime, by_host.get(host, []), h.state_dir))
 
         res = on_hosts(one, hosts, name="replace")
         return list(res.ok), {h: e.reason for h, e in res.failed.items()}

@@ -14,7 +14,6 @@ import enum
 import hashlib
 import threading
 import time
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
@@ -22,6 +21,8 @@ from inkctl.smoke.result import SmokeResult
 from inkctl.execute.events import (Info, RollbackFinished, RollbackStarted, SmokeFinished, StageFinished,
                                    StageStarted, StepFailed, StepFinished, StepStarted)
 from inkctl.execute.deploy.secrets import render_env_file
+from inkctl.execute.deploy.takedown import RemovalFailed, remove_from_host
+from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import pagecache
 from inkctl.plan.quote import command_line
@@ -215,18 +216,18 @@ class Runner:
             self.sink.emit(StepFinished(host=s.host, rank=s.rank, kind=s.kind, purpose=s.purpose,
                                         seconds=round(time.monotonic() - t0, 3)))
 
-    def _stage(self, index: int, stage: Stage, pool: ThreadPoolExecutor, outcome: Outcome) -> float:
+    def _stage(self, index: int, stage: Stage, outcome: Outcome) -> float:
         t0 = time.monotonic()
         hosts = stage.hosts()
         self.sink.emit(StageStarted(index=index, total=len(self.plan.stages), name=stage.name,
                                     description=stage.description, hosts=tuple(hosts)))
         by_host = {h: [s for s in stage.steps if s.host == h] for h in hosts}
-        if len(by_host) == 1:  # no thread hop for a single host (most stages of a head-first launch)
-            (h, steps), = by_host.items()
-            self._host_steps(steps, outcome)
-        else:
-            futures = [pool.submit(self._host_steps, steps, outcome) for steps in by_host.values()]
-            _barrier(futures, self.cancel)
+        # the first failure stops the stage's other hosts; they are waited for (a docker run in
+        # flight must not recreate a container after its rollback) before it is raised
+        each(lambda steps: self._host_steps(steps, outcome), by_host.values(), name="stage",
+             cancel=self.cancel, grace_s=RUN_TIMEOUT_S)
+        if len(by_host) > 1 and self.cancel.is_set():
+            raise Cancelled(started=True)
         secs = time.monotonic() - t0
         self.sink.emit(StageFinished(index=index, name=stage.name, seconds=round(secs, 3)))
         return secs
@@ -235,15 +236,13 @@ class Runner:
         """Every stage in order; raises the first failure (after the stage's other hosts stopped)."""
         t0 = time.monotonic()
         outcome = Outcome(seconds=0.0)
-        width = max(1, len(self.plan.hosts))
-        with ThreadPoolExecutor(max_workers=min(64, width), thread_name_prefix="stage") as pool:
-            for i, stage in enumerate(self.plan.stages, 1):
-                if self.cancel.is_set():
-                    raise Cancelled(started=bool(self.touched))
-                self.stage = stage.name
-                outcome.stage_seconds[stage.name] = self._stage(i, stage, pool, outcome)
-                if self.cancel.is_set():
-                    raise Cancelled(started=True)
+        for i, stage in enumerate(self.plan.stages, 1):
+            if self.cancel.is_set():
+                raise Cancelled(started=bool(self.touched))
+            self.stage = stage.name
+            outcome.stage_seconds[stage.name] = self._stage(i, stage, outcome)
+            if self.cancel.is_set():
+                raise Cancelled(started=True)
         outcome.seconds = time.monotonic() - t0
         return outcome
 
@@ -254,45 +253,28 @@ class Runner:
         t0 = time.monotonic()
         hosts = [h.name for h in self.plan.hosts if h.name in self.touched]
         self.sink.emit(RollbackStarted(reason=reason, hosts=tuple(hosts)))
-        cleaned: list[str] = []
-        left: list[str] = []
-        lock = threading.Lock()
 
-        def one(host: str) -> None:
+        def one(host: str) -> str | None:
+            """None when removed; else what was left and why."""
             containers = ", ".join(c.name for c in self.plan.containers if c.host == host) or "its files"
             if host in self.lost:
-                with lock:
-                    left.append(f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock "
-                                "(host unreachable)")
-                return
-            for s in (s for s in self.plan.teardown if s.host == host):
-                try:
-                    res = self.transports[host].run(s.argv, timeout=TEARDOWN_TIMEOUT_S)
-                except HostError as e:
-                    with lock:
-                        left.append(f"{host}: {containers} ({e.reason})")
-                        self.lost.setdefault(host, e)
-                    return
-                if res.exit_code not in s.ok_codes:
-                    with lock:
-                        left.append(f"{host}: {s.purpose} failed with exit code {res.exit_code}: "
-                                    f"{res.err_text().strip()[-300:]}")
-                    return
-            with lock:
-                cleaned.append(host)
+                return f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock (host unreachable)"
+            try:
+                remove_from_host(self.transports[host], [s for s in self.plan.teardown if s.host == host],
+                                 timeout=TEARDOWN_TIMEOUT_S)
+            except RemovalFailed as e:
+                return f"{host}: {e.reason}"
+            except HostError as e:
+                with self._lock:
+                    self.lost.setdefault(host, e)
+                return f"{host}: {containers} ({e.reason})"
+            return None
 
-        # daemon threads joined in short slices: a second Ctrl-C (KeyboardInterrupt from the
-        # signal handler) abandons a teardown that hangs on a host at once, and the process can
-        # exit without waiting for it (an executor's threads would be joined at exit)
-        threads = [threading.Thread(target=one, args=(h,), name=f"rollback-{h}", daemon=True) for h in hosts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.25)
-        order = {h.name: i for i, h in enumerate(self.plan.hosts)}
-        cleaned.sort(key=lambda h: order.get(h, 0))
-        left.sort(key=lambda x: order.get(x.split(":", 1)[0], 0))
+        # this runs after a failure or a first Ctrl-C: a second Ctrl-C abandons a removal that
+        # hangs on a host at once (the fan-out's threads are daemons, the process can exit)
+        results = each(one, hosts, name="rollback", on_interrupt="abandon")
+        cleaned = [h for h, why in zip(hosts, results) if why is None]
+        left = [why for why in results if why is not None]
         self.sink.emit(RollbackFinished(removed=tuple(cleaned), left=tuple(left), seconds=round(time.monotonic() - t0, 3)))
         return cleaned, left
 
@@ -352,33 +334,6 @@ def _base_url(plan: Plan) -> str:
         if isinstance(s, WaitHealth):
             return s.url.rsplit("/", 1)[0] if s.url.count("/") > 2 else s.url
     return ""
-
-
-def _barrier(futures: list[Future], cancel: threading.Event) -> None:
-    """Wait for all; on the first failure tell the others to stop, wait for them, then raise it.
-
-    Waits in short slices so that Ctrl-C reaches the main thread at once; the worker threads
-    are then asked to stop (``cancel``) and joined before anything is rolled back, so that a
-    ``docker run`` in flight cannot recreate a container after its teardown.
-    """
-    try:
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, timeout=0.25, return_when=FIRST_EXCEPTION)
-            if any(f.exception() for f in done) or cancel.is_set():
-                cancel.set()
-                break
-    except BaseException:
-        cancel.set()
-        wait(futures, timeout=RUN_TIMEOUT_S)
-        raise
-    wait(futures, timeout=RUN_TIMEOUT_S)
-    errors = [f.exception() for f in futures if f.done() and f.exception() is not None]
-    real = [e for e in errors if e is not None and not isinstance(e, (KeyboardInterrupt, Cancelled))]
-    if real:
-        raise real[0]
-    if errors or cancel.is_set():
-        raise Cancelled(started=True)
 
 
 def _short(text: str, n: int = 400) -> str:

@@ -2,7 +2,9 @@
 
 Each host is asked what the deployment has there (by label), and exactly that is removed,
 with the deployment's state directory; unreachable hosts are reported, not guessed at.
-``remove_from_host`` is also how ``up`` removes an old version before it launches a new one.
+``remove_from_host`` is the one removal: it runs the steps ``plan.removal`` makes, for
+``down``, for ``up`` replacing an old version, and for ``up`` rolling back (the plan's
+teardown).
 """
 
 from __future__ import annotations
@@ -10,9 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
+from inkctl.plan.removal import removal
+from inkctl.plan.step import Run
 
 REMOVE_TIMEOUT_S = 120.0
+
+
+class RemovalFailed(HostError):
+    """The host answered, but a removal step failed (its exit code and stderr in ``reason``)."""
 
 
 @dataclass
@@ -28,16 +35,14 @@ class TakeDown:
         return not self.failed
 
 
-def remove_from_host(t: Transport, rt: str, containers: list[str], state_dir: str) -> None:
-    """Remove the containers (running or not) and the deployment's directory on one host;
-    raises HostError saying what was left."""
-    if containers:
-        res = t.run(runtime.remove(rt, *containers), timeout=REMOVE_TIMEOUT_S)
-        if not res.ok:
-            raise HostError(t.name, "runtime", f"{rt} rm failed with exit code {res.exit_code}: {res.err_text().strip()[-300:]}")
-    res = t.run(("rm", "-rf", "--", state_dir), timeout=60)
-    if not res.ok:
-        raise HostError(t.name, "command", f"cannot remove {state_dir}: {res.err_text().strip()[-300:]}")
+def remove_from_host(t: Transport, steps: list[Run] | tuple[Run, ...], *, timeout: float = REMOVE_TIMEOUT_S) -> None:
+    """Run one host's removal steps (``plan.removal``) in order. Raises RemovalFailed when a
+    step fails (what was left is the rest), HostError when the host does not answer."""
+    for s in steps:
+        res = t.run(s.argv, timeout=timeout)
+        if res.exit_code not in s.ok_codes:
+            raise RemovalFailed(t.name, "command", f"{s.purpose} failed with exit code {res.exit_code}: "
+                                                   f"{res.err_text().strip()[-300:]}")
 
 
 def take_down(plan, hosts, *, accept_new: bool = False) -> TakeDown:
@@ -56,7 +61,7 @@ def take_down(plan, hosts, *, accept_new: bool = False) -> TakeDown:
     def one(name: str) -> list[str]:
         h, tr = plan.host(name), conn.transports[name]
         names = [f.name for f in list_deployment(name, tr, h.runtime, plan.deployment)]
-        remove_from_host(tr, h.runtime, names, h.state_dir)
+        remove_from_host(tr, removal(name, h.runtime, names, h.state_dir))
         return names
 
     todo = [h for h in plan.hosts if h.name in conn.transports]

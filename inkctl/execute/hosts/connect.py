@@ -12,8 +12,8 @@ User, Port, IdentityFile, ProxyJump, UserKnownHostsFile, HashKnownHosts), then t
 from __future__ import annotations
 
 import getpass
+import logging
 import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +21,12 @@ from typing import Callable
 
 from inkctl.errors import InkctlError
 from inkctl.execute.hosts.hostkeys import KnownHosts, default_known_hosts
-from inkctl.execute.hosts.fanout import on_hosts
+from inkctl.execute.hosts.fanout import background, on_hosts
 from inkctl.execute.hosts.target import Target
 from inkctl.execute.hosts.transport import HostError, HostsFailed, Transport
 from inkctl.recipe.hosts import Host
+
+log = logging.getLogger(__name__)
 
 LOCAL_ADDRESSES = ("localhost", "127.0.0.1", "::1")
 CONNECT_TIMEOUT_S = 10.0  # a LAN host answers in milliseconds; a cut-off one would take the kernel minutes
@@ -200,15 +202,11 @@ def close_all(transports: dict[str, Transport]) -> None:
     def close(t: Transport) -> None:
         try:
             t.close()
-        except Exception:
-            pass
+        except Exception as e:  # the command is over; a connection that closes badly changes nothing
+            log.debug("%s: closing the connection failed: %s", t.name, e)
 
     if len(transports) <= 1:
         for t in transports.values():
             close(t)
         return
-    threads = [threading.Thread(target=close, args=(t,), daemon=True, name=f"close-{name}") for name, t in transports.items()]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(CONNECT_TIMEOUT_S)
+    background(close, list(transports.values()), name="close", label=lambda t: t.name).join(CONNECT_TIMEOUT_S)

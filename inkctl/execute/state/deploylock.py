@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 import posixpath
 import secrets as _random
@@ -37,6 +38,8 @@ _TAKE_OVER = ('[ "$(cat -- "$2/holder.json" 2>/dev/null)" = "$5" ] || exit 75; r
 # only the token's owner removes the lock
 _RELEASE = '[ "$(cat -- "$1/token" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"'
 HELD = 75
+
+log = logging.getLogger(__name__)
 
 
 class LockHeld(InkctlError):
@@ -167,6 +170,12 @@ class DeployLock:
         self._settle(why)
         return self
 
+    def give_back(self, answers: dict) -> None:
+        """``up`` stops before settling an acquisition made by the combined probe (a host did not
+        connect, or Ctrl-C): release where the probes' answers say the lock was taken."""
+        self.held_on = [h for h, a in answers.items() if a.error is None and a.sections.get("lock")[2] == 0]
+        self.release()
+
     def _settle(self, results: dict[str, str | None]) -> None:
         self.held_on = [h for h, why in results.items() if why is None]
         refused = {h: why for h, why in results.items() if why is not None}
@@ -188,12 +197,15 @@ class DeployLock:
                 if token is not None and token.decode("utf-8", "replace") == self.token:
                     t.remove_dir(d)
                 return
-            except Exception:
-                pass  # the command below says the same
+            except Exception as e:
+                log.debug("%s: releasing the deploy lock %s by file failed (%s); trying a command", host, d, e)
             try:
-                t.run(("sh", "-c", _RELEASE, "sh", d, self.token), timeout=30)
-            except Exception:  # a lost host keeps its lock; `inkctl lease status` shows it
-                pass
+                res = t.run(("sh", "-c", _RELEASE, "sh", d, self.token), timeout=30)
+            except Exception as e:  # a lost host keeps its lock; `inkctl lease status` shows it
+                log.warning("%s: the deploy lock %s was not released: %s", host, d, e)
+                return
+            if res.exit_code != 0:  # not ours any more (taken over), or already gone
+                log.debug("%s: the deploy lock %s was not this command's to release (exit %s)", host, d, res.exit_code)
 
         if hosts:
             _parallel(one, hosts)

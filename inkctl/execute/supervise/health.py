@@ -25,14 +25,15 @@ polling back, since both mean the answer is near.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.state.deployed import ContainerState, parse_inspect_lines
 from inkctl.execute.events import HealthProgress, RankState
+from inkctl.execute.hosts.fanout import background, on_hosts
 from inkctl.execute.hosts.ssh import LOST_AFTER_S
 from inkctl.execute.supervise.ranks import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.hosts.transport import HostError
@@ -47,6 +48,8 @@ FAST_FOR_S = 10.0  # ... for this long after the wait starts (or the answer chan
 BACKOFF = 1.5  # each poll after that waits this much longer than the one before, up to interval_s
 SETTLE_CHECK_S = 10.0  # after the first 200: how long a boot-log check may wait for every rank's verdict
 SETTLE_S = 0.7  # after a rank died: time for its peers' deaths to show, to tell which was first
+
+log = logging.getLogger(__name__)
 
 
 _TLS: list = []  # the TLS context every health client shares, built once (see tls_context)
@@ -224,15 +227,19 @@ class HealthWait:
                 self.announced.set()  # the answer is near: poll fast again
                 self.poke.set()
             if self.on_line is not None:
-                fault = self.on_line(w, text)
+                try:
+                    fault = self.on_line(w, text)
+                except Exception:  # a checker's bug must not stop following this rank's log
+                    log.exception("rank %s on %s: the log-line check failed on %r", w.rank, w.host, text[:200])
+                    return
                 if fault:
                     self.faults.append((w, fault))
                     self.poke.set()
 
         try:
             self.transports[w.host].stream(argv, line, self.stop)
-        except Exception:
-            pass  # the inspect loop reports the host
+        except Exception as e:  # the inspect loop reports the host
+            log.debug("rank %s on %s: following its log ended: %s", w.rank, w.host, e)
         w.streaming = False
         self.poke.set()
 
@@ -245,18 +252,15 @@ class HealthWait:
             w.seen = seen.get(w.container, w.seen)
             w.missing = w.container not in seen
 
-    def _inspect_all(self, pool: ThreadPoolExecutor, targets: list[Watched]) -> None:
+    def _inspect_all(self, targets: list[Watched]) -> None:
         by_host: dict[str, list[Watched]] = {}
         for w in targets:
             by_host.setdefault(w.host, []).append(w)
-        futures = {h: pool.submit(self._inspect_host, h, items) for h, items in by_host.items()}
-        for h, f in futures.items():
-            try:
-                f.result()
-            except HostError as e:
-                if alive(self.transports[h]):
-                    raise
-                raise self._lost(h, e.message.split(": ", 1)[-1]) from None
+        res = on_hosts(lambda h: self._inspect_host(h, by_host[h]), by_host, name="inspect")
+        for h, e in res.failed.items():
+            if alive(self.transports[h]):
+                raise e
+            raise self._lost(h, e.message.split(": ", 1)[-1]) from None
 
     def _check_hosts(self, t0: float) -> None:
         """Every host's connection, each turn of the wait (no round trip: the keepalives say it)."""
@@ -288,11 +292,11 @@ class HealthWait:
 
             raise RankFailed(text, host=w.host, rank=w.rank, hint=FALLBACK_HINT)
 
-    def _verified(self, pool: ThreadPoolExecutor) -> bool:
+    def _verified(self) -> bool:
         """After the head's 200: every rank's container, inspected now, is running. A rank that
         is not (or a host that does not answer) fails the wait: never report success with a rank
         unverified."""
-        self._inspect_all(pool, self.watched)
+        self._inspect_all(self.watched)
         return all(w.status == "running" for w in self.watched)
 
     def _crashed(self) -> Watched | None:
@@ -339,7 +343,6 @@ class HealthWait:
         next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
         next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
         status = "not polled yet"
-        pool = ThreadPoolExecutor(max_workers=max(1, len({w.host for w in self.watched})), thread_name_prefix="inspect")
         try:
             with httpx.Client(trust_env=False, verify=tls_context(),
                               timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
@@ -353,15 +356,14 @@ class HealthWait:
                         following = True
                         for w in self.watched:
                             w.streaming = True  # before the thread runs: no inspect races its start
-                            threading.Thread(target=self._follow, args=(w,), daemon=True,
-                                             name=f"logs-{w.container}").start()
+                        background(self._follow, self.watched, name="logs", label=lambda w: w.container)
                     poked = self.poke.is_set()
                     if following and (poked or now >= next_check or now >= next_full):
                         self.poke.clear()
                         full = now >= next_full
                         targets = self.watched if full else [w for w in self.watched if not w.streaming]
                         if targets:
-                            self._inspect_all(pool, targets)
+                            self._inspect_all(targets)
                         next_check = time.monotonic() + interval
                         if full:
                             next_full = time.monotonic() + FULL_INSPECT_S
@@ -371,7 +373,7 @@ class HealthWait:
                             # again shortly so that the first to die is the one reported
                             if len(self.watched) > 1:
                                 time.sleep(SETTLE_S)
-                                self._inspect_all(pool, self.watched)
+                                self._inspect_all(self.watched)
                                 dead = self._crashed() or dead
                             self._progress(t0, status, force=True)
                             raise self._crash_error(dead, t0)
@@ -391,7 +393,7 @@ class HealthWait:
                             first_200 = first_200 or time.monotonic()
                             if self._unsettled(first_200):
                                 status = "200 (reading each rank's NCCL transport)"
-                            elif self._verified(pool):
+                            elif self._verified():
                                 self._progress(t0, status, healthy=True, force=True)
                                 return time.monotonic() - t0
                             else:
@@ -411,7 +413,6 @@ class HealthWait:
                     self.poke.wait(max(0.01, min(wake, 0.5)))
         finally:
             self.stop.set()
-            pool.shutdown(wait=False)
 
     def _states_text(self) -> str:
         parts = [f"\n  rank {w.rank} ({w.host}, {w.container}): {phase_of(w, False)}"

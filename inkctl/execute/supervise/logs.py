@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from inkctl.execute.state.deployed import parse_time
-from inkctl.execute.hosts.fanout import each
+from inkctl.execute.hosts.fanout import Background, background, each
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.step import Plan
@@ -141,13 +141,10 @@ class Follow:
         self.tail, self.since = tail, since
         self.items: queue.Queue = queue.Queue()
         self.stop_event = threading.Event()
-        self.threads: list[threading.Thread] = []
+        self.threads: Background | None = None
 
     def start(self) -> "Follow":
-        for s in self.srcs:
-            th = threading.Thread(target=self._run, args=(s,), name=f"logs-{s.prefix}", daemon=True)
-            th.start()
-            self.threads.append(th)
+        self.threads = background(self._run, self.srcs, name="logs", label=lambda s: s.prefix)
         return self
 
     def _run(self, s: Source) -> None:
@@ -181,9 +178,6 @@ class Follow:
         """Every stream sees the stop at once; all of them together get ``timeout`` seconds (not each:
         Ctrl-C must end ``logs -f`` within a second however many ranks it follows). A stream still
         busy after that is a daemon thread and dies with the process."""
-        import time
-
         self.stop_event.set()
-        deadline = time.monotonic() + timeout
-        for th in self.threads:
-            th.join(max(0.0, deadline - time.monotonic()))
+        if self.threads is not None:
+            self.threads.join(timeout)

@@ -59,13 +59,6 @@ class RankNet:
         return False
 
 
-def read_log(lines) -> RankNet:
-    net = RankNet()
-    for line in lines:
-        net.feed(line)
-    return net
-
-
 def fallback_message(host: str, rank: int, net: RankNet, hcas: list[str]) -> str:
     asked = f"RDMA (NET/IB{' on ' + ', '.join(hcas) if hcas else ''})"
     over = f" over {net.interface}" + (f" ({net.address})" if net.address else "") if net.interface else ""

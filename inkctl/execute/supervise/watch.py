@@ -12,14 +12,18 @@ the caller reports it, runs the hook, and restarts the whole deployment or exits
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
+from inkctl.execute.hosts.fanout import background
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime as container_runtime
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from inkctl.plan.step import Plan
@@ -72,7 +76,11 @@ class Supervisor:
         runtime = self.plan.host(c.host).runtime
 
         def line(text: str) -> None:
-            kind = fatal_line(text)
+            try:
+                kind = fatal_line(text)
+            except Exception:  # a checker's bug must not stop following this rank's log
+                log.exception("rank %s on %s: the log-line check failed on %r", c.rank, c.host, text[:200])
+                return
             if kind:
                 with self._lock:
                     self.fatal.append((c.host, c.rank, kind, text.strip()))
@@ -80,8 +88,8 @@ class Supervisor:
 
         try:
             self.transports[c.host].stream(container_runtime.logs(runtime, c.name, follow=True, tail=0), line, self.stop)
-        except Exception:
-            pass  # the turn reports the host or the container
+        except Exception as e:  # the turn reports the host or the container
+            log.debug("rank %s on %s: following its log ended: %s", c.rank, c.host, e)
         self.wake.set()
 
     # -- one turn ---------------------------------------------------------------------------
@@ -184,8 +192,7 @@ class Supervisor:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Failure | None:
         """Until a failure (returned) or ``stop`` (None)."""
-        for c in self.plan.containers:
-            threading.Thread(target=self._follow, args=(c,), daemon=True, name=f"watch-{c.name}").start()
+        background(self._follow, self.plan.containers, name="watch", label=lambda c: c.name)
         below: dict = {}
         said = None
         try:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from inkctl.execute.hosts.fanout import Background, background
 from inkctl.plan import runtime as container_runtime
 from inkctl.plan.step import Plan
 
@@ -87,7 +88,7 @@ class Watchdog:
         self.on_trip, self.on_reading = on_trip, on_reading
         self.stop_event = threading.Event()
         self.trips: list[Trip] = []
-        self._threads: list[threading.Thread] = []
+        self._threads: Background | None = None
 
     @classmethod
     def for_recipe(cls, recipe, plan: Plan, transports: dict, on_trip, on_reading=None) -> "Watchdog":
@@ -96,16 +97,13 @@ class Watchdog:
                    interval_s=w.interval_s, on_trip=on_trip, on_reading=on_reading)
 
     def start(self) -> "Watchdog":
-        for h in self.plan.hosts:
-            t = threading.Thread(target=self._watch, args=(h.name,), name=f"watchdog-{h.name}", daemon=True)
-            t.start()
-            self._threads.append(t)
+        self._threads = background(self._watch, [h.name for h in self.plan.hosts], name="watchdog")
         return self
 
     def stop(self) -> None:
         self.stop_event.set()
-        for t in self._threads:
-            t.join(timeout=self.interval_s + 5)
+        if self._threads is not None:
+            self._threads.join(timeout=self.interval_s + 5)
 
     def __enter__(self) -> "Watchdog":
         return self.start()

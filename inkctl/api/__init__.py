@@ -1,0 +1,1 @@
+"""Commands below the command line: what `up` and `watch` do between their flags and their output."""
