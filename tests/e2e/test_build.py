@@ -157,7 +157,7 @@ def test_seed_002_prefix_mismatch_refuses_lock(cluster, built, inkctl, inventory
     res = inkctl("lock", ws.recipe, "--hosts", inventory("h1"))
     assert res.rc == 2, res
     assert "patch:0:before: /etc/debian_version in the base image has sha256" in res.stderr
-    assert "does not start with f23a3775 as the source says" in res.stderr, res
+    assert "does not start with f23a3775 as the recipe pins it" in res.stderr, res
     assert not ws.lock.exists()
 
 
