@@ -16,9 +16,9 @@ def prometheus(
     recipe: Path = RecipeArg,
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
-    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", help="Write prometheus.yml and grafana-dashboard.json into DIR (default: print them)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Write prometheus.yml and grafana-dashboard.json into DIR (default: print them)."),
     interval: float = typer.Option(5.0, "--interval", min=1, help="Scrape interval in seconds."),
-    output: str = typer.Option("text", "--output", help="text or json."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json."),
 ) -> None:
     """Prometheus scrape targets (every replica's engine, the router, each host's node_exporter
     on :9100) and a Grafana dashboard JSON using vllm:* / sglang:* and the router's metric names."""

@@ -15,7 +15,7 @@ from inkctl.cli.options import (AccountOpt, ContainerOpt, GpusOpt, JobDirOpt, Pa
 def slurm(
     recipe: Path = typer.Argument(..., help="Recipe file."),
     hosts_file: Optional[Path] = typer.Option(None, "--hosts", help="Inventory whose host names are Slurm node names, in rank order: the job asks for exactly those nodes."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the script to FILE (default: print it)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the script to FILE (default: print it)."),
     partition: Optional[str] = PartitionOpt,
     account: Optional[str] = AccountOpt,
     time: Optional[str] = TimeOpt,
@@ -25,7 +25,7 @@ def slurm(
     image: Optional[str] = typer.Option(None, "--image", help="Image to run (default: the recipe's; a patched one: the pushed build, else the built tag)."),
     var: Optional[List[str]] = typer.Option(None, "--var", help="Value for a recipe ${VAR} on every node: NAME=VALUE (repeatable). Default: the job's environment."),
     set_: Optional[List[str]] = SetOpt,
-    output: str = typer.Option("text", "--output", help="text or json."),
+    output: str = typer.Option("text", "--output", "-o", help="text or json."),
 ) -> None:
     """Write the deployment as an sbatch script: one task per node, --exclusive, GPUs per node,
     one srun step that starts every rank with the plan's own argv and env (`inkctl plan`).

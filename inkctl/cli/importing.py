@@ -15,7 +15,7 @@ from inkctl.errors import EXIT_INVALID, InkctlError
 @app.command("import")
 def import_(
     file: Path = typer.Argument(..., help="A sparkrun recipe (model, container, command...) or a vLLM recipes config (flat vllm serve options)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write the inkctl recipe here (default: print it)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the inkctl recipe here (default: print it)."),
     model: Optional[str] = typer.Option(None, "--model", help="The model repository (required for a vLLM recipes config)."),
     accelerator: Optional[str] = typer.Option(None, "--accelerator", help="The accelerator (default for sparkrun: dgx-spark-gb10)."),
     gpus_per_host: Optional[int] = typer.Option(None, "--gpus-per-host", min=1, help="GPUs per host (default for sparkrun: 1)."),

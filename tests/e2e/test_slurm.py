@@ -76,7 +76,7 @@ def test_test_only_accepts_every_exported_script(slurm, inkctl, tmp_path):
     checked = 0
     for n in names:
         out = tmp_path / f"{Path(n).stem}.sbatch"
-        r = inkctl("export", "slurm", n, "--partition", slurm.partition, "--time", "30:00", "-o", out, env=slurm.env)
+        r = inkctl("export", "slurm", n, "--partition", slurm.partition, "--time", "30:00", "--out", out, env=slurm.env)
         assert r.rc == 0, r
         assert no_traceback(r.out)
         cp = slurm.run(["sbatch", "--test-only", str(out)], check=False)
@@ -185,7 +185,7 @@ def test_scancel_alone_leaves_nothing(sl, slurm, cluster, recipe, tmp_path):
     """The script by itself (sbatch, no inkctl in the loop): ready, then scancel removes every container."""
     rec = recipe("sglang-2", name="e2e-slurm-plain")
     script = tmp_path / "plain.sbatch"
-    r = sl("export", "slurm", rec, "-o", script, "--partition", slurm.partition)
+    r = sl("export", "slurm", rec, "--out", script, "--partition", slurm.partition)
     assert r.rc == 0, r
     job = slurm.run(["sbatch", "--parsable", "--chdir", str(sl.jobs), str(script)]).stdout.strip()
     out = Path(sl.jobs, f"inkctl-e2e-slurm-plain-{job}.out")
@@ -287,7 +287,7 @@ def test_hotfix_runs_in_the_job_and_an_edited_script_is_refused(sl, slurm, clust
         assert sl("down", rec, "--slurm").rc == 0
 
     script = tmp_path / "edited.sbatch"
-    assert sl("export", "slurm", rec, "--partition", slurm.partition, "-o", script).rc == 0
+    assert sl("export", "slurm", rec, "--partition", slurm.partition, "--out", script).rc == 0
     text = script.read_text()
     assert 'print("hotfix-marker: marker written")' in text
     script.write_text(text.replace('print("hotfix-marker: marker written")', 'print("something else")'))
@@ -329,7 +329,7 @@ def _batch_script(slurm, job: str) -> str:
 
 
 def _export(inkctl, slurm, rec, out: Path, *args) -> str:
-    r = inkctl("export", "slurm", rec, "-o", out, *args, env=slurm.env)
+    r = inkctl("export", "slurm", rec, "--out", out, *args, env=slurm.env)
     assert r.rc == 0, r
     return out.read_text()
 

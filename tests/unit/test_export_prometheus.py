@@ -38,7 +38,7 @@ def test_cli_writes_targets_for_a_fleet(tmp_path):
     inv.write_text(yaml.safe_dump({"hosts": [{"name": "a", "address": "10.0.0.1", "gpus": "0,1,2,3"},
                                              {"name": "b", "address": "10.0.0.2", "gpus": "0,1"}]}))
     r = subprocess.run([sys.executable, "-m", "inkctl", "export", "prometheus", "tests/e2e/recipes/fleet.yaml",
-                        "--hosts", str(inv), "--set", "fleet.replicas=3", "-o", str(tmp_path / "out")],
+                        "--hosts", str(inv), "--set", "fleet.replicas=3", "--out", str(tmp_path / "out")],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert all(len(line.replace(str(tmp_path / "out"), "DIR")) <= 80 for line in r.stdout.splitlines())

@@ -70,7 +70,7 @@ def test_sparkrun_recipe_round_trip(tmp_path):
     src = tmp_path / "qwen3-30b.yaml"
     src.write_text(SPARKRUN)
     out = tmp_path / "qwen3-30b.inkctl.yaml"
-    p = inkctl("import", str(src), "-o", str(out))
+    p = inkctl("import", str(src), "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "not mapped: max_nodes: 2 (inkctl deploys a fixed number of hosts: 1)" in p.stderr
     assert "not mapped: mods: [\"fix-gb10\"] (no place in an inkctl recipe)" in p.stderr
@@ -100,7 +100,7 @@ def test_vllm_recipes_config_round_trip(tmp_path):
     assert p.returncode != 0 and "a vLLM recipes config names no model" in p.stderr
     out = tmp_path / "gptoss.yaml"
     p = inkctl("import", str(src), "--model", "openai/gpt-oss-120b", "--accelerator", "H200", "--gpus-per-host", "1",
-               "--image", "vllm/vllm-openai:v0.28.0", "--name", "gpt-oss-eagle3", "-o", str(out))
+               "--image", "vllm/vllm-openai:v0.28.0", "--name", "gpt-oss-eagle3", "--out", str(out))
     assert p.returncode == 0, p.stderr
     assert "not mapped: --speculative-config keys draft_tensor_parallel_size" in p.stderr
     doc = yaml.safe_load(out.read_text())

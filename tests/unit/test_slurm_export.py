@@ -44,7 +44,7 @@ def test_shell_words_keeps_values_literal_and_expands_only_tokens(value):
 
 def test_script_is_valid_bash_with_the_plans_argv(tmp_path):
     r = inkctl("export", "slurm", E2E / "vllm-native-2.yaml", "--partition", "gpu", "--account", "lab", "--time", "4:00:00",
-               "-o", tmp_path / "job.sbatch")
+               "--out", tmp_path / "job.sbatch")
     assert r.returncode == 0, r.stderr
     script = (tmp_path / "job.sbatch").read_text()
     for text in (script, _rank_script(script)):
