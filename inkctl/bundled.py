@@ -97,4 +97,5 @@ def lock_command(path: Path, flags: str = "") -> str:
         rel = os.path.relpath(path)
     except ValueError:  # another drive (Windows): the path as it is
         rel = shown
-    return f"`inkctl lock {rel if len(rel) < len(shown) else shown}{flags}`"
+    under = rel != os.pardir and not rel.startswith(os.pardir + os.sep)
+    return f"`inkctl lock {rel if under and len(rel) < len(shown) else shown}{flags}`"

@@ -155,7 +155,8 @@ def relative(text: str) -> str:
             rel = os.path.relpath(path, cwd)
         except ValueError:
             return m.group(0)
-        return (rel if len(rel) < len(path) else path) + tail
+        under = rel != os.pardir and not rel.startswith(os.pardir + os.sep)  # ../x is no help: a path under the cwd only
+        return (rel if under and len(rel) < len(path) else path) + tail
 
     return re.sub(r"(?<![\w.~/-])/(?:[\w.@+-]+/?)+", short, text)
 

@@ -53,7 +53,7 @@ def test_push_pins_the_registry_digest_and_export_runs_it(cluster, registry, ink
         cluster.docker("h2", "image", "rm", "--force", report["pushed"])
 
         out = tmp_path / "k8s"
-        ran = inkctl("export", "k8s", ws.recipe, "-o", out, "--check")
+        ran = inkctl("export", "k8s", ws.recipe, "--out", out, "--check")
         assert ran.rc == 0, ran
         lws = yaml.safe_load((out / "leaderworkerset.yaml").read_text())
         [c] = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]

@@ -131,3 +131,16 @@ def test_product_text_speaks_the_users_words():
     r = inkctl("plan", "inkling-small-2x-rtxpro6000-sglang")
     assert r.returncode == 0, r.stderr
     assert "the source gives only" not in r.stderr and "provenance gives only" in r.stderr
+
+
+def test_only_paths_under_the_cwd_are_shown_relative(tmp_path, monkeypatch):
+    """A path under the cwd is shown as the user typed it; one beside it stays absolute
+    ('../x' would be shorter, but says less, and differs with where a command was run)."""
+    from inkctl.cli.render import relative
+
+    work = tmp_path / "work" / "proj"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert relative(f"error: {work}/r.yaml:3:1: bad") == "error: r.yaml:3:1: bad"
+    beside = tmp_path / "work" / "other.yaml"
+    assert relative(f"error: {beside}: bad") == f"error: {beside}: bad"
