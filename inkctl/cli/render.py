@@ -317,6 +317,10 @@ def plan_json(plan: Plan) -> dict:
 def _plan_head(out, plan: Plan, loaded) -> None:
     r = loaded.recipe if loaded else None
     head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
+    alone = _recipe_alone_hash(plan, r) if r is not None and plan.hosts and not plan.hosts[0].placeholder else None
+    if alone is not None and alone != plan.recipe_hash:
+        # the label on the containers covers the inventory too; the recipe's own hash does not change with --hosts
+        head = f"[bold]{escape(plan.deployment)}[/]  recipe {alone} (deployment {plan.recipe_hash})"
     if r is not None:
         head += (f"  {r.engine.kind} {escape(r.engine.version)}, TP={r.engine.args.tensor_parallel}"
                  f" PP={r.engine.args.pipeline_parallel}, {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")
@@ -326,6 +330,18 @@ def _plan_head(out, plan: Plan, loaded) -> None:
         out.print("[dim]hosts: placeholders (no --hosts given); <hostN.field> stands for a value from the inventory[/]")
     elif src:
         out.print(f"[dim]hosts from {escape(src)}[/]")
+
+
+def _recipe_alone_hash(plan: Plan, recipe) -> str | None:
+    """The hash the same recipe has without an inventory (what `plan` without --hosts shows)."""
+    from inkctl.plan.identity import recipe_hash
+
+    for st in plan.stages:
+        for step in st.steps:
+            spec = getattr(step, "container", None)
+            if spec is not None and getattr(spec, "image", None):
+                return recipe_hash(recipe, None, spec.image)
+    return None
 
 
 def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None, *, full: bool = False,

@@ -144,3 +144,17 @@ def test_only_paths_under_the_cwd_are_shown_relative(tmp_path, monkeypatch):
     assert relative(f"error: {work}/r.yaml:3:1: bad") == "error: r.yaml:3:1: bad"
     beside = tmp_path / "work" / "other.yaml"
     assert relative(f"error: {beside}: bad") == f"error: {beside}: bad"
+
+
+def test_the_recipe_hash_shown_does_not_change_with_hosts():
+    """plan's header names the recipe by a hash of the recipe alone; with --hosts the
+    deployment's hash (the containers' label, which covers the inventory) is shown beside it."""
+    import re
+
+    alone = inkctl("plan", "examples/vllm-native-2node.yaml")
+    with_hosts = inkctl("plan", "examples/vllm-native-2node.yaml", "--hosts", "examples/hosts.yaml")
+    assert alone.returncode == 0 and with_hosts.returncode == 0, with_hosts.stderr
+    a = re.search(r"recipe ([0-9a-f]{12})", alone.stdout).group(1)
+    m = re.search(r"recipe ([0-9a-f]{12}) \(deployment ([0-9a-f]{12})\)", with_hosts.stdout)
+    assert m and m.group(1) == a and m.group(2) != a, with_hosts.stdout
+    assert f"inkctl.recipe-hash={m.group(2)}" in " ".join(with_hosts.stdout.split())
