@@ -35,8 +35,8 @@ def test_dashboard_queries_real_names(kind):
 
 def test_cli_writes_targets_for_a_fleet(tmp_path):
     inv = tmp_path / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"hosts": [{"name": "a", "address": "10.0.0.1", "gpus": "0,1,2,3"},
-                                             {"name": "b", "address": "10.0.0.2", "gpus": "0,1"}]}))
+    inv.write_text(yaml.safe_dump({"hosts": [{"name": "a", "address": "192.0.2.1", "gpus": "0,1,2,3"},
+                                             {"name": "b", "address": "192.0.2.2", "gpus": "0,1"}]}))
     r = subprocess.run([sys.executable, "-m", "inkctl", "export", "prometheus", "tests/e2e/recipes/fleet.yaml",
                         "--hosts", str(inv), "--set", "fleet.replicas=3", "--out", str(tmp_path / "out")],
                        cwd=ROOT, capture_output=True, text=True)
@@ -45,8 +45,8 @@ def test_cli_writes_targets_for_a_fleet(tmp_path):
     conf = yaml.safe_load((tmp_path / "out" / "prometheus.yml").read_text())
     jobs = {j["job_name"]: j for j in conf["scrape_configs"]}
     engines = [(c["targets"][0], c["labels"]["replica"]) for c in jobs["inkctl-engines"]["static_configs"]]
-    assert engines == [("10.0.0.1:18000", "e2e-fleet-r0"), ("10.0.0.1:18010", "e2e-fleet-r1"), ("10.0.0.2:18000", "e2e-fleet-r2")]
-    assert jobs["inkctl-router"]["static_configs"][0]["targets"] == ["10.0.0.1:29000"]
-    assert jobs["inkctl-hosts"]["static_configs"][0]["targets"] == ["10.0.0.1:9100", "10.0.0.2:9100"]
+    assert engines == [("192.0.2.1:18000", "e2e-fleet-r0"), ("192.0.2.1:18010", "e2e-fleet-r1"), ("192.0.2.2:18000", "e2e-fleet-r2")]
+    assert jobs["inkctl-router"]["static_configs"][0]["targets"] == ["192.0.2.1:29000"]
+    assert jobs["inkctl-hosts"]["static_configs"][0]["targets"] == ["192.0.2.1:9100", "192.0.2.2:9100"]
     board = json.loads((tmp_path / "out" / "grafana-dashboard.json").read_text())
     assert board["panels"] and board["schemaVersion"] == 39
