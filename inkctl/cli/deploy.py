@@ -1,15 +1,12 @@
-"""``up`` and ``down``: load -> plan -> (``execute.deploy.bringup`` / ``execute.deploy.takedown``) -> print.
+"""``up`` and ``down``: flags -> ``inkctl.api.up`` / ``inkctl.api.down`` -> what they show.
 
-``up`` is all-or-nothing: every host is connected (and its key checked) before anything starts
-anywhere, and any failure after that (a step, a crashed rank, a health timeout, Ctrl-C,
-SIGTERM) runs the plan's teardown on every host this run touched. ``down`` asks each host
-what the deployment has there (by label) and removes exactly that.
+Thin: the api loads, plans, resolves secrets, handles signals and rolls back; these functions
+check that the flags go together, pick the display (a live one, or JSON lines) and print the
+summary. ``--slurm`` goes to ``cli/slurm.py``, a fleet recipe to ``cli/fleet.py``.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 from typing import List, Optional
 
@@ -17,11 +14,9 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import (AcceptOpt, AccountOpt, ContainerOpt, GpusOpt, HookOpt, HostsOpt, JobDirOpt, OutputOpt,
-                                PartitionOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, TimeOpt, load_target,
-                                output_format, overrides)
-from inkctl.api.signals import on_signals, restore
+                                PartitionOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, TimeOpt, output_format)
 from inkctl.cli.slurm import PendingOpt, SlurmFlag
-from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
+from inkctl.errors import EXIT_INTERRUPTED, UsageError
 
 
 @app.command()
@@ -62,204 +57,121 @@ def up(
     they mean to `export slurm`; a job still pending after --pending-timeout is cancelled, with
     Slurm's reason (squeue) and what to do about it."""
     fmt = output_format(output)
+    slurm_only = dict(partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
+                      gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout)
     if slurm:
-        if hosts or watch or detach:
-            raise UsageError("--slurm takes its nodes from the allocation: leave out --hosts, --watch and --detach")
-        from inkctl.cli import slurm as slurm_cli
+        return _up_slurm(recipe, set_, fmt, bool(hosts or watch or detach), timeout, keep_on_failure, slurm_only)
+    _flags_fit(slurm_only, watch=watch, detach=detach, after_boot=bool(restart or hook))
+    from inkctl.api.up import UpOptions
+    from inkctl.api.watching import Watching
 
-        return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
-                            gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout,
-                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
-    if partition or account or time_limit or job_dir or gpus_per_node is not None or container \
-            or pending_timeout is not None:
+    opts = UpOptions(accept_new=accept_new_host_keys, keep=keep_on_failure, timeout=timeout,
+                     skip=tuple(skip_check or ()), detach=detach, allow_socket_fallback=allow_socket_fallback,
+                     distribute_image=distribute_image, results_dir=results_dir,
+                     watch=Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, stuck_after=stuck_after,
+                                    allow_socket_fallback=allow_socket_fallback) if watch else None)
+    _UpView(fmt, recipe, hosts, set_, opts).run()
+
+
+def _up_slurm(recipe: Path, set_, fmt: str, not_for_slurm: bool, timeout, keep: bool, slurm_only: dict) -> None:
+    if not_for_slurm:
+        raise UsageError("--slurm takes its nodes from the allocation: leave out --hosts, --watch and --detach")
+    from inkctl.cli import slurm as slurm_cli
+
+    slurm_cli.up(recipe, set_, **slurm_only, timeout=timeout, keep_on_failure=keep, fmt=fmt)
+
+
+def _flags_fit(slurm_only: dict, *, watch: bool, detach: bool, after_boot: bool) -> None:
+    """Flags that go together, and flags that go only with another."""
+    if any(v is not None and v != "" for v in slurm_only.values()):
         raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
                          "--pending-timeout go with --slurm")
-    if (restart or hook) and not watch:
+    if after_boot and not watch:
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:
         raise UsageError("--watch supervises a healthy deployment; --detach leaves it booting: choose one")
-    t0 = time.monotonic()
-    from inkctl.execute.deploy.bringup import bring_up, warm_imports
 
-    warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
-    from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
-    from inkctl.secret import resolve_secrets, secret_values
-    from inkctl.plan.deploy import build_plan
-    from inkctl.plan.inputs import plan_inputs
-    from inkctl.plan.step import EnvFile
-    from inkctl.recipe.source import load_recipe
 
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    if loaded.recipe.fleet is not None:
-        if watch or detach:
-            raise UsageError("a fleet: run up, then inkctl watch RECIPE (it supervises each replica on its own)")
+class _UpView:
+    """What ``up`` shows: events as they come (a live display, or JSON lines), then the summary."""
+
+    def __init__(self, fmt: str, recipe: Path, hosts: Optional[Path], set_, opts):
+        from inkctl.api.target import Target
+
+        self.fmt, self.opts = fmt, opts
+        self.target = Target.of(recipe, hosts, set_)
+
+    def run(self) -> None:
+        from inkctl.api.up import up as api_up
+        from inkctl.cli.watch import Events
+
+        result = api_up(self.target, self.opts, self.display, on_up=self.said_up, fleet=self.fleet,
+                        watch_events=Events(self.fmt))
+        if result is not None and result.watch_stopped:
+            raise typer.Exit(EXIT_INTERRUPTED)
+
+    def display(self):
+        if self.fmt == "json":
+            from inkctl.execute.events import JsonLines
+
+            return JsonLines()
+        from inkctl.cli.live import LiveDisplay
+
+        return LiveDisplay()
+
+    def said_up(self, result) -> None:
+        if self.fmt == "text":
+            _summary(result)
+
+    def fleet(self, loaded) -> None:
         from inkctl.cli.fleet import fleet_of, fleet_up
 
-        fleet_up(loaded, fleet_of(loaded), fmt=fmt, recipe=recipe, hosts=hosts, accept_new=accept_new_host_keys,
-                 keep=keep_on_failure, timeout=timeout, skip=list(skip_check or []))
-        return
-    from inkctl.plan.inputs import require_trusted
-
-    require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
-    plan = build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded))
-    from inkctl import runlog
-
-    runlog.note_plan(plan, recipe)
-    needed = [n for s in plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)  # before any connection: fail early, start nothing
-    from inkctl.scrub import arm
-
-    scrub = arm(secret_values(secrets))
-    sink = ScrubbingSink(runlog.recording(JsonLines() if fmt == "json" else _live()), scrub)
-    for w in loaded.warnings:
-        sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
-    if distribute_image:
-        _distribute_image(loaded, plan, accept_new_host_keys, fmt, sink)
-    interrupt = threading.Event()
-    # a second signal: KeyboardInterrupt, which bring_up turns into Cancelled(started=...)
-    previous = on_signals(interrupt, KeyboardInterrupt)
-    said = []
-
-    def healthy(outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
-        _boot(plan, outcome, results_dir, sink)
-        if fmt == "text":
-            _summary(plan, outcome, time.monotonic() - t0)
-            said.append(True)
-
-    from inkctl.execute.deploy.runner import LaunchFailed
-    from inkctl.weights.preflight import weights_check
-
-    try:
-        outcome = bring_up(loaded, plan, sink, secrets, accept_new=accept_new_host_keys, keep=keep_on_failure,
-                           timeout=timeout, skip=list(skip_check or []), interrupt=interrupt, detach=detach, on_healthy=healthy,
-                           allow_socket_fallback=allow_socket_fallback, after_boot=not watch,
-                           weights=weights_check)
-    except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
-        started = isinstance(e, Cancelled) and e.started
-        left = "\n".join(f"  {c.host}: {c.name} and {plan.host(c.host).state_dir}" for c in plan.containers)
-        text = ("interrupted again during the rollback: containers of this run may be left:\n" + left +
-                f"\nremove them with: inkctl down {recipe}" + (f" --hosts {hosts}" if hosts else "")
-                ) if started else "interrupted before anything was started; nothing to undo"
-        err = InkctlError(text, exit_code=EXIT_INTERRUPTED)
-        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3), message=err.message))
-        sink.close()
-        raise err from None
-    except InkctlError as e:
-        if isinstance(e, LaunchFailed) and e.left:
-            # a lost host keeps this run's deploy lock; its holder (this pid) is gone by then, so the
-            # next command from this machine takes it over: down alone finishes the clean-up
-            e.hint = ((e.hint + "; ") if e.hint else "") + ("once the host is back, run: inkctl down " + str(recipe)
-                                                            + (f" --hosts {hosts}" if hosts else ""))
-        e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
-        sink.emit(Finished(ok=False, deployment=plan.deployment, seconds=round(time.monotonic() - t0, 3),
-                           message=e.message, hint=e.hint or ""))
-        sink.close()
-        raise
-    finally:
-        restore(previous)
-    total = time.monotonic() - t0
-    _boot(plan, outcome, results_dir, sink)
-    ready_s, first_ttft = _readiness(plan, outcome)
-    sink.emit(Finished(ok=True, deployment=plan.deployment, seconds=round(total, 3), url=outcome.url,
-                       healthy_after_s=None if outcome.healthy_after_s is None else round(outcome.healthy_after_s, 3),
-                       ready_after_s=ready_s, first_ttft_s=first_ttft,
-                       message=outcome.status.value, hint=_follow(recipe, hosts) if outcome.detached else ""))
-    sink.close()
-    if fmt == "text" and not said:
-        _summary(plan, outcome, total, follow=_follow(recipe, hosts))
-    if watch and not outcome.detached:
-        from inkctl.cli.watch import Events, Watching, keep_watching
-
-        keep_watching(loaded, plan, recipe, hosts, set_, Watching(
-            accept_new=accept_new_host_keys, restart=restart, hook=hook, stuck_after=stuck_after,
-            allow_socket_fallback=allow_socket_fallback), Events(fmt))
+        o, t = self.opts, self.target
+        fleet_up(loaded, fleet_of(loaded), fmt=self.fmt, recipe=t.recipe, hosts=t.hosts, accept_new=o.accept_new,
+                 keep=o.keep, timeout=o.timeout, skip=list(o.skip))
 
 
-def _boot(plan, outcome, results_dir: Path, sink) -> None:
-    """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
-    (once, also when up stays attached)."""
-    if outcome.boot is None or outcome.boot.get("saved"):
-        return
-    from inkctl.bench import boots
-    from inkctl.execute.supervise.bootphases import slower_than
-    from inkctl.execute.events import BootPhases
-
-    record = dict(outcome.boot)
-    before = boots.previous(results_dir, plan.deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
-    try:
-        path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
-        record["path"] = str(path)
-    except OSError as e:
-        from inkctl.execute.events import Info
-
-        sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
-    outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
-    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
-                         previous=before[0] if before else ""))
-
-
-def _readiness(plan, outcome) -> tuple[float | None, float | None]:
-    """(seconds from the head container's start to the first answer, that answer's TTFT)."""
-    first = outcome.first_answer
-    if first is None:
-        return None, None
-    from inkctl.smoke.ready import ready_after_s
-
-    ready = ready_after_s([s.name for s in plan.stages], outcome.stage_seconds)
-    return (None if ready is None else round(ready, 3)), round(first.ttft_s, 4)
-
-
-def _follow(recipe: Path, hosts: Optional[Path]) -> str:
-    """How to follow a deployment left booting, and how to remove it."""
-    where = f" --hosts {hosts}" if hosts else ""
-    return (f"follow it with: inkctl status {recipe}{where} / inkctl logs -f {recipe}{where}; "
-            f"remove it with: inkctl down {recipe}{where}")
-
-
-def _live():
-    from inkctl.cli.live import LiveDisplay
-
-    return LiveDisplay()
-
-
-def _summary(plan, outcome, total: float, follow: str = "") -> None:
+def _summary(r) -> None:
     from inkctl.cli.render import console
-    from inkctl.execute.deploy.runner import UpStatus
 
-    out = console()
-    if outcome.status is UpStatus.ALREADY:
+    out, plan, outcome = console(), r.plan, r.outcome
+    if r.already:
         out.print(f"{plan.deployment} is already up at {outcome.url} (same recipe); nothing changed", markup=False)
         return
     if outcome.detached:
         out.print(f"detached: {plan.deployment} was left booting on {', '.join(h.name for h in plan.hosts)} "
-                  f"(health: {outcome.url}); {follow}", markup=False)
+                  f"(health: {outcome.url}); {r.follow}", markup=False)
         return
     healthy = f"healthy after {outcome.healthy_after_s:.1f} s, " if outcome.healthy_after_s is not None else ""
-    out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{total:.1f} s in all)", markup=False)
-    ready_s, first_ttft = _readiness(plan, outcome)
-    if first_ttft is not None:
-        since = f"{ready_s:.1f} s after the head container started" if ready_s is not None else "after health"
-        out.print(f"  ready: answered {since}; first request TTFT {first_ttft * 1000:.0f} ms", markup=False)
+    out.print(f"{plan.deployment} is up: {outcome.url} ({healthy}{r.seconds:.1f} s in all)", markup=False)
+    if r.first_ttft_s is not None:
+        since = (f"{r.ready_after_s:.1f} s after the head container started" if r.ready_after_s is not None
+                 else "after health")
+        out.print(f"  ready: answered {since}; first request TTFT {r.first_ttft_s * 1000:.0f} ms", markup=False)
     for c in plan.containers:
         out.print(f"  rank {c.rank} ({c.role}) {c.host}: {c.name}", markup=False)
+    _boot_and_smoke(out, outcome)
+
+
+def _boot_and_smoke(out, outcome) -> None:
     if outcome.boot:
         from inkctl.cli.boottable import boot_table
 
         out.print(boot_table(outcome.boot, outcome.boot.get("slower") or ()), markup=False, highlight=False)
     if outcome.smoke:
-        ok = sum(1 for r in outcome.smoke if r.ok)
-        ttfts = [r.ttft_s for r in outcome.smoke if r.ttft_s is not None]
-        tps = [r.tokens_per_s for r in outcome.smoke if r.tokens_per_s]
-        line = f"  smoke: {ok}/{len(outcome.smoke)} checks passed"
-        if ttfts:
-            line += f", TTFT {min(ttfts):.2f}-{max(ttfts):.2f} s"
-        if tps:
-            line += f", {sum(tps) / len(tps):.1f} tok/s"
-        out.print(line, markup=False)
+        out.print(_smoke_line(outcome.smoke), markup=False)
+
+
+def _smoke_line(smoke) -> str:
+    ok = sum(1 for r in smoke if r.ok)
+    ttfts = [r.ttft_s for r in smoke if r.ttft_s is not None]
+    tps = [r.tokens_per_s for r in smoke if r.tokens_per_s]
+    line = f"  smoke: {ok}/{len(smoke)} checks passed"
+    if ttfts:
+        line += f", TTFT {min(ttfts):.2f}-{max(ttfts):.2f} s"
+    if tps:
+        line += f", {sum(tps) / len(tps):.1f} tok/s"
+    return line
 
 
 # ---------------------------------------------------------------------------------- down
@@ -276,68 +188,51 @@ def down(
     """Remove the deployment's containers (found by label) and its state directory on every host.
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
-    import json
-
     fmt = output_format(output)
     if slurm:
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.down(recipe, set_, fmt)
-    from inkctl.recipe.source import load_recipe
+    from inkctl.api.down import down as api_down
+    from inkctl.api.target import Target
 
-    if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
-        from inkctl.cli.fleet import fleet_down, load_fleet
+    def fleet(loaded) -> None:
+        from inkctl.cli.fleet import fleet_down, fleet_of
 
-        fleet_down(load_fleet(recipe, hosts, set_, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
-        return
-    loaded, plan, _ = load_target(recipe, hosts, set_, "down")
-    from inkctl.execute.deploy.takedown import take_down
+        fleet_down(fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
 
-    report = take_down(plan, loaded.hosts, accept_new=accept_new_host_keys)
-    from inkctl import runlog
+    result = api_down(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, fleet=fleet)
+    if result is not None:
+        _say_down(result, fmt)
 
-    runlog.event("down", deployment=plan.deployment, ok=report.ok, removed=report.removed, failed=report.failed,
-                 notices=list(report.notices))
+
+def _say_down(result, fmt: str) -> None:
+    """The report (JSON, or a line per host), then the failure, if any; then that it is down."""
+    import json
+
+    plan, report = result.plan, result.report
     if fmt == "json":
         print(json.dumps({"deployment": plan.deployment, "ok": report.ok, "removed": report.removed,
                           "failed": report.failed}, indent=2))
     else:
-        from inkctl.cli.render import console
-
-        out = console()
-        for text in report.notices:
-            out.print(f"warning: {text}", markup=False, style="yellow")
-        for h in plan.hosts:
-            if h.name in report.removed:
-                names = report.removed[h.name]
-                out.print(f"{h.name}: removed {', '.join(names)} and {h.state_dir}" if names
-                          else f"{h.name}: nothing to remove (no container of {plan.deployment}; {h.state_dir} absent)", markup=False)
-    if report.failed:
-        lines = "\n".join(f"  {h}: {why}" for h, why in report.failed.items())
-        raise InkctlError(f"{plan.deployment}: could not clean {len(report.failed)} host(s); what is there is unknown or left:\n{lines}",
-                          hint="fix the host (or its network) and run inkctl down again; it only removes what is left")
+        _down_lines(result)
+    failure = result.failure()
+    if failure is not None:
+        raise failure
     if fmt == "text":
         from inkctl.cli.render import console
 
-        console().print(f"{plan.deployment} is down on {len(plan.hosts)} host{'s' if len(plan.hosts) != 1 else ''}", markup=False)
+        console().print(result.summary(), markup=False)
 
 
-def _distribute_image(loaded, plan, accept_new: bool, fmt: str, sink) -> None:
-    """``up --distribute-image``: the image to every host that lacks it, before the preflight. No
-    host has it yet (a patched image not built yet): nothing to send, the build makes it."""
-    from inkctl.cli.images_push import distribute_image
-    from inkctl.execute.events import Info
-    from inkctl.execute.image.relay import NoSource
-    from inkctl.plan.inputs import plan_inputs
+def _down_lines(result) -> None:
+    from inkctl.cli.render import console
 
-    try:
-        out = distribute_image(loaded, plan, plan_inputs(loaded).get("image"), source=None, accept_new=accept_new,
-                               fmt=fmt, sink=sink)
-    except NoSource as e:
-        sink.emit(Info(text=f"--distribute-image: {e.message}; nothing to send"))
-        return
-    if out.failed:
-        raise InkctlError(f"--distribute-image: {out.image} did not reach {', '.join(out.failed)}:\n" +
-                          "\n".join(f"  {h}: {why}" for h, why in out.failed.items()), exit_code=1)
-    if out.sent:
-        sink.emit(Info(text=f"image {out.image} sent to {', '.join(out.sent)} in {out.seconds:.1f} s"))
+    out, plan, report = console(), result.plan, result.report
+    for text in report.notices:
+        out.print(f"warning: {text}", markup=False, style="yellow")
+    for h in plan.hosts:
+        if h.name in report.removed:
+            names = report.removed[h.name]
+            out.print(f"{h.name}: removed {', '.join(names)} and {h.state_dir}" if names
+                      else f"{h.name}: nothing to remove (no container of {plan.deployment}; {h.state_dir} absent)", markup=False)

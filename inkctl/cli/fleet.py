@@ -102,28 +102,22 @@ def replace_loaded(loaded, rep):
 
 def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], accept_new: bool, keep: bool,
              timeout: Optional[float], skip: list[str]) -> None:
-    from inkctl.execute.events import Finished, Info, JsonLines, ScrubbingSink
+    from inkctl.api.secured import secure
+    from inkctl.execute.events import Finished, JsonLines
     from inkctl.execute.deploy.fleet import bring_up_fleet
-    from inkctl.secret import resolve_secrets, secret_values
     from inkctl.plan.inputs import require_trusted
-    from inkctl.plan.step import EnvFile
-    from inkctl.scrub import arm
 
     t0 = time.monotonic()
     require_trusted(loaded)
     _room_for_fds(sum(len(rep.hosts) for rep in fleet.replicas))
-    needed = sorted({n for rep in fleet.replicas for s in rep.plan.puts() if isinstance(s.content, EnvFile)
-                     for n in s.content.secret_names})
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)
-    scrub = arm(secret_values(secrets))
-    if fmt == "json":
-        sink = ScrubbingSink(JsonLines(), scrub)
-    else:
+
+    def display():
         from inkctl.cli.live import LiveDisplay
 
-        sink = ScrubbingSink(LiveDisplay(), scrub)
-    for w in loaded.warnings:
-        sink.emit(Info(text=f"{w.location}: {w.path + ': ' if w.path else ''}{w.message}", level="warning"))
+        return JsonLines() if fmt == "json" else LiveDisplay()
+
+    sec = secure(loaded, [rep.plan for rep in fleet.replicas], display)
+    secrets, scrub, sink = sec.secrets, sec.scrub, sec.sink
     from inkctl.api.signals import on_signals, restore
 
     interrupt = threading.Event()
@@ -515,17 +509,15 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
 
 def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
     """Down then up of the named replicas (none: the router alone), in this process."""
+    from inkctl.api.secured import secrets_for
     from inkctl.execute.events import Collect
     from inkctl.execute.hosts.fanout import each
     from inkctl.execute.deploy.fleet import bring_up_fleet
-    from inkctl.secret import resolve_secrets
     from inkctl.execute.deploy.takedown import take_down
-    from inkctl.plan.step import EnvFile
 
     reps = [r for r in fleet.replicas if r.name in only]
     each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
-    needed = sorted({n for r in reps for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    secrets = secrets_for(loaded, [r.plan for r in reps])
     from inkctl.weights.preflight import weights_check
 
     bring_up_fleet(loaded, fleet, Collect(), secrets, accept_new=accept_new, keep=False, timeout=None, skip=[],

@@ -59,23 +59,16 @@ def push_to_hosts_cmd(
                           exit_code=1)
 
 
-def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str, stop=None, sink=None):
-    """Connect, relay, close: what ``images push-to-hosts`` and ``up --distribute-image`` run."""
-    from inkctl.execute.hosts.connect import close_all, connect_all
+def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str, stop=None):
+    """``inkctl.api.images.distribute_image`` with this command's progress lines (or JSON)."""
+    from inkctl.api.images import distribute_image as relay
     from inkctl.execute.events import JsonLines
-    from inkctl.execute.image.relay import nodes_for, push_to_hosts
-    from inkctl.execute.deploy.preflight import host_image
 
-    ref = host_image(loaded.recipe, plan, image)
-    own = sink is None
-    sink = sink or (JsonLines() if fmt == "json" else _Lines())
-    transports = connect_all(list(loaded.hosts), accept_new=accept_new)
+    sink = JsonLines() if fmt == "json" else _Lines()
     try:
-        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop)
+        return relay(loaded, plan, image, source=source, accept_new=accept_new, sink=sink, stop=stop)
     finally:
-        close_all(transports)
-        if own:
-            sink.close()
+        sink.close()
 
 
 class _Lines:

@@ -31,25 +31,13 @@ def overrides(values: Optional[List[str]]) -> list[str]:
 
 
 def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
-    """What every command that touches hosts starts with: the recipe, its hosts, its plan.
+    """What every command that touches hosts starts with: the recipe, its hosts, its plan
+    (``inkctl.api.target.load_target``). Returns (loaded, plan, image) where image is the built
+    image the plan runs, if any."""
+    from inkctl.api.target import Target
+    from inkctl.api.target import load_target as api_load_target
 
-    Returns (loaded, plan, image) where image is the built image the plan runs, if any."""
-    from inkctl.plan.deploy import build_plan
-    from inkctl.plan.inputs import plan_inputs
-    from inkctl.recipe.source import load_recipe
-
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
-    from inkctl.scrub import arm_for
-
-    arm_for(loaded.recipe)  # whatever this command prints (an engine's echoed env too) is masked
-    inputs = plan_inputs(loaded)
-    plan = build_plan(loaded.recipe, loaded.hosts, **inputs)
-    from inkctl import runlog
-
-    runlog.note_plan(plan, recipe)  # the run's record (when this command leaves one)
-    return loaded, plan, inputs.get("image")
+    return api_load_target(Target.of(recipe, hosts, set_), command)
 
 
 RecipeArg = typer.Argument(..., metavar="RECIPE", show_default=False,

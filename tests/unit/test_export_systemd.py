@@ -68,7 +68,7 @@ def test_a_file_secret_is_a_credential_the_watch_reads_back(tmp_path):
 
 
 def test_watch_restart_says_why_up_failed_not_its_last_line():
-    from inkctl.cli.watch import _why_up_failed
+    from inkctl.api.watching import why_up_failed as _why_up_failed
 
     err = ("error: 1 secret could not be resolved on this machine (nothing was started):\n"
            "  HF_TOKEN: environment variable HF_TOKEN is not set (or empty) on this machine\n"

@@ -1,0 +1,125 @@
+"""A command stays thin: the CLI parses flags, calls ``inkctl.api`` and renders what comes back.
+
+What a long command prepares and orchestrates (loading, host-key trust, planning, secrets, the
+scrubber, signals, the failure's last words, the ``--watch`` hand-over, boot records) lives in
+``inkctl/api/``, callable from Python without typer. Read with ``ast``:
+
+- every function in the CLI modules named in ``THIN`` has a cyclomatic complexity (counted as
+  radon does, nested functions and lambdas included in the function that holds them) of at
+  most ``MAX_COMPLEXITY``;
+- those modules reach hosts, plans, recipes and secrets only through ``inkctl.api``: they import
+  nothing of inkctl but ``api``, other ``cli`` modules, ``errors`` and the event types
+  (``execute.events``, the vocabulary the renderers speak);
+- ``api`` imports neither typer nor rich (nor click): a Python caller or a test needs neither.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_layers import imports_of, modules
+
+ROOT = Path(__file__).resolve().parents[2]
+MAX_COMPLEXITY = 10
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py")
+# what a thin command module may import of inkctl (a module, or a package and all below it)
+THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
+
+
+def complexity(fn: ast.AST) -> int:
+    """McCabe's number as radon counts it: 1, and one for each branch (if, a conditional
+    expression, a loop and its else, an except, each further operand of and/or, each for and
+    if of a comprehension, a match case). Functions defined inside count for the one holding
+    them: a closure does not hide a branch."""
+    n = 1
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.If, ast.IfExp)):
+            n += 1
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            n += 1 + bool(node.orelse)
+        elif isinstance(node, ast.ExceptHandler):
+            n += 1
+        elif isinstance(node, ast.BoolOp):
+            n += len(node.values) - 1
+        elif isinstance(node, ast.comprehension):
+            n += 1 + len(node.ifs)
+        elif isinstance(node, ast.match_case):
+            n += 1
+    return n
+
+
+def functions(path: Path) -> list[tuple[str, int, ast.AST]]:
+    """(name, line, node) of every function at the top of the module and every method."""
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append((node.name, node.lineno, node))
+        elif isinstance(node, ast.ClassDef):
+            out += [(f"{node.name}.{m.name}", m.lineno, m) for m in node.body
+                    if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return out
+
+
+def test_the_counter_counts_what_radon_counts():
+    src = '''
+def f(a, b):
+    if a and b or a:                 # if +1, and/or +2
+        pass
+    elif b:                          # +1
+        x = 1 if a else 2            # +1
+    for i in range(3):               # +1
+        pass
+    else:                            # +1
+        pass
+    try:
+        pass
+    except ValueError:               # +1
+        pass
+    except KeyError:                 # +1
+        pass
+    ys = [i for i in a if i if b]    # +3
+    def inner():
+        while a:                     # +1: a closure counts for f
+            pass
+    g = lambda: 1 if a else 0        # +1
+'''
+    fn = ast.parse(src).body[0]
+    assert complexity(fn) == 1 + 3 + 1 + 1 + 2 + 2 + 3 + 1 + 1
+    assert complexity(ast.parse("def g():\n    return 1\n").body[0]) == 1
+
+
+@pytest.mark.parametrize("rel", THIN)
+def test_cli_command_functions_stay_simple(rel):
+    path = ROOT / rel
+    heavy = [f"{rel}:{line} {name}: complexity {c}" for name, line, node in functions(path)
+             if (c := complexity(node)) > MAX_COMPLEXITY]
+    assert not heavy, (f"more than {MAX_COMPLEXITY} branches in a command module: what it prepares or "
+                       "orchestrates belongs in inkctl/api/, what it renders in smaller functions:\n"
+                       + "\n".join(heavy))
+
+
+@pytest.mark.parametrize("rel", THIN)
+def test_cli_commands_reach_hosts_only_through_the_api(rel):
+    known = modules()
+    name = ".".join(Path(rel).with_suffix("").parts)
+    found = imports_of(name, ROOT / rel, known)
+    assert found, "the reader found no import at all: it is not reading this module"
+    bad = sorted(t for t in found if not any(t == ok or t.startswith(ok + ".") for ok in THIN_MAY_IMPORT))
+    assert not bad, (f"{rel} imports {bad}: a command asks inkctl.api for what it needs "
+                     f"(it may import {', '.join(THIN_MAY_IMPORT)})")
+
+
+def test_the_api_needs_no_command_line_library():
+    bad = []
+    for p in sorted((ROOT / "inkctl/api").rglob("*.py")):
+        tree = ast.parse(p.read_text(), str(p))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
+                    if n.split(".")[0] in ("typer", "click", "rich")]
+    assert not bad, "inkctl.api is for Python callers too:\n" + "\n".join(bad)
