@@ -256,7 +256,7 @@ def test_env_file_gets_the_secret_and_nothing_else_does(monkeypatch):
         launch(Runner(simple_plan([put, fail]), {"a": a, "b": ScriptedHost("b")}, sink, secrets=secrets))
     assert a.files["/s/a/rank0.env"] == (b"HF_TOKEN=hf_supersecret\nX=1\n", 0o600)
     assert all("hf_supersecret" not in repr(ev) for ev in collect.events)  # the scrubber's net
-    assert "hf_supersecret" in e.value.message  # the CLI scrubs errors too (see cli/deploy.py) ...
+    assert "hf_supersecret" in e.value.message  # up scrubs errors too (see api/up.py) ...
     assert "hf_supersecret" not in Scrubber(["hf_supersecret"]).text(e.value.message)  # ... with this
 
 

@@ -123,3 +123,66 @@ def test_the_api_needs_no_command_line_library():
             bad += [f"{p.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names
                     if n.split(".")[0] in ("typer", "click", "rich")]
     assert not bad, "inkctl.api is for Python callers too:\n" + "\n".join(bad)
+
+
+# -- the api, called as a Python user or a test would: no typer, no terminal ----------------
+
+EXAMPLE = ROOT / "examples/vllm-single-docker.yaml"
+ONE_HOST = ROOT / "examples/hosts-one.yaml"  # 192.0.2.20: documentation range, never contacted
+
+
+def _no_display():
+    raise AssertionError("the display was made before the preparation passed")
+
+
+def test_api_up_fails_on_a_missing_secret_before_anything_shows_or_connects(monkeypatch):
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions, up
+    from inkctl.errors import InkctlError
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    with pytest.raises(InkctlError) as e:
+        up(Target.of(EXAMPLE, ONE_HOST), UpOptions(), _no_display)
+    assert e.value.exit_code == 2
+    assert "HF_TOKEN" in e.value.message and "nothing was started" in e.value.message
+
+
+def test_api_up_needs_hosts():
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions, up
+    from inkctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="up needs hosts"):
+        up(Target.of(EXAMPLE), UpOptions(), _no_display)
+
+
+def test_api_up_hands_a_fleet_to_the_fleets_bring_up(tmp_path):
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions, up
+    from inkctl.api.watching import Watching
+    from inkctl.errors import UsageError
+
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text("hosts:\n  - {name: a, address: 192.0.2.31, gpus: '0,1,2,3'}\n")
+    target = Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv)
+    handed = []
+    assert up(target, UpOptions(), _no_display, fleet=handed.append) is None
+    assert [loaded.recipe.fleet.replicas for loaded in handed] == [2]
+    with pytest.raises(UsageError, match="a fleet: run up, then inkctl watch"):
+        up(target, UpOptions(watch=Watching()), _no_display, fleet=handed.append)
+    with pytest.raises(UsageError, match="a fleet"):
+        up(target, UpOptions(), _no_display)  # nobody to hand it to
+
+
+def test_api_down_result_says_what_failed():
+    from inkctl.api.down import DownResult
+    from inkctl.execute.deploy.takedown import TakeDown
+    from inkctl.plan.deploy import build_plan
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(EXAMPLE, [], ONE_HOST)
+    plan = build_plan(loaded.recipe, loaded.hosts)
+    ok = DownResult(plan, TakeDown(removed={"gpu-box": ["c1"]}))
+    assert ok.failure() is None and ok.summary() == "qwen-small-single is down on 1 host"
+    bad = DownResult(plan, TakeDown(failed={"gpu-box": "connection refused"})).failure()
+    assert bad is not None and "could not clean 1 host(s)" in bad.message and "gpu-box: connection refused" in bad.message
