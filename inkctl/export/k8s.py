@@ -164,8 +164,8 @@ class _Export:
         """What ``up`` does from the control machine around the containers, that no manifest does."""
         smoke = [s for s in self.plan.steps() if isinstance(s, Smoke)]
         if smoke:
-            self.gaps.append(Gap("smoke", smoke[0].purpose, "not run by Kubernetes: after the rollout, send them with "
-                                 "`kubectl port-forward` and a client (readiness alone does not prove an answer)", expressed=False))
+            self.gaps.append(Gap("smoke", smoke[0].purpose, "not run by Kubernetes: after the rollout, run `inkctl smoke RECIPE --url` "
+                                 "through a port-forward (readiness alone does not prove an answer)", expressed=False))
         if self.r.watchdog_on:
             self.gaps.append(Gap("watchdog", f"MemAvailable < {self.r.watchdog.mem_available_min_gib:g} GiB kills the boot",
                                  "inkctl's boot watchdog runs only under `up`: give the pods a memory limit "
