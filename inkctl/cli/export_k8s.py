@@ -66,7 +66,7 @@ def k8s(
                           "problems": [f.render() for f in findings]}, indent=2))
     else:
         _text(manifests, written, check, findings)
-        if written and not findings:
+        if written and out_dir is not None and not findings:
             _next(manifests, out_dir, recipe)
     if findings:
         raise InkctlError(f"{len(findings)} manifest problem{'s' if len(findings) != 1 else ''} (listed above)", exit_code=1)
