@@ -26,6 +26,7 @@ pytestmark = pytest.mark.cluster
 BUSY = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-busy"
 GB10_UUID = "GPU-a1b2c3d4-0b10-5e7f-8a9b-0c1d2e3f4a5b"  # tests/fixtures/nvidia-smi/profiles/gb10.csv
 
+FIRST_TOKEN_S = 2.0
 PHASES = {"FAKE_WEIGHTS_S": "1.5", "FAKE_COMPILE_S": "2.5", "FAKE_GRAPHS_S": "1", "FAKE_CACHED_COMPILE_S": "0.1"}
 
 
@@ -54,10 +55,14 @@ def cache_vars(tmp_path: Path, *names: str) -> dict:
 
 def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(cluster, inkctl, inventory, recipe,
                                                                                  tmp_path):
-    r = cached(tmp_path, recipe, "single", name="e2e-boot")
+    # the first token of the readiness completion comes FIRST_TOKEN_S after the request
+    r = recipe("single", name="e2e-boot", compile_cache={"enabled": True, "path": "${COMPILE_CACHE}"},
+               container={"env": {**PHASES, "FAKE_TTFT": str(FIRST_TOKEN_S)}}, watchdog=QUIET)
     inv = inventory("h1", vars=cache_vars(tmp_path, "h1"))
     res = tmp_path / "results"
-    first = inkctl("up", str(r), "--hosts", str(inv), "-o", "json", "--results-dir", str(res))
+    runs = tmp_path / "runs"
+    first = inkctl("up", str(r), "--hosts", str(inv), "-o", "json", "--results-dir", str(res),
+                   env={"INKCTL_RUNS_DIR": str(runs)})
     assert first.rc == 0, first
     ev = boot_event(first.stdout)
     (rank,) = ev["record"]["ranks"]
@@ -68,7 +73,15 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert s["graphs"] == 1.0  # "Graph capturing finished in %.0f secs"
     assert s["init_engine"] >= s["compile"] + 1.0 and s["model_load"] == pytest.approx(s["weights"], abs=0.01)
     m = ev["record"]["inkctl"]
-    assert 0 < m["container"] <= m["port_open"] <= m["health"] <= m["first_token"]
+    assert 0 < m["container"] <= m["port_open"] <= m["health"] < m["first_token"]
+    # measured, not the end of the health stage: the fake's first-token delay after health
+    assert FIRST_TOKEN_S <= m["first_token"] - m["health"] <= FIRST_TOKEN_S + 0.75, m
+    (fin,) = [e for e in events(first.stdout) if e["event"] == "finished"]
+    assert fin["first_ttft_s"] == pytest.approx(m["first_token"] - m["health"], abs=0.3), (fin, m)
+    # the same record in the run's record directory
+    (recorded,) = [json.loads(ln) for d in runs.iterdir() for ln in (d / "events.jsonl").read_text().splitlines()
+                   if '"boot_phases"' in ln]
+    assert recorded["record"]["inkctl"]["first_token"] == m["first_token"]
     assert m["health"] >= 1.5 + 2.5 + 1.0  # the boot waited for every phase
     assert ev["previous"] == "" and ev["slower"] == []
     assert inkctl("down", str(r), "--hosts", str(inv)).rc == 0
@@ -77,6 +90,8 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert second.rc == 0, second
     table = second.stdout[second.stdout.index("boot phase (s)"):]
     assert "torch.compile (warm)" in table and "weights loaded" in table and "first token" in table, table
+    rows = {ln[:22].strip(): ln[22:].split() for ln in table.splitlines()}
+    assert float(rows["first token"][0]) >= float(rows["health answering"][0]) + FIRST_TOKEN_S - 0.15, table
     assert all(len(line) <= 80 for line in table.splitlines()), table
     recs = sorted((res / "boots" / "e2e-boot").glob("*.json"))
     assert len(recs) == 2
