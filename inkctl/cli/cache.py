@@ -35,8 +35,9 @@ def cache(
     output: str = OutputOpt,
 ) -> None:
     """Copy the recipe's compile cache (torch.compile, Triton, FlashInfer/DeepGEMM JIT) from one
-    host to the others of the same GPU architecture, pin it by hash (--lock), or check it
-    (--verify). A warm cache turns the next boot's compile phase into a load."""
+    host to the others of the same GPU architecture, host to host over the cluster network
+    (hashed as it arrives), pin it by hash (--lock), or check it (--verify). A warm cache turns
+    the next boot's compile phase into a load."""
     fmt = output_format(output)
     if verify and lock:
         raise UsageError("--verify changes nothing and --lock pins: run them one after the other")

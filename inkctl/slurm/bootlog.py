@@ -87,5 +87,6 @@ class JobLog:
     def stop(self) -> dict:
         """Stop reading; the boot record (``bootphases.boot_record``)."""
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         return boot_record(self.engine, self.reader.phases(), self.marks)
