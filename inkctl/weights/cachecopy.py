@@ -36,23 +36,23 @@ SIZES = "\n".join([
     "df -P -k -- \"$d\" | awk 'NR==2 {print \"@@free \" $4}'",
     "",
 ])
-# $1: incoming, $2: the cache directory; pairs (a file here, a path that wants its content),
-# "--", then the relative paths the manifest does not have
+# $1: incoming, $2: the cache directory; on stdin one operation per line, tab-separated:
+#   mv PATH      what arrived for PATH takes its place
+#   cp FROM TO   content the host already holds under FROM, copied to TO
+#   rm PATH      a file the manifest does not have
+# then what is left of incoming (nothing this run asked for) is removed.
 FINISH = "\n".join([
-    'in="$1"; dir="$2"; shift 2',
-    'mkdir -p -- "$dir"',
-    'while [ $# -gt 1 ] && [ "$1" != "--" ]; do',
-    '  mkdir -p -- "$(dirname -- "$in/$2")" && cp -- "$dir/$1" "$in/$2" || exit 1',
-    "  shift 2",
+    'in="$1"; dir="$2"; tab=$(printf "\\t")',
+    'mkdir -p -- "$dir" || exit 1',
+    'while IFS="$tab" read -r op a b; do',
+    '  case "$op" in',
+    '    mv) mkdir -p -- "$(dirname -- "$dir/$a")" && mv -f -- "$in/$a" "$dir/$a" || exit 1 ;;',
+    '    cp) mkdir -p -- "$(dirname -- "$dir/$b")" && cp -- "$dir/$a" "$dir/$b.inkctl-tmp" &&',
+    '        mv -f -- "$dir/$b.inkctl-tmp" "$dir/$b" || exit 1 ;;',
+    '    rm) rm -f -- "$dir/$a" || exit 1 ;;',
+    "  esac",
     "done",
-    '[ "${1:-}" = "--" ] && shift',
-    'if [ -d "$in" ]; then',
-    '  (cd "$in" && find . -type f ! -name "*.incomplete" -print) | while IFS= read -r f; do',
-    '    mkdir -p -- "$(dirname -- "$dir/$f")" && mv -f -- "$in/$f" "$dir/$f" || exit 1',
-    "  done || exit 1",
-    '  rm -rf -- "$in"',
-    "fi",
-    'for f in "$@"; do rm -f -- "$dir/$f"; done',
+    'rm -rf -- "$in"',
     "",
 ])
 
@@ -166,10 +166,12 @@ def copy(transports: dict[str, Transport], states: dict[str, HostCache], source:
         if hc.host in out.failed:
             return hc.host, out.failed[hc.host]
         t = transports[hc.host]
-        extra = sorted(p for p in hc.files if p not in want)
         held = _held(hc, want)
-        local = [x for p, (h, _) in sorted(want.items()) if hc.files.get(p) != h and h in held for x in (held[h], p)]
-        r = t.run(("sh", "-c", FINISH, "inkctl-cache", incoming(hc.dir), hc.dir, *local, "--", *extra), timeout=600)
+        ops = [f"cp\t{held[h]}\t{p}" if h in held else f"mv\t{p}"
+               for p, (h, _) in sorted(want.items()) if hc.files.get(p) != h]
+        ops += [f"rm\t{p}" for p in sorted(hc.files) if p not in want]
+        r = t.run(("sh", "-c", FINISH, "inkctl-cache", incoming(hc.dir), hc.dir), timeout=600,
+                  stdin="".join(op + "\n" for op in ops).encode())
         if not r.ok:
             return hc.host, f"moving the copied files into {hc.dir}: {r.err_text().strip()[-200:] or r.exit_code}"
         again = read_host(t, hc.dir)

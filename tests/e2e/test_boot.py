@@ -190,10 +190,15 @@ def test_cache_merged_copied_to_a_fresh_host_is_warm_and_a_corrupt_one_is_caught
     big2.write_bytes(bytes(BIG))
     bad2 = inkctl("cache", str(r), "--hosts", str(inv12), "--verify")
     assert bad2.rc != 0 and "h2: corrupt:" in bad2.stdout and "big-kernel.cubin" in bad2.stdout, bad2
+    stale = tmp_path / "cc-h2" / f".incoming-{kdir.name}" / "triton" / "left-by-an-interrupted-copy.cubin"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"stale")
     fixed = inkctl("cache", str(r), "--hosts", str(inv12))
     assert fixed.rc == 0 and "h2: copied: the pinned cache from h1 (3 files), 1 host to host" in fixed.stdout, fixed
     assert "h1: ok: holds the pinned cache" in fixed.stdout, fixed
     assert big2.read_bytes() == (kdir / "triton" / "big-kernel.cubin").read_bytes()
+    assert not stale.parent.parent.exists() and not list((tmp_path / "cc-h2").rglob(stale.name))
+    assert inkctl("cache", str(r), "--hosts", str(inv12), "--verify").rc == 0
 
     # another GPU architecture (h4: RTX PRO 6000, sm 12.0) never gets sm 12.1 kernels
     other = inkctl("cache", str(r), "--hosts", str(inventory("h1", "h4", vars=cv)))
