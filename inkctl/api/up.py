@@ -201,21 +201,14 @@ def _boot(plan: Plan, outcome: Outcome, results_dir: Path, sink: Sink) -> None:
     (once, also when up stays attached)."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
-    from inkctl.bench import boots
+    from inkctl.api.boots import keep
     from inkctl.execute.events import BootPhases, Info
-    from inkctl.execute.supervise.bootphases import slower_than
 
-    record = dict(outcome.boot)
-    before = boots.previous(results_dir, plan.deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
-    try:
-        path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
-        record["path"] = str(path)
-    except OSError as e:
-        sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
-    outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
-    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
-                         previous=before[0] if before else ""))
+    record, slower, previous, problem = keep(results_dir, plan.deployment, outcome.boot, plan.recipe_hash)
+    if problem:
+        sink.emit(Info(text=problem, level="warning"))
+    outcome.boot = {**record, "slower": list(slower), "previous": previous, "saved": True}
+    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower, previous=previous))
 
 
 def readiness(plan: Plan, outcome: Outcome) -> tuple[float | None, float | None]:

@@ -60,7 +60,8 @@ def up(
     slurm_only = dict(partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
                       gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout)
     if slurm:
-        return _up_slurm(recipe, set_, fmt, bool(hosts or watch or detach), timeout, keep_on_failure, slurm_only)
+        return _up_slurm(recipe, set_, fmt, bool(hosts or watch or detach), timeout, keep_on_failure, slurm_only,
+                         results_dir)
     _flags_fit(slurm_only, watch=watch, detach=detach, after_boot=bool(restart or hook))
     from inkctl.api.up import UpOptions
     from inkctl.api.watching import Watching
@@ -73,12 +74,13 @@ def up(
     _UpView(fmt, recipe, hosts, set_, opts).run()
 
 
-def _up_slurm(recipe: Path, set_, fmt: str, not_for_slurm: bool, timeout, keep: bool, slurm_only: dict) -> None:
+def _up_slurm(recipe: Path, set_, fmt: str, not_for_slurm: bool, timeout, keep: bool, slurm_only: dict,
+              results_dir: Path) -> None:
     if not_for_slurm:
         raise UsageError("--slurm takes its nodes from the allocation: leave out --hosts, --watch and --detach")
     from inkctl.cli import slurm as slurm_cli
 
-    slurm_cli.up(recipe, set_, **slurm_only, timeout=timeout, keep_on_failure=keep, fmt=fmt)
+    slurm_cli.up(recipe, set_, **slurm_only, timeout=timeout, keep_on_failure=keep, fmt=fmt, results_dir=results_dir)
 
 
 def _flags_fit(slurm_only: dict, *, watch: bool, detach: bool, after_boot: bool) -> None:
