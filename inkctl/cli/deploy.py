@@ -180,22 +180,26 @@ def up(
 
 def _boot(plan, outcome, results_dir: Path, sink) -> None:
     """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
-    (once, also when up stays attached)."""
+    (once, also when up stays attached). The record is a by-product of a boot that went well:
+    whatever is wrong with the records beside it (another up of the recipe writing its own at
+    the same moment, a file cut short) is a warning, never a failed up."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
     from inkctl.bench import boots
     from inkctl.execute.supervise.bootphases import slower_than
-    from inkctl.execute.events import BootPhases
+    from inkctl.execute.events import BootPhases, Info
 
     record = dict(outcome.boot)
-    before = boots.previous(results_dir, plan.deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
+    try:
+        before = boots.previous(results_dir, plan.deployment)
+        slower = tuple(slower_than(record, before[1])) if before else ()
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        sink.emit(Info(text=f"could not read the previous boot record under {results_dir}: {e}", level="warning"))
+        before, slower = None, ()
     try:
         path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
         record["path"] = str(path)
-    except OSError as e:
-        from inkctl.execute.events import Info
-
+    except (OSError, ValueError, TypeError) as e:
         sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
     outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
     sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
