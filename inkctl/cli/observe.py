@@ -197,8 +197,15 @@ def status(
 
         return slurm_cli.status(recipe, set_, fmt)
     from inkctl.cli.options import overrides
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):
+        from inkctl.cli.fleet import fleet_status, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "status")
+        fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_status, load_fleet
 
