@@ -184,6 +184,7 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
     from inkctl.execute.events import Info
     from inkctl.execute.hosts.connect import close_all, connect_each
     from inkctl.execute.hosts.fanout import on_hosts
+    from inkctl.execute.hosts.transport import HostError
     from inkctl.execute.deploy.takedown import remove_from_host
     from inkctl.execute.state.deployed import parse_ps
     from inkctl.plan import runtime
@@ -200,7 +201,7 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
         tr = conn.transports[name]
         res = tr.run(list(runtime.ps(rt)), timeout=60)
         if not res.ok:
-            return {}
+            raise HostError(name, "runtime", f"{rt} ps failed: {res.err_text().strip()[-200:]}")
         found: dict[str, list[str]] = {}
         for c in parse_ps(name, res.text()):
             dep = c.deployment or ""
@@ -222,6 +223,6 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
         for dep, on in sorted(out.items()):
             sink.emit(Info(text=f"{dep} is no longer in the recipe (fleet.replicas {len(fleet.replicas)}): "
                                 f"removed from {', '.join(on)}"))
-        for host, e in res.failed.items():
-            sink.emit(Info(text=f"{host}: could not look for replicas to remove: {e.reason}", level="warning"))
+        for host, why in [*((n, e.reason) for n, e in conn.errors.items()), *((n, e.reason) for n, e in res.failed.items())]:
+            sink.emit(Info(text=f"{host}: could not look for replicas to remove: {why}", level="warning"))
     return out
