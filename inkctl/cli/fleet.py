@@ -222,16 +222,19 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
             out.print(f"{what} {fleet.name} is already up at {fleet.url} (same recipe); nothing changed", markup=False)
             return
         if fleet.gateway:
-            out.print(f"gateway {fleet.name} is up: {fleet.url} ({len(fleet.replicas)} models, "
-                      f"{fleet.router_spec.kind} router by model name; {total:.1f} s in all)", markup=False)
+            out.print(f"gateway {fleet.name} is up: {fleet.url} ({total:.1f} s in all)", markup=False)
+            out.print(f"  {len(fleet.replicas)} models behind it, {fleet.router_spec.kind} router by model name",
+                      markup=False)
         else:
             out.print(f"fleet {fleet.name} is up: {fleet.url} ({len(fleet.replicas)} replicas, "
                       f"{fleet.router_spec.kind} router, {fleet.router_spec.policy_name}; {total:.1f} s in all)",
                       markup=False)
-        if first is not None:
-            each_ = " for each model" if fleet.gateway else ""
-            out.print(f"  ready: a streamed completion came back through the router{each_}, "
-                      f"TTFT {first.ttft_s * 1000:.0f} ms", markup=False)
+        if first is not None and fleet.gateway:
+            out.print(f"  ready: one streamed completion per model came back, last TTFT "
+                      f"{first.ttft_s * 1000:.0f} ms", markup=False)
+        elif first is not None:
+            out.print(f"  ready: a streamed completion came back through the router, TTFT {first.ttft_s * 1000:.0f} ms",
+                      markup=False)
         for rep in fleet.replicas:
             o = outcome.replicas.get(rep.name)
             how = "already running" if o is not None and o.status is UpStatus.ALREADY else "up"

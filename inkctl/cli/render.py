@@ -490,8 +490,8 @@ def _step_text(s, files: bool = True) -> str:
         return f"{pad}POST {s.url} model={s.model}, one streamed chat completion each:\n" + "\n".join(
             f"{pad}  {c.prompt!r} (max_tokens {c.max_tokens}): {c.expectation}" for c in s.checks)
     if isinstance(s, Register):
-        return (f"{pad}at {s.url}: register each engine with its model, remove any other:\n"
-                + "\n".join(f"{pad}  {m} -> {u}" for u, m in s.workers))
+        return (f"{pad}at {s.url}:\n{pad}  register each engine with its model, remove any other:\n"
+                + "\n".join(f"{pad}    {m} -> {u}" for u, m in s.workers))
     return pad + repr(s)
 
 

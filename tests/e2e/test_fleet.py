@@ -280,7 +280,8 @@ def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
     inv = inventory("h5", h5={"gpus": "0,1,2,3,4,5,6,7"})
     r = inkctl("up", gw, "--hosts", inv, timeout=300)
     assert r.rc == 0, r
-    assert "gateway e2e-gw is up" in r.stdout and "for each model" in r.stdout and no_traceback(r.out)
+    assert "gateway e2e-gw is up" in r.stdout and "one streamed completion per model" in r.stdout
+    assert no_traceback(r.out) and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
     a = cluster.hosts[4].address
     url = f"http://{a}:30090"
     engines = {"alpha": f"http://{a}:18100", "beta": f"http://{a}:18110"}

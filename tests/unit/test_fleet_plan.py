@@ -202,3 +202,23 @@ def test_gateway_collisions_are_located_in_the_gateway_file(tmp_path, change, te
     with pytest.raises(InkctlError) as e:
         _gateway(tmp_path, bad, hosts)
     assert text in e.value.message and e.value.message.startswith(str(tmp_path / "gateway.yaml") + ":")
+
+
+def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
+    from inkctl.errors import RecipeInvalid
+    from inkctl.recipe.gateway import is_gateway_file
+
+    assert is_gateway_file(GATEWAY) and not is_gateway_file(RECIPE)
+    with pytest.raises(RecipeInvalid) as e:
+        load_recipe(GATEWAY)
+    p = e.value.problems[0]
+    assert p.message.startswith("this is a gateway file") and (p.line, p.col) == (1, 1)
+
+
+def test_gateway_plan_json_shows_the_registrations(tmp_path):
+    from inkctl.cli.render import plan_json
+
+    f = _gateway(tmp_path)
+    steps = [s for st in plan_json(f.router)["stages"] for s in st["steps"] if s["kind"] == "register"]
+    assert steps[0]["workers"] == [{"url": "http://10.0.0.5:18100", "model": "alpha"},
+                                   {"url": "http://10.0.0.5:18110", "model": "beta"}]

@@ -162,9 +162,8 @@ class Runner:
         elif isinstance(step, Register):
             from inkctl.client.workers import register_workers
 
-            changed = register_workers(step.url, step.workers)
-            if changed:
-                self.sink.emit(Info(f"{step.host}: the router at {step.url}: " + "; ".join(changed)))
+            for change in register_workers(step.url, step.workers):
+                self.sink.emit(Info(f"gateway: {change}"))
         else:
             raise InkctlError(f"unknown step {step!r}")
 
