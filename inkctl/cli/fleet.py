@@ -392,9 +392,10 @@ def scrape(url: str, timeout: float = 3.0):
 
 def metrics_targets(fleet) -> list[tuple[str, str, str]]:
     """(group, kind, metrics URL) for every replica's engine head and the router's exporter."""
-    out = [(f"replica {rep.index}", rep.recipe.engine.kind, rep.url + "/metrics") for rep in fleet.replicas]
+    out = [(rep.label, rep.recipe.engine.kind, rep.url + "/metrics") for rep in fleet.replicas]
     host = fleet.router.hosts[0].address
-    out.append(("router", "router", f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))
+    out.append(("gateway" if fleet.gateway else "router", "router",
+                f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))
     return out
 
 
@@ -468,7 +469,10 @@ def top(
     from inkctl.execute.hosts.fanout import each
 
     fmt = output_format(output)
-    loaded, fleet = load_fleet(recipe, hosts, set_, "top")
+    if is_gateway(recipe):
+        loaded, fleet = load_gateway_fleet(recipe, hosts, "top")
+    else:
+        loaded, fleet = load_fleet(recipe, hosts, set_, "top")
     targets = metrics_targets(fleet)
     urls = [u for _, _, u in targets]
     from inkctl.cli.render import console
@@ -571,11 +575,14 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
         bad = 0
         while not stop.wait(how.interval):
             ok, seen = check_once(fleet.router.health_url, timeout=max(1.0, how.interval))
+            if ok and fleet.gateway:  # a gateway that answers but forgot its engines (restarted)
+                ok, seen = _registered_all(fleet)
             bad = 0 if ok else bad + 1
             if bad < 3:
                 continue
-            emit("failure", f"router: {fleet.router.health_url} did not answer 3 times ({seen})", cause="router",
-                 host=fleet.router.hosts[0].name, rank=None)
+            what = f"the gateway {seen}" if fleet.gateway and seen.startswith("lists") else \
+                f"{fleet.router.health_url} did not answer 3 times ({seen})"
+            emit("failure", f"router: {what}", cause="router", host=fleet.router.hosts[0].name, rank=None)
             bad = 0
             if not how.restart or not restart("the router", budget, set()):
                 with lock:
@@ -589,7 +596,10 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
     # one long-lived loop per replica and one for the router, on the one fan-out's followers
     background(lambda rep: router_loop() if rep is None else replica_loop(rep), [*fleet.replicas, None],
                name="watch", label=lambda rep: "router" if rep is None else str(rep.index))
-    emit("ok", f"watching fleet {fleet.name}: {len(fleet.replicas)} replicas and the router at {fleet.url}")
+    if fleet.gateway:
+        emit("ok", f"watching gateway {fleet.name}: {len(fleet.replicas)} models and the gateway at {fleet.url}")
+    else:
+        emit("ok", f"watching fleet {fleet.name}: {len(fleet.replicas)} replicas and the router at {fleet.url}")
     try:
         while not stop.wait(0.25):
             pass
@@ -599,6 +609,20 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if fatal:
         raise fatal[0]
+
+
+def _registered_all(fleet) -> tuple[bool, str]:
+    """Does the gateway list every group with its model? (ok, what is missing)."""
+    from inkctl.client.workers import registered
+    from inkctl.plan.step import Register
+
+    reg = next(s for s in fleet.router.steps() if isinstance(s, Register))
+    try:
+        have = registered(reg.url, timeout_s=5.0)
+    except InkctlError as e:
+        return False, e.message
+    missing = [m for u, m in reg.workers if have.get(u.rstrip("/")) != m]
+    return (not missing, "lists no engine for " + ", ".join(missing) if missing else "")
 
 
 def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
@@ -612,8 +636,10 @@ def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
 
     reps = [r for r in fleet.replicas if r.name in only]
     each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
-    needed = sorted({n for r in reps for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    secrets = {}
+    for r in reps:  # a gateway's model: its own recipe's secrets
+        needed = sorted({n for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
+        secrets.update(resolve_secrets((r.source or loaded).recipe.secrets, needed))
     from inkctl.weights.preflight import weights_check
 
     bring_up_fleet(loaded, fleet, Collect(), secrets, accept_new=accept_new, keep=False, timeout=None, skip=[],

@@ -323,6 +323,38 @@ def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
     assert again.rc == 0 and "already up" in again.stdout, again
     assert _chat(url, "after the restart", model="alpha")["model"] == "alpha"
 
+    # watch: the gateway answers /health but lists no engine (restarted again): --restart
+    # registers them again; the models' containers are not touched
+    groups = [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta")]
+    p = inkctl.start("watch", gw, "--hosts", inv, "--restart", "--interval", "0.5", "--backoff", "0", "-o", "json")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any('"ok"' in x and "watching gateway" in x for x in list(lines)):
+            time.sleep(0.2)
+        cluster.docker("h5", "restart", "inkctl-e2e-gw-gateway-r0", check=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any('"restarted"' in x for x in list(lines)):
+            time.sleep(0.25)
+    finally:
+        p.send_signal(2)
+        p.wait(60)
+        reader.join(10)
+    events = [json.loads(x) for x in lines if x.startswith("{")]
+    failures = [e["message"] for e in events if e["event"] == "failure"]
+    assert failures and "lists no engine for alpha, beta" in failures[0], events
+    assert any(e["event"] == "restarted" for e in events), events
+    assert _chat(url, "after watch", model="beta")["model"] == "beta"
+    assert [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta")] == groups
+
+    t = inkctl("top", gw, "--hosts", inv, "-n", "1", "-o", "json")
+    assert t.rc == 0, t
+    rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
+    assert [x["group"] for x in rows] == ["model alpha", "model beta", "gateway"]
+    assert rows[0]["requests"] >= 5 and rows[1]["requests"] >= 4
+
     d = inkctl("down", gw, "--hosts", inv, timeout=120)
     assert d.rc == 0, d
     assert "gateway e2e-gw is down" in d.stdout
