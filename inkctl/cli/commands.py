@@ -97,7 +97,8 @@ def plan(
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
     full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
 ) -> None:
-    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked)."""
+    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
+    A gateway file (with --hosts): every model's group and the gateway's steps."""
     from inkctl.cli.render import plain, plan_json, print_plan, print_problems
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs

@@ -53,6 +53,9 @@ def up(
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
+    RECIPE may be a gateway file: several recipes on the --hosts inventory behind one endpoint
+    that routes by the request's model (README: "Several models behind one endpoint").
+
     A different version of the same deployment (another recipe hash) is replaced: up shows what
     changes, removes the old containers, then launches the new ones.
 
@@ -285,6 +288,7 @@ def down(
     slurm: bool = SlurmFlag,
 ) -> None:
     """Remove the deployment's containers (found by label) and its state directory on every host.
+    A fleet: also replicas beyond fleet.replicas; a gateway file: every model's group and the gateway.
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
     import json

@@ -188,6 +188,9 @@ def status(
 ) -> None:
     """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run.
 
+    A fleet or a gateway file: one row per group (replica or model, and the router): its GPUs,
+    containers and state.
+
     With --slurm: the Slurm job's state, nodes, each rank's state and the head's health."""
     from inkctl.execute.state.probe import deployment_states
 
