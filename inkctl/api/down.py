@@ -37,14 +37,22 @@ class DownResult:
         return f"{self.plan.deployment} is down on {counted(len(self.plan.hosts), 'host')}"
 
 
-def down(target: Target, *, accept_new: bool = False, fleet: Callable[[Loaded], Any] | None = None) -> DownResult | None:
+def down(target: Target, *, accept_new: bool = False, fleet: Callable[[Loaded], Any] | None = None,
+         gateway: Callable[[Target], Any] | None = None) -> DownResult | None:
     """Remove the deployment's containers and state directory on every host it can reach. A
-    recipe with ``fleet:`` is handed, loaded, to ``fleet`` (None is returned then). The report
-    says what was removed and what failed (``DownResult.failure``); it is in the run's record."""
+    recipe with ``fleet:`` is handed, loaded, to ``fleet``, a gateway file to ``gateway`` (None
+    is returned then). The report says what was removed and what failed
+    (``DownResult.failure``); it is in the run's record."""
     from inkctl import runlog
     from inkctl.execute.deploy.takedown import take_down
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.scrub import arm_for
 
+    if is_gateway_file(target.recipe):
+        if gateway is None:
+            raise UsageError("a gateway file: every model's group and the gateway go down through the fleet's take-down")
+        gateway(target)
+        return None
     loaded = load(target, "down")
     arm_for(loaded.recipe)  # whatever this command prints (a host's stderr too) is masked
     if loaded.recipe.fleet is not None:

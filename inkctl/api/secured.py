@@ -22,17 +22,15 @@ class Secured:
     sink: ScrubbingSink  # the display, behind the scrubber and the run's record
 
 
-def secure(loaded: Loaded, plans: Iterable[Plan], display: Callable[[], Sink]) -> Secured:
-    """The secrets every env file of ``plans`` needs (in the order the plans name them): a
-    missing one fails here, before any connection, and nothing is started. Then the scrubber,
-    the display (``display()`` is called once it is armed: every event it receives is scrubbed
-    and recorded in the run's record) and the recipe's warnings sent to it."""
+def secure(loaded: Loaded, secrets: dict[str, Secret], display: Callable[[], Sink]) -> Secured:
+    """The scrubber armed with ``secrets`` (``secrets_for``: read before any connection), the
+    display behind it (``display()`` is called once it is armed: every event it receives is
+    scrubbed and recorded in the run's record) and the recipe's warnings sent to it."""
     from inkctl import runlog
     from inkctl.execute.events import Info, ScrubbingSink
     from inkctl.scrub import arm
     from inkctl.secret import secret_values
 
-    secrets = secrets_for(loaded, plans)
     scrub = arm(secret_values(secrets))
     sink = ScrubbingSink(runlog.recording(display()), scrub)
     for w in loaded.warnings:
@@ -41,8 +39,9 @@ def secure(loaded: Loaded, plans: Iterable[Plan], display: Callable[[], Sink]) -
 
 
 def secrets_for(loaded: Loaded, plans: Iterable[Plan]) -> dict[str, Secret]:
-    """name -> value of every secret an env file of ``plans`` names, read on this machine; every
-    one that cannot be read is reported at once (InkctlError, exit 2)."""
+    """name -> value of every secret an env file of ``plans`` names (in the order they name
+    them), read on this machine from ``loaded``'s secrets section: a missing one fails here,
+    before any connection, and nothing is started; every one is reported at once (exit 2)."""
     from inkctl.plan.step import EnvFile
     from inkctl.secret import resolve_secrets
 

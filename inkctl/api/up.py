@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from inkctl.api.secured import Secured, secure
+from inkctl.api.secured import Secured, secrets_for, secure
 from inkctl.api.signals import on_signals, restore
 from inkctl.api.target import Target, load, plan_for
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
@@ -69,17 +69,24 @@ class UpResult:
 
 def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
        on_up: Callable[[UpResult], None] | None = None, fleet: Callable[[Loaded], Any] | None = None,
-       watch_events: Emit | None = None) -> UpResult | None:
+       gateway: Callable[[Target], Any] | None = None, watch_events: Emit | None = None) -> UpResult | None:
     """Bring the deployment up. ``display()`` makes the event sink (called once the scrubber is
     armed: everything it receives passes it). ``on_up(result)`` is called once, as soon as the
     deployment is up (before up stays attached to the watchdog or to ``watch``). A recipe with
-    ``fleet:`` is handed, loaded, to ``fleet`` (the fleet's bring-up); None is returned then.
+    ``fleet:`` is handed, loaded, to ``fleet`` (the fleet's bring-up), a gateway file (several
+    recipes behind one endpoint) to ``gateway``; None is returned then.
     With ``opts.watch``, supervise afterwards, sending ``watch_events``. Raises InkctlError
     (its message scrubbed) on failure, with exit code 130 when interrupted."""
     t0 = time.monotonic()
     from inkctl.execute.deploy.bringup import warm_imports
+    from inkctl.recipe.gateway import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
+    if is_gateway_file(target.recipe):  # several models behind one endpoint
+        if opts.watch is not None or opts.detach or target.sets:
+            raise UsageError("a gateway file: run up without --watch, --detach and --set")
+        _hand_over(gateway, target, "a gateway file")
+        return None
     loaded = load(target, "up")
     if loaded.recipe.fleet is not None:
         _fleet(loaded, opts, fleet)
@@ -88,7 +95,7 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan, image = plan_for(loaded, target)
-    sec = secure(loaded, [plan], display)  # before any connection: fail early, start nothing
+    sec = secure(loaded, secrets_for(loaded, [plan]), display)  # before any connection: fail early, start nothing
     if opts.distribute_image:
         from inkctl.api.images import distribute_before_up
 
@@ -117,9 +124,13 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
 def _fleet(loaded: Loaded, opts: UpOptions, fleet: Callable[[Loaded], Any] | None) -> None:
     if opts.watch is not None or opts.detach:
         raise UsageError("a fleet: run up, then inkctl watch RECIPE (it supervises each replica on its own)")
-    if fleet is None:
-        raise UsageError("a fleet: its replicas and router come up through the fleet's bring-up (inkctl up RECIPE)")
-    fleet(loaded)
+    _hand_over(fleet, loaded, "a fleet")
+
+
+def _hand_over(to: Callable[[Any], Any] | None, what: Any, kind: str) -> None:
+    if to is None:
+        raise UsageError(f"{kind}: its groups come up through the fleet's bring-up (inkctl up RECIPE)")
+    to(what)
 
 
 def _bring_up(loaded: Loaded, plan: Plan, sec: Secured, target: Target, opts: UpOptions,
@@ -198,7 +209,9 @@ def _quiet(event: str, text: str, **fields: Any) -> None:
 
 def _boot(plan: Plan, outcome: Outcome, results_dir: Path, sink: Sink) -> None:
     """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
-    (once, also when up stays attached)."""
+    (once, also when up stays attached). The record is a by-product of a boot that went well:
+    whatever is wrong with the records beside it (another up of the recipe writing its own at
+    the same moment, a file cut short) is a warning, never a failed up."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
     from inkctl.api.boots import keep

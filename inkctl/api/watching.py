@@ -40,12 +40,20 @@ class Watching:
     allow_socket_fallback: bool = False
 
 
-def watch(target: Target, how: Watching, emit: Emit, *, fleet: Callable[[Loaded, Emit], Any] | None = None) -> None:
+def watch(target: Target, how: Watching, emit: Emit, *, fleet: Callable[[Loaded, Emit], Any] | None = None,
+          gateway: Callable[[Target, Emit], Any] | None = None) -> None:
     """Supervise the deployment ``target`` names (``keep_watching``). A recipe with ``fleet:``
-    is handed, loaded, to ``fleet(loaded, emit)`` (the fleet's own supervision). Returns when
-    stopped (Ctrl-C); raises InkctlError on a failure it does not restart from."""
+    is handed, loaded, to ``fleet(loaded, emit)`` (the fleet's own supervision), a gateway file
+    to ``gateway(target, emit)``. Returns when stopped (Ctrl-C); raises InkctlError on a
+    failure it does not restart from."""
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.scrub import arm_for
 
+    if is_gateway_file(target.recipe):  # each model's group on its own, and the gateway
+        if gateway is None:
+            raise UsageError("a gateway file: each model's group is supervised on its own (inkctl watch FILE)")
+        gateway(target, told(emit))
+        return
     loaded = load(target, "watch")
     arm_for(loaded.recipe)  # what the engines echo is masked
     if loaded.recipe.fleet is not None:

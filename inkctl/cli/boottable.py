@@ -55,4 +55,3 @@ def boot_compare(a_id: str, a: dict, b_id: str, b: dict) -> str:
         delta = f"{vb - va:+.1f}" if va is not None and vb is not None else "-"
         lines.append(f"{LABELS[key]:<22}{_cell(va):>9}{_cell(vb):>9}{delta:>9}")
     return "\n".join(lines)
-

@@ -48,6 +48,9 @@ def up(
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
+    RECIPE may be a gateway file: several recipes on the --hosts inventory behind one endpoint
+    that routes by the request's model (README: "Several models behind one endpoint").
+
     A different version of the same deployment (another recipe hash) is replaced: up shows what
     changes, removes the old containers, then launches the new ones.
 
@@ -108,7 +111,7 @@ class _UpView:
         from inkctl.cli.watch import Events
 
         result = api_up(self.target, self.opts, self.display, on_up=self.said_up, fleet=self.fleet,
-                        watch_events=Events(self.fmt))
+                        gateway=self.gateway, watch_events=Events(self.fmt))
         if result is not None and result.watch_stopped:
             raise typer.Exit(EXIT_INTERRUPTED)
 
@@ -130,6 +133,14 @@ class _UpView:
 
         o, t = self.opts, self.target
         fleet_up(loaded, fleet_of(loaded), fmt=self.fmt, recipe=t.recipe, hosts=t.hosts, accept_new=o.accept_new,
+                 keep=o.keep, timeout=o.timeout, skip=list(o.skip))
+
+    def gateway(self, target) -> None:
+        from inkctl.cli.fleet import fleet_up, load_gateway_fleet
+
+        o = self.opts
+        lg, gw = load_gateway_fleet(target.recipe, target.hosts, "up")
+        fleet_up(lg, gw, fmt=self.fmt, recipe=target.recipe, hosts=target.hosts, accept_new=o.accept_new,
                  keep=o.keep, timeout=o.timeout, skip=list(o.skip))
 
 
@@ -188,6 +199,7 @@ def down(
     slurm: bool = SlurmFlag,
 ) -> None:
     """Remove the deployment's containers (found by label) and its state directory on every host.
+    A fleet: also replicas beyond fleet.replicas; a gateway file: every model's group and the gateway.
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
     fmt = output_format(output)
@@ -203,7 +215,12 @@ def down(
 
         fleet_down(fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
 
-    result = api_down(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, fleet=fleet)
+    def gateway(target) -> None:
+        from inkctl.cli.fleet import fleet_down, load_gateway_fleet
+
+        fleet_down(load_gateway_fleet(target.recipe, target.hosts, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
+
+    result = api_down(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, fleet=fleet, gateway=gateway)
     if result is not None:
         _say_down(result, fmt)
 

@@ -73,5 +73,11 @@ def watch(
 
         fleet_watch(loaded, fleet_of(loaded), how, told, supervise=supervise, run_hook=run_hook)
 
-    api_watch(Target.of(recipe, hosts, set_), how, Events(fmt), fleet=fleet)
+    def gateway(target, told) -> None:  # each model's group on its own, and the gateway (its engines listed)
+        from inkctl.cli.fleet import fleet_watch, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(target.recipe, target.hosts, "watch")
+        fleet_watch(lg, gw, how, told, supervise=supervise, run_hook=run_hook)
+
+    api_watch(Target.of(recipe, hosts, set_), how, Events(fmt), fleet=fleet, gateway=gateway)
     raise typer.Exit(EXIT_INTERRUPTED)  # stopped watching (Ctrl-C); the deployment is left as it is
