@@ -27,13 +27,18 @@ class Events:
     has recorded and scrubbed them (``api.watching.told``)."""
 
     def __init__(self, fmt: str):
+        import threading
+
         self.fmt = fmt
+        self._lock = threading.Lock()  # a fleet's replicas report from threads of their own: whole lines
 
     def __call__(self, event: str, text: str, **fields) -> None:
         if self.fmt == "json":
-            print(json.dumps({"event": event, "message": text, **fields, "ts": round(time.time(), 3)}), flush=True)
+            line, out = json.dumps({"event": event, "message": text, **fields, "ts": round(time.time(), 3)}), sys.stdout
         else:
-            print(f"watch: {text}", file=sys.stderr if event in ("failure", "restart_refused") else sys.stdout, flush=True)
+            line, out = f"watch: {text}", sys.stderr if event in ("failure", "restart_refused") else sys.stdout
+        with self._lock:
+            print(line, file=out, flush=True)
 
 
 @app.command()
