@@ -11,9 +11,12 @@ the release's own requirements pin, when they name it) and the build tried again
 PINNED_FIRST are installed at the release's pin before the first try: a venv reused across releases
 keeps another release's transformers, whose registry refuses an older release's model configs.
 torch comes from the CPU build on this machine's disk (torch==2.13.0).
-What the parser has, per option string: whether the release marks it deprecated (argparse's
-``deprecated=True``, a ``Deprecated*`` action class, or help text starting with/containing
-"deprecated"), its first help line.
+What the parser has, per option string: whether it takes a value (and argparse's nargs), its
+choices, whether the release marks it deprecated, its first help line. Deprecated is any of:
+argparse's own ``deprecated=True`` (Python 3.13+); vLLM's FlexibleArgumentParser, which takes
+``deprecated=True`` on older Pythons too and keeps those actions in its class-level
+``_deprecated`` set; a ``Deprecated*`` action class; help text that starts with "deprecated" or
+says "[deprecated]", "(deprecated" or "is deprecated" (SGLang's "Deprecated alias for ...").
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ for a in parser._actions:
     for s in a.option_strings:
         if s.startswith("--") and s != "--help":
             out[s] = {"deprecated": deprecated, "takes_value": a.nargs != 0,
+                      "nargs": None if a.nargs is None else str(a.nargs),
                       "choices": sorted(str(c) for c in a.choices) if a.choices else None,
                       "help": " ".join(helptext.split())[:160]}
 print("@@FLAGS " + json.dumps(out, sort_keys=True))

@@ -133,13 +133,15 @@ def _adjacent(a: FlagTable, b: FlagTable) -> bool:
 
 
 def deprecated_since(engine: str, flag: str, table: FlagTable) -> str:
-    """'since 0.5.16': the oldest table, in the run of tables up to ``table`` that mark the flag
-    deprecated; 'or earlier' when that is the oldest table there is."""
+    """'since 0.5.16': the oldest table of the run of tables up to ``table`` that mark the flag
+    deprecated. Where the table before that run is not the release right before it, the
+    deprecation came in one of the releases between: 'since 0.14.1 or a release after 0.11.2';
+    where the run starts at the oldest table: 'since 0.11.2 or earlier'."""
     older = [t for t in tables(engine) if t.key <= table.key]
     since = table
     for t in reversed(older):
         if not t.flags.get(flag, {}).get("deprecated"):
-            return f"since {since.version}" + ("" if _adjacent(t, since) else f"; not yet in {t.version}")
+            return f"since {since.version}" + ("" if _adjacent(t, since) else f" or a release after {t.version}")
         since = t
     return f"since {since.version} or earlier"
 
