@@ -60,6 +60,12 @@ DUMP = r'''
 import argparse, json, sys
 engine = sys.argv[1]
 if engine == "vllm":
+    # the parser's defaults build a DeviceConfig, which asks the platform; a CUDA wheel on a machine
+    # without GPUs finds none, and releases before 0.28 take the CPU platform only from a CPU
+    # build (not from VLLM_TARGET_DEVICE): the CPU platform is set as vLLM's own resolution would
+    import vllm.platforms
+    from vllm.platforms.cpu import CpuPlatform
+    vllm.platforms._current_platform = CpuPlatform()
     from vllm.entrypoints.openai.cli_args import make_arg_parser
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser

@@ -47,10 +47,10 @@ def targeted(paths):
 
 
 # the releases dumped (tools/engine_flags.py): every one a bundled recipe or example targets, and
-# SGLang's 0.5.15-0.5.19 besides, so that validate can say in which release a flag was deprecated
-# and in which it was removed
+# SGLang's 0.5.13.post1-0.5.19 besides (consecutive releases), so that validate can say in which
+# release a flag was deprecated and in which it was removed
 DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0"),
-          "sglang": ("0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")}
+          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")}
 # targeted but not dumpable: PyPI has SGLang 0.5.0 only as 0.5.0rc0..rc2 (the image tag v0.5.0
 # exists; its wheel does not), so examples/sglang-2node-podman.yaml is checked by no table
 NO_WHEEL = {("sglang", "0.5.0")}
@@ -146,30 +146,32 @@ def _validate(*args):
 
 
 def test_bundled_sglang_recipe_is_told_since_when_its_flags_are_deprecated_and_where_they_went():
-    """The issue's case: --disable-piecewise-cuda-graph and --cuda-graph-max-bs, which SGLang's own
-    parsers mark deprecated from 0.5.16 ("Deprecated alias for ...") and drop in 0.5.20."""
+    """The issue's case: --disable-piecewise-cuda-graph and --cuda-graph-max-bs. The issue says
+    deprecated from 0.5.16; SGLang's own parsers say 0.5.14 (DeprecatedStoreConstAction /
+    DeprecatedAliasStoreAction, "Deprecated alias for ..."; 0.5.13.post1 has them plain), and both
+    flags are gone from 0.5.20's parser."""
     recipe = str(ROOT / "recipes" / "inkling-small-2x-rtxpro6000-sglang.yaml")
 
     def validate(release):
         p = _validate(recipe, "--set", f"engine.version={release}")
         return p.returncode, " ".join((p.stdout + p.stderr).split())
 
-    rc, out = validate("0.5.15")
+    rc, out = validate("0.5.13.post1")
     assert rc == 0 and "piecewise" not in out and "cuda-graph-max-bs" not in out, out
-    rc, out = validate("0.5.16")
+    rc, out = validate("0.5.14")
     assert rc == 0, out
     assert "warning INK209 " in out, out
-    assert "engine.args.extra[2]: --disable-piecewise-cuda-graph is deprecated in SGLang 0.5.16 (since 0.5.16)" in out, out
-    assert "engine.args.extra[3]: --cuda-graph-max-bs is deprecated in SGLang 0.5.16 (since 0.5.16)" in out, out
+    assert "engine.args.extra[2]: --disable-piecewise-cuda-graph is deprecated in SGLang 0.5.14 (since 0.5.14)" in out, out
+    assert "engine.args.extra[3]: --cuda-graph-max-bs is deprecated in SGLang 0.5.14 (since 0.5.14)" in out, out
     assert "hint: Deprecated alias for --cuda-graph-max-bs-decode." in out, out  # the release's own help line
-    rc, out = validate("0.5.19")
-    assert rc == 0 and "--cuda-graph-max-bs is deprecated in SGLang 0.5.19 (since 0.5.16)" in out, out
+    rc, out = validate("0.5.16")
+    assert rc == 0 and "--cuda-graph-max-bs is deprecated in SGLang 0.5.16 (since 0.5.14)" in out, out
     rc, out = validate("0.5.20")
     assert rc != 0, out
     assert ("engine.args.extra[2]: --disable-piecewise-cuda-graph is gone in SGLang 0.5.20: removed in 0.5.20 "
-            "(0.5.19 has it, deprecated since 0.5.16)") in out, out
+            "(0.5.19 has it, deprecated since 0.5.14)") in out, out
     assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.20: removed in 0.5.20 "
-            "(0.5.19 has it, deprecated since 0.5.16)") in out, out
+            "(0.5.19 has it, deprecated since 0.5.14)") in out, out
     assert "hint: remove it, or target SGLang 0.5.19" in out, out
     # a later release is checked against the closest older table, said so
     rc, out = validate("0.5.23")
