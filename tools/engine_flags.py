@@ -94,7 +94,7 @@ print("@@FLAGS " + json.dumps(out, sort_keys=True))
 
 
 def _pip(py: Path, *args: str) -> None:
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=False,
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", *args], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
