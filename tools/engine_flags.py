@@ -40,7 +40,7 @@ PACKAGE_OF = {"torch": "torch==2.13.0", "PIL": "pillow", "yaml": "pyyaml", "zmq"
               "prometheus_client": "prometheus-client", "partial_json_parser": "partial-json-parser",
               "tiktoken": "tiktoken", "gguf": "gguf", "mistral_common": "mistral-common", "pybase64": "pybase64",
               "compressed_tensors": "compressed-tensors", "depyf": "depyf", "lark": "lark", "xgrammar": "xgrammar",
-              "llguidance": "llguidance", "outlines_core": "outlines-core", "diskcache": "diskcache",
+              "llguidance": "llguidance", "lmformatenforcer": "lm-format-enforcer", "outlines_core": "outlines-core", "diskcache": "diskcache",
               "regex": "regex", "cachetools": "cachetools", "watchfiles": "watchfiles", "numba": "numba",
               "triton": "triton", "huggingface_hub": "huggingface-hub", "pydantic": "pydantic",
               "tokenizers": "tokenizers", "einops": "einops", "psutil": "psutil", "requests": "requests",
