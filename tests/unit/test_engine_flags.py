@@ -243,9 +243,10 @@ def test_the_dump_finds_flags_vllm_deprecates_through_its_own_parser(tmp_path):
     tool = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tool)
     pkg = tmp_path / "vllm"
-    for d in ("", "utils", "entrypoints", "entrypoints/openai"):
+    for d in ("", "utils", "entrypoints", "entrypoints/openai", "platforms"):
         (pkg / d).mkdir(parents=True, exist_ok=True)
         (pkg / d / "__init__.py").write_text("")
+    (pkg / "platforms" / "cpu.py").write_text("class CpuPlatform:\n    pass\n")
     (pkg / "utils" / "argparse_utils.py").write_text(
         "from argparse import ArgumentParser\n"
         "class FlexibleArgumentParser(ArgumentParser):\n"
