@@ -80,7 +80,7 @@ def layers(rt, image):
         if "io.containerd.snapshotter" in status:
             whole = "docker's containerd image store loads whole archives only"
     ids = (run([rt, "image", "ls", "--all", "--quiet", "--no-trunc"]) or "").split()
-    have = set()
+    have = set()  # type: set[str]
     for i in range(0, len(ids), 200):
         text = run([rt, "image", "inspect", "--format", "{{json .RootFS.Layers}}", *ids[i:i + 200]]) or ""
         for line in text.splitlines():
@@ -260,6 +260,7 @@ class TarFilter:
         self.pending, self.pax, self.longname, self.left = [], {}, None, padded
 
     def _release(self):
+        assert self.held is not None
         head, fh, h, name, size, _ = self.held
         self.held = None
         layer = h.hexdigest()
@@ -403,8 +404,8 @@ def serve(job, token, spool):
                 if spool.read_from(id(self), offset, send):
                     self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
-            except OSError:
-                pass  # that reader went away: another may reattach from where it was
+            except OSError as e:  # that reader went away: another may reattach from where it was
+                self.close_connection = bool(e)
 
         def _fail(self, code):
             self.send_response(code)
@@ -584,10 +585,8 @@ def main(argv):
         return relay(job)
     finally:
         if job["input"] == "fifo":
-            try:
+            if os.path.exists(job["fifo"]):
                 os.unlink(job["fifo"])
-            except OSError:
-                pass
 
 
 if __name__ == "__main__":
