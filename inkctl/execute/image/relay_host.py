@@ -44,6 +44,7 @@ PROGRESS_EVERY_S = 0.25
 PEER_TIMEOUT_S = 10.0  # no byte from the upstream this long: does it live?
 PING_TIMEOUT_S = 3.0
 STALL_TRIES = 60  # a live upstream that sends nothing: ask again this many times
+STUCK_S = 15.0  # a reader that took nothing this long no longer holds the stream back alone
 ORPHAN_S = 60.0  # the host after this one went away and nobody reattached this long: stop serving
 OUT_LOCK = threading.Lock()
 BLOCK = 512
@@ -311,14 +312,19 @@ class Spool:
             return
         with self.cond:
             while self.serving:
-                low = min(self.readers.values()) if self.readers else self.floor
+                now = time.monotonic()
+                # a reader that took nothing for STUCK_S (its host cut off) holds back only
+                # while no other reads: the host after it reattaches from an earlier byte
+                active = [at for at, seen in self.readers.values() if now - seen < STUCK_S]
+                stuck = [at for at, _ in self.readers.values()]
+                low = min(active) if active else min(stuck) if stuck else self.floor
                 if self.total + len(data) - low <= self.lag:
                     break
-                if not self.readers:
+                if not active:
                     self.orphan = self.orphan or time.monotonic()
                     if time.monotonic() - self.orphan > ORPHAN_S:
                         self.serving = False
-                        say(ev="error", why="nobody read the stream for %d s: stopped serving it" % ORPHAN_S)
+                        say(ev="note", why="nobody read the stream for %d s: stopped serving it" % ORPHAN_S)
                         break
                 self.cond.wait(1.0)
             if self.serving:
@@ -335,30 +341,31 @@ class Spool:
             self.cond.notify_all()
 
     def read_from(self, key, offset, send):
-        """Send the stream from ``offset`` on through ``send`` until its end. False: the bytes
-        before ``offset`` are gone already."""
+        """Send the stream from ``offset`` on through ``send`` until its end (True). False: the
+        bytes at ``offset`` are gone already (this reader fell more than ``window`` behind)."""
         with self.cond:
             if offset < self.total - self.window or not self.serving:
                 return False
-            self.readers[key] = offset
+            self.readers[key] = (offset, time.monotonic())
             self.orphan = None
             self.cond.notify_all()
         try:
             while True:
                 with self.cond:
-                    while offset >= self.total and not self.ended:
+                    while offset >= self.total and not self.ended and self.serving:
+                        self.readers[key] = (offset, time.monotonic())  # waiting is not stuck
                         self.cond.wait(1.0)
-                    if offset >= self.total:
-                        self.finished = True
-                        self.cond.notify_all()
+                    if offset >= self.total and self.ended:
                         return True
+                    if offset < self.total - self.window or not self.serving:
+                        return False
                     at = offset % self.window
                     n = min(self.total - offset, self.window - at, CHUNK)
                     part = bytes(self.ring[at:at + n])
                 send(part)
                 offset += n
                 with self.cond:
-                    self.readers[key] = offset
+                    self.readers[key] = (offset, time.monotonic())
                     self.cond.notify_all()
         finally:
             with self.cond:
@@ -389,6 +396,7 @@ def serve(job, token, spool):
             with spool.cond:
                 if offset < spool.total - spool.window or not spool.serving:
                     return self._fail(416)
+            self.connection.settimeout(ORPHAN_S)  # a write to a host cut off ends
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
             self.send_header("Connection", "close")
@@ -403,7 +411,10 @@ def serve(job, token, spool):
             try:
                 if spool.read_from(id(self), offset, send):
                     self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+                    self.wfile.flush()
+                    with spool.cond:  # read to its end: this host may go
+                        spool.finished = True
+                        spool.cond.notify_all()
             except OSError as e:  # that reader went away: another may reattach from where it was
                 self.close_connection = bool(e)
 
@@ -415,7 +426,7 @@ def serve(job, token, spool):
     server = ThreadingHTTPServer((job["bind"], 0), Handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server.server_address[1]
+    return server
 
 
 def pipe(f):
@@ -468,7 +479,8 @@ class Upstream:
             try:
                 if self.resp is None:
                     self.resp = self._open(src)
-                block = self.resp.read(n)
+                # read1: what has arrived, up to n (read(n) of a chunked body waits for all n)
+                block = self.resp.read1(n) if hasattr(self.resp, "read1") else self.resp.read(n)
                 self.at += len(block)
                 return block
             except urllib.error.HTTPError as e:
@@ -495,7 +507,7 @@ def relay(job):
     digests = job.get("layers") or []
     serving = bool(job.get("forward"))
     spool = Spool(int(job.get("window", 256 << 20)), int(job.get("lag", 64 << 20)), serving)
-    port = serve(job, token, spool)
+    port = serve(job, token, spool).server_address[1]
     say(ev="listening", port=port)
     saver = load = None
     if job["input"] == "save":
@@ -512,7 +524,7 @@ def relay(job):
     if saver is None:
         load = subprocess.Popen([rt, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # the first host drops from the stream what every receiver has; a receiver empties what it has
-    out = TarFilter(digests, job.get("drop") or [], spool.write)
+    out = TarFilter(digests, job.get("drop") or [], spool.write, spool_dir=job.get("spool_dir"))
     own = TarFilter(digests, job.get("skip") or [], pipe(load.stdin).write) if load is not None else None
     done, last = 0, 0.0
     try:
