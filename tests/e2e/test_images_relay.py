@@ -109,8 +109,10 @@ finally:
 """
 
 
-def test_docker_and_podman_hosts_relay_to_each_other(cluster, inventory, home, only_on_h1):
-    """h1 (docker) -> h3 (podman, loads and forwards) -> h2 (docker): one chain, two runtimes."""
+def test_docker_and_podman_hosts_relay_to_each_other(cluster, inventory, home, top_on_h1):
+    """h1 (docker) -> h3 (podman, loads and forwards) -> h2 (docker): one chain, two runtimes;
+    both have the base layer (podman knows it by its diff id, docker by its chain): only the
+    top layer crosses, and the image runs on the podman host."""
     import os
     import sys
 
@@ -119,13 +121,15 @@ def test_docker_and_podman_hosts_relay_to_each_other(cluster, inventory, home, o
     inv = inventory("h1", "h3", "h2")
     state = {h: (cluster.host(h).runtime, cluster.host(h).state_dir) for h in ("h1", "h3", "h2")}
     env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
-    p = subprocess.run([sys.executable, "-c", MIXED, str(inv), json.dumps(state), IMAGE], env=env, cwd=ROOT,
+    p = subprocess.run([sys.executable, "-c", MIXED, str(inv), json.dumps(state), TOP], env=env, cwd=ROOT,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(p.stdout.splitlines()[-1])
     assert sorted(rep["sent"]) == ["h2", "h3"] and not rep["failed"], rep
-    want = image_id(cluster, "h1")
-    assert image_id(cluster, "h3") == want and image_id(cluster, "h2") == want
+    assert rep["skipped"] == {"h3": 1, "h2": 1} and rep["sent"]["h3"] < top_on_h1 // 4, rep
+    want = image_id(cluster, "h1", TOP)
+    assert image_id(cluster, "h3", TOP) == want and image_id(cluster, "h2", TOP) == want
+    assert runs_with_payload(cluster, "h3") and runs_with_payload(cluster, "h2")
 
 
 def test_up_distribute_image_sends_the_engine_image_to_a_host_that_lacks_it(cluster, recipe, inventory, inkctl):
