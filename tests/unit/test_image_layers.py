@@ -107,3 +107,19 @@ def test_docker_before_25_the_first_host_hashes_a_layer_to_know_it(tmp_path, chu
     with tarfile.open(fileobj=io.BytesIO(mine)) as tf:
         assert tf.getmember("bb/layer.tar").size == 0 and tf.getmember("aa/json").size == 2
     assert not list(tmp_path.iterdir())  # the hashed copies are gone
+
+
+def test_what_a_receiver_skips_docker_by_chain_podman_by_content_containerd_store_nothing():
+    from inkctl.execute.image.relay import Node, _skip
+
+    a, b, c = ("sha256:" + x * 64 for x in "abc")
+    image = [a, b]
+    docker = Node("h2", None, "docker", "", "", have=set(chain_ids([a, b])[:1]), by="chain")  # type: ignore[arg-type]
+    assert _skip(docker, image) == {a}
+    moved = Node("h3", None, "docker", "", "", have=set(chain_ids([c, b])), by="chain")  # type: ignore[arg-type]
+    assert _skip(moved, image) == set()  # b on another base: another chain, docker loads it again
+    podman = Node("h4", None, "podman", "", "", have={b}, by="diff")  # type: ignore[arg-type]
+    assert _skip(podman, image) == {b}  # podman's store reuses a layer by its content
+    store = Node("h5", None, "docker", "", "", have=set(chain_ids(image)), by="chain",  # type: ignore[arg-type]
+                 whole="docker's containerd image store loads whole archives only")
+    assert _skip(store, image) == set()
