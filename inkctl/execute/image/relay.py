@@ -182,43 +182,13 @@ def push_to_hosts(nodes: list[Node], image: str, *, source: str | None, sink, st
 
 def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop: threading.Event | None,
            daemon) -> None:
+    """Start a relay on every host of the chain; each says where it listens and which layers it
+    has; then each gets its plan (sources, what to leave out) and the bytes move."""
     token = secrets.token_hex(32)
     run = secrets.token_hex(4)  # this run's file names
     code = PROGRAM.read_bytes()
     hosts = ([src] if daemon is None else []) + receivers
-
-    def layers(n: Node) -> list | None:
-        """Put the program there; read which layers the host has (the source: its image's)."""
-        n.transport.put(f"{n.work}/relay.py", code, 0o644)
-        r = n.transport.run(["python3", f"{n.work}/relay.py", "layers", n.runtime, *([image] if n is src else [])],
-                            timeout=120)
-        doc = next((json.loads(x) for x in r.text().splitlines() if x.startswith('{"ev":"layers"')), None)
-        if doc is None:
-            raise HostError(n.name, "runtime", "the image relay did not start: " +
-                            (" | ".join((r.text() + r.err_text()).strip().splitlines()[-3:]) or f"exit {r.exit_code}"),
-                            hint=f"it runs with python3 on the host: is python3 on {n.name}'s PATH?")
-        n.have, n.by, n.whole = set(doc["have"]), doc["by"], doc["whole"]
-        return doc["image"]
-
-    found = each(_safely_value(layers), hosts, name="images")
-    for n, (_, err) in zip(hosts, found):
-        if err:
-            if n is src:
-                raise InkctlError(f"{src.name}: {err}")
-            out.failed[n.name] = err
-    diff_ids = daemon.layers(image) if daemon is not None else found[0][0]
-    receivers = [n for n in receivers if n.name not in out.failed]
-    if not receivers:
-        return
-    out.layers = len(diff_ids or [])
-    skip = {n.name: _skip(n, diff_ids or []) for n in receivers}
-    drop = set.intersection(*skip.values()) if skip else set()
-    for n in receivers:
-        out.skipped[n.name] = len(skip[n.name])
-        if n.whole:
-            out.whole[n.name] = n.whole
-        sink.emit(ImageLayers(n.name, len(skip[n.name]), out.layers, n.whole))
-
+    first = receivers[0]
     members = {n.name: Member(n.name, n.transport, n.address) for n in hosts}
     work = {n.name: n.work for n in hosts}
     sent = {"bytes": 0}
@@ -233,15 +203,13 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
             sink.emit(ImageReattached(m.name, str(ev.get("host")), str(ev.get("why", ""))))
 
     chain = Chain(list(members.values()), on_event=seen)
-    first = receivers[0]
 
     def prepare(n: Node) -> None:
         job = {"image": image, "runtime": n.runtime, "bind": n.address, "token": token,
                "input": "save" if n is src else ("fifo" if daemon is not None and n is first else "peer"),
-               "forward": n is not receivers[-1], "layers": [d.removeprefix("sha256:") for d in diff_ids or []],
-               "drop": sorted(d.removeprefix("sha256:") for d in drop) if n is src else [],
-               "skip": sorted(d.removeprefix("sha256:") for d in skip.get(n.name, ())),
-               "spool_dir": n.work, "fifo": f"{n.work}/feed-{run}", "sources_file": f"{n.work}/source-{run}.json"}
+               "forward": n is not receivers[-1], "spool_dir": n.work, "fifo": f"{n.work}/feed-{run}",
+               "sources_file": f"{n.work}/plan-{run}.json"}
+        n.transport.put(f"{n.work}/relay.py", code, 0o644)
         n.transport.put(f"{n.work}/job-{run}.json", json.dumps(job).encode(), 0o600)  # the token: 0600, no argv
 
     feeding = None
@@ -257,25 +225,47 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
             raise InkctlError(f"the image relay on {head.name} did not start (exit {head.code}): " +
                               (" | ".join(head.other[-3:]) or "no answer"),
                               hint=f"it runs with python3 on the host: is python3 on {head.name}'s PATH?")
+        diff_ids = (daemon.layers(image) if daemon is not None else members[src.name].listening.get("image")) or []
+        up = [n for n in receivers if members[n.name].listening]
+        for n in up:
+            said = members[n.name].listening
+            n.have, n.by, n.whole = set(said.get("have") or ()), said.get("by", "chain"), said.get("whole", "")
+        out.layers = len(diff_ids)
+        skip = {n.name: _skip(n, diff_ids) for n in up}
+        drop = set.intersection(*skip.values()) if skip else set()
+        for n in up:
+            out.skipped[n.name] = len(skip[n.name])
+            if n.whole:
+                out.whole[n.name] = n.whole
+            sink.emit(ImageLayers(n.name, len(skip[n.name]), out.layers, n.whole))
+        hexes = [d.removeprefix("sha256:") for d in diff_ids]
+        dropped = sorted(d.removeprefix("sha256:") for d in drop)
+        order = [members[n.name] for n in hosts]
+
+        def plan(n: Node) -> None:
+            i = hosts.index(n)
+            doc: dict = {"layers": hexes, "drop": dropped if n is src else [],
+                         "skip": sorted(d.removeprefix("sha256:") for d in skip.get(n.name, ()))}
+            if n is not src and not (daemon is not None and n is first):
+                doc.update(chain.sources(members[n.name], order[:i]))
+            n.transport.put(f"{n.work}/plan-{run}.json", json.dumps(doc).encode(), 0o600)
+
+        planned = [n for n in hosts if members[n.name].listening]
+        for n, err in zip(planned, each(_safely(plan), planned, name="images")):
+            if err:
+                members[n.name].errors.append(err)
+        for i, n in enumerate(hosts):
+            if n is not src and members[n.name].listening:
+                sink.emit(ImageStarted(n.name, LOCAL if i == 0 else hosts[i - 1].name))
         if daemon is not None:
             fifo = f"{first.work}/feed-{run}"
-            dropped = [d.removeprefix("sha256:") for d in drop]
-            feeding = background(lambda n: _feed(n, daemon, image, diff_ids or [], dropped, fifo, out), [first],
+            feeding = background(lambda n: _feed(n, daemon, image, hexes, dropped, fifo, out), [first],
                                  name="images-feed", label=lambda n: n.name)
-            sink.emit(ImageStarted(first.name, LOCAL))
-        order = [members[n.name] for n in hosts]
-        for i, n in enumerate(hosts):
-            m = members[n.name]
-            if n is src or (daemon is not None and n is first) or not m.listening:
-                continue
-            doc = chain.sources(m, order[:i])
-            n.transport.put(f"{n.work}/source-{run}.json", json.dumps(doc).encode(), 0o600)
-            sink.emit(ImageStarted(n.name, order[i - 1].name))
         chain.wait_ended([members[n.name] for n in receivers], stop)
     finally:
         chain.stop()
         reach = {m.name for m in chain.reachable()}
-        each(_safely(lambda n: n.transport.run(["rm", "-f", f"{n.work}/job-{run}.json", f"{n.work}/source-{run}.json",
+        each(_safely(lambda n: n.transport.run(["rm", "-f", f"{n.work}/job-{run}.json", f"{n.work}/plan-{run}.json",
                                                 f"{n.work}/feed-{run}"], timeout=30)),
              [n for n in hosts if n.name in reach], name="images")
         if feeding is not None:
@@ -310,7 +300,7 @@ def _feed(n: Node, daemon, image: str, diff_ids: list[str], drop: list[str], fif
     with tempfile.TemporaryDirectory(prefix="inkctl-image-") as tmp:
         def chunks() -> Iterator[bytes]:
             ready: list[bytes] = []
-            f = TarFilter([d.removeprefix("sha256:") for d in diff_ids], drop, ready.append, spool_dir=tmp if drop else None)
+            f = TarFilter(diff_ids, drop, ready.append, spool_dir=tmp if drop else None)
             for block in daemon.save(image):
                 f.feed(block)
                 while ready:
@@ -351,13 +341,4 @@ def _safely(fn):
             return ""
         except HostError as e:
             return e.message.removeprefix(f"{n.name}: ")
-    return run
-
-
-def _safely_value(fn):
-    def run(n):
-        try:
-            return fn(n), ""
-        except HostError as e:
-            return None, e.message.removeprefix(f"{n.name}: ")
     return run

@@ -1,7 +1,6 @@
 """Runs ON a host with the host's python3 (standard library only): one link of the image chain.
 
-    python3 relay_host.py JOB          relay (the job says where the bytes come from)
-    python3 relay_host.py layers RUNTIME [IMAGE]
+    python3 relay_host.py JOB          relay (the job, then a plan file: where the bytes come from)
     python3 relay_host.py feed FIFO    copy stdin into the FIFO a relay of this host reads
 
 The first host of the chain reads ``<runtime> save IMAGE`` (or, when the image comes from the
@@ -75,6 +74,9 @@ def layers(rt, image):
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         return p.stdout.decode(errors="replace") if p.returncode == 0 else None
 
+    if image:  # the source: its image's layers only
+        text = run([rt, "image", "inspect", "--format", "{{json .RootFS.Layers}}", image])
+        return {"image": json.loads(text.splitlines()[0]) if text else None}
     whole = ""
     if rt == "docker":
         status = run([rt, "info", "--format", "{{json .DriverStatus}}"]) or ""
@@ -90,12 +92,7 @@ def layers(rt, image):
             except ValueError:
                 continue
             have.update(chain_ids(diffs) if rt == "docker" else diffs)
-    own = None
-    if image:
-        text = run([rt, "image", "inspect", "--format", "{{json .RootFS.Layers}}", image])
-        own = json.loads(text.splitlines()[0]) if text else None
-    say(ev="layers", by="chain" if rt == "docker" else "diff", have=sorted(have), image=own, whole=whole)
-    return 0
+    return {"by": "chain" if rt == "docker" else "diff", "have": sorted(have), "whole": whole}
 
 
 def layer_of(name, digests):
@@ -502,30 +499,33 @@ class Upstream:
 
 
 def relay(job):
+    """Two steps: listen (and say which layers this host has), then, once the run knows every
+    host's, read the plan (sources, what to leave out) and move the bytes."""
     token = job["token"].encode()
     rt = job["runtime"]
-    digests = job.get("layers") or []
     serving = bool(job.get("forward"))
     spool = Spool(int(job.get("window", 256 << 20)), int(job.get("lag", 64 << 20)), serving)
     port = serve(job, token, spool).server_address[1]
-    say(ev="listening", port=port)
     saver = load = None
-    if job["input"] == "save":
+    if job["input"] == "save":  # docker's save takes a while before its first byte: start it now
         saver = subprocess.Popen([rt, "save", job["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    say(ev="listening", port=port, **layers(rt, job["image"] if saver is not None else None))
+    plan = wait_for(job["sources_file"], 300)
+    if plan is None:
+        say(ev="error", why="no plan arrived within 300 s")
+        return 1
+    digests = plan.get("layers") or []
+    if saver is not None:
         read = pipe(saver.stdout).read
     elif job["input"] == "fifo":  # from the control machine, already without what all have
         read = open(job["fifo"], "rb").read  # noqa: SIM115 - open until the end of the run
     else:
-        src = wait_for(job["sources_file"], 300)
-        if src is None:
-            say(ev="error", why="no source arrived within 300 s")
-            return 1
-        read = Upstream(src["sources"], token.decode()).read
+        read = Upstream(plan["sources"], token.decode()).read
     if saver is None:
         load = subprocess.Popen([rt, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # the first host drops from the stream what every receiver has; a receiver empties what it has
-    out = TarFilter(digests, job.get("drop") or [], spool.write, spool_dir=job.get("spool_dir"))
-    own = TarFilter(digests, job.get("skip") or [], pipe(load.stdin).write) if load is not None else None
+    out = TarFilter(digests, plan.get("drop") or [], spool.write, spool_dir=job.get("spool_dir"))
+    own = TarFilter(digests, plan.get("skip") or [], pipe(load.stdin).write) if load is not None else None
     done, last = 0, 0.0
     try:
         while True:
@@ -585,8 +585,6 @@ def feed(fifo):
 
 
 def main(argv):
-    if argv[0] == "layers":
-        return layers(argv[1], argv[2] if len(argv) > 2 else None)
     if argv[0] == "feed":
         return feed(argv[1])
     with open(argv[0]) as fh:
