@@ -102,7 +102,7 @@ class Sink:
     def emit(self, e): pass
 try:
     nodes = [Node(h.name, ts[h.name], state[h.name][0], state[h.name][1] + "/images", h.rank_address) for h in hosts]
-    out = push_to_hosts(nodes, sys.argv[3], source=None, sink=Sink())
+    out = push_to_hosts(nodes, sys.argv[3], source=sys.argv[4] if len(sys.argv) > 4 else None, sink=Sink())
     print(json.dumps(out.as_dict()))
 finally:
     close_all(ts)
@@ -130,6 +130,16 @@ def test_docker_and_podman_hosts_relay_to_each_other(cluster, inventory, home, t
     want = image_id(cluster, "h1", TOP)
     assert image_id(cluster, "h3", TOP) == want and image_id(cluster, "h2", TOP) == want
     assert runs_with_payload(cluster, "h3") and runs_with_payload(cluster, "h2")
+    # podman as the source: its archive names each layer by its diff id (no hashing needed)
+    assert cluster.docker("h2", "rmi", "-f", TOP).returncode == 0
+    inv = inventory("h3", "h2")
+    p = subprocess.run([sys.executable, "-c", MIXED, str(inv), json.dumps(state), TOP, "h3"], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(p.stdout.splitlines()[-1])
+    assert rep["source"] == "h3" and not rep["failed"] and rep["skipped"] == {"h2": 1}, rep
+    assert rep["sent"]["h2"] < top_on_h1 // 4, rep
+    assert image_id(cluster, "h2", TOP) == want and runs_with_payload(cluster, "h2")
 
 
 def test_up_distribute_image_sends_the_engine_image_to_a_host_that_lacks_it(cluster, recipe, inventory, inkctl):

@@ -30,6 +30,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -564,6 +565,7 @@ def relay(job):
         if load.wait() != 0:
             say(ev="error", why="%s load failed: %s" % (rt, text[-300:]))
             return 1
+        name_it(rt, job["image"], text)
     say(ev="done", bytes=done)
     if serving:  # until the host after this one (or one reattaching) read it all
         deadline = time.monotonic() + 600
@@ -573,6 +575,17 @@ def relay(job):
                     break
                 spool.cond.wait(1.0)
     return 0
+
+
+def name_it(rt, image, loaded):
+    """The image under the name asked for: podman saves a short name as localhost/NAME, which
+    docker then loads as is."""
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    if subprocess.run([rt, "image", "inspect", image], **quiet).returncode == 0:
+        return
+    names = re.findall(r"Loaded image(?:\(s\))?(?: ID)?: (\S+)", loaded)
+    if names:
+        subprocess.run([rt, "tag", names[-1].split(",")[0], image], **quiet)
 
 
 def feed(fifo):
