@@ -580,12 +580,12 @@ def relay(job):
 def name_it(rt, image, loaded):
     """The image under the name asked for: podman saves a short name as localhost/NAME, which
     docker then loads as is."""
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    if subprocess.run([rt, "image", "inspect", image], **quiet).returncode == 0:
+    null = subprocess.DEVNULL
+    if subprocess.run([rt, "image", "inspect", image], stdout=null, stderr=null).returncode == 0:
         return
     names = re.findall(r"Loaded image(?:\(s\))?(?: ID)?: (\S+)", loaded)
     if names:
-        subprocess.run([rt, "tag", names[-1].split(",")[0], image], **quiet)
+        subprocess.run([rt, "tag", names[-1].split(",")[0], image], stdout=null, stderr=null)
 
 
 def feed(fifo):
