@@ -252,8 +252,10 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
 
         planned = [n for n in hosts if members[n.name].listening]
         for n, err in zip(planned, each(_safely(plan), planned, name="images")):
-            if err:
-                members[n.name].errors.append(err)
+            if err:  # it would wait for its plan: not part of this run
+                with chain.heard:
+                    members[n.name].errors.append(f"its plan could not be written: {err}")
+                    members[n.name].ended.set()
         for i, n in enumerate(hosts):
             if n is not src and members[n.name].listening:
                 sink.emit(ImageStarted(n.name, LOCAL if i == 0 else hosts[i - 1].name))
