@@ -34,7 +34,7 @@ from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.chain import Chain, Member
 from inkctl.execute.hosts.fanout import background, each
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.execute.state.images import HostImages
+from inkctl.execute.state.images import HostImages, normal_id
 
 
 log = logging.getLogger(__name__)
@@ -170,18 +170,25 @@ def push_to_hosts(nodes: list[Node], image: str, *, source: str | None, sink, st
     lacking = [n for n in nodes if n is not src and n.name not in failed and n.image_id != src.image_id]
     out.had = [n.name for n in nodes if n.name not in failed and n not in lacking]
     if lacking:
-        _relay(src, lacking, image, sink, out, stop, daemon)
+        loaded = _relay(src, lacking, image, sink, out, stop, daemon)
         arrived = [n for n in lacking if n.name not in out.failed]
-        for n, err in zip(arrived, each(_safely(look), arrived, name="images")):
-            if err or n.image_id != src.image_id:
-                out.failed[n.name] = err or f"{image} arrived as {n.image_id}, not {src.image_id}"
+        for n in arrived:
+            n.image_id = normal_id(loaded[n.name]) if loaded.get(n.name) else None
+        unsaid = [n for n in arrived if not n.image_id]  # its relay did not say what it loaded: look
+        for n, err in zip(unsaid, each(_safely(look), unsaid, name="images")):
+            if err:
+                out.failed[n.name] = err
+                out.sent.pop(n.name, None)
+        for n in arrived:
+            if n.name not in out.failed and n.image_id != src.image_id:
+                out.failed[n.name] = f"{image} arrived as {n.image_id}, not {src.image_id}"
                 out.sent.pop(n.name, None)
     out.seconds = time.monotonic() - t0
     return out
 
 
 def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop: threading.Event | None,
-           daemon) -> None:
+           daemon) -> dict[str, str]:
     """Start a relay on every host of the chain; each says where it listens and which layers it
     has; then each gets its plan (sources, what to leave out) and the bytes move."""
     token = secrets.token_hex(32)
@@ -192,10 +199,13 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
     members = {n.name: Member(n.name, n.transport, n.address) for n in hosts}
     work = {n.name: n.work for n in hosts}
     sent = {"bytes": 0}
+    loaded: dict[str, str] = {}  # host -> the image id its runtime reports after the load
 
     def seen(m: Member, ev: dict) -> None:
         kind = ev.get("ev")
-        if kind == "progress" and m.name == src.name:
+        if kind == "done" and ev.get("id"):
+            loaded[m.name] = str(ev["id"])
+        elif kind == "progress" and m.name == src.name:
             sent["bytes"] = int(ev.get("sent", sent["bytes"]))
         elif kind == "progress":
             sink.emit(ImageProgress(m.name, m.bytes, round(m.rate, 1)))
@@ -266,16 +276,17 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
         chain.wait_ended([members[n.name] for n in receivers], stop)
     finally:
         chain.stop()
-        reach = {m.name for m in chain.reachable()}
+        # a relay removes its job and its plan once read; one that did not end well may not have
+        left = [n for n in hosts if not members[n.name].ok and not members[n.name].dead]
         each(_safely(lambda n: n.transport.run(["rm", "-f", f"{n.work}/job-{run}.json", f"{n.work}/plan-{run}.json",
-                                                f"{n.work}/feed-{run}"], timeout=30)),
-             [n for n in hosts if n.name in reach], name="images")
+                                                f"{n.work}/feed-{run}"], timeout=30)), left, name="images")
         if feeding is not None:
             feeding.join(timeout=10)
     out.reattached = [(r.host, r.dead) for r in chain.reattached]
     if daemon is None:
         out.source_bytes = sent["bytes"]
     _outcome(receivers, members, out, sink)
+    return loaded
 
 
 def _skip(n: Node, diff_ids: list[str]) -> set[str]:

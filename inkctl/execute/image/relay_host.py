@@ -439,7 +439,9 @@ def wait_for(path, seconds):
         if os.path.exists(path):
             try:
                 with open(path) as fh:
-                    return json.load(fh)
+                    doc = json.load(fh)
+                os.unlink(path)  # read once: nothing of it stays on disk
+                return doc
             except ValueError:
                 time.sleep(0.01)  # being written: read it again
         time.sleep(0.05)
@@ -565,8 +567,9 @@ def relay(job):
         if load.wait() != 0:
             say(ev="error", why="%s load failed: %s" % (rt, text[-300:]))
             return 1
-        name_it(rt, job["image"], text)
-    say(ev="done", bytes=done)
+        say(ev="done", bytes=done, id=name_it(rt, job["image"], text))
+    else:
+        say(ev="done", bytes=done)
     if serving:  # until the host after this one (or one reattaching) read it all
         deadline = time.monotonic() + 600
         with spool.cond:
@@ -581,11 +584,17 @@ def name_it(rt, image, loaded):
     """The image under the name asked for: podman saves a short name as localhost/NAME, which
     docker then loads as is."""
     null = subprocess.DEVNULL
-    if subprocess.run([rt, "image", "inspect", image], stdout=null, stderr=null).returncode == 0:
-        return
+
+    def image_id():
+        p = subprocess.run([rt, "image", "inspect", "--format", "{{.Id}}", image], stdout=subprocess.PIPE, stderr=null)
+        return p.stdout.decode().strip() if p.returncode == 0 else ""
+
+    got = image_id()
     names = re.findall(r"Loaded image(?:\(s\))?(?: ID)?: (\S+)", loaded)
-    if names:
+    if not got and names:
         subprocess.run([rt, "tag", names[-1].split(",")[0], image], stdout=null, stderr=null)
+        got = image_id()
+    return got
 
 
 def feed(fifo):
@@ -602,6 +611,7 @@ def main(argv):
         return feed(argv[1])
     with open(argv[0]) as fh:
         job = json.load(fh)
+    os.unlink(argv[0])  # the copy token: on disk no longer than it takes to read it
     if job["input"] == "fifo" and not os.path.exists(job["fifo"]):
         os.mkfifo(job["fifo"], 0o600)
     try:
