@@ -267,8 +267,9 @@ def _relay(src: Node, receivers: list[Node], image: str, sink, out: Pushed, stop
                     members[n.name].errors.append(f"its plan could not be written: {err}")
                     members[n.name].ended.set()
         for i, n in enumerate(hosts):
-            if n is not src and members[n.name].listening:
-                sink.emit(ImageStarted(n.name, LOCAL if i == 0 else hosts[i - 1].name))
+            if n is not src and members[n.name].listening and not members[n.name].ended.is_set():
+                nearest = chain.sources(members[n.name], order[:i])["sources"]
+                sink.emit(ImageStarted(n.name, nearest[0]["name"] if nearest else LOCAL))
         if daemon is not None:
             fifo = f"{first.work}/feed-{run}"
             feeding = background(lambda n: _feed(n, daemon, image, hexes, dropped, fifo, out), [first],
@@ -340,7 +341,8 @@ def _outcome(receivers: list[Node], members: dict[str, Member], out: Pushed, sin
             why = "went away during the copy" + (f" ({m.other[-1]})" if m.other else "")
         else:
             why = "; ".join(dict.fromkeys(m.errors)) or f"exit {m.code}: " + (" | ".join(m.other[-3:]) or "no output")
-            gone = [x for x in names[:names.index(n.name)] if members[x].dead or members[x].code == -1]
+            gone = [x for x in names[:names.index(n.name)]
+                    if members[x].dead or (not members[x].ok and members[x].code == -1)]
             if gone and not m.errors:
                 why = f"{gone[-1]} (before it in the chain) went away: {why}"
         out.failed[n.name] = why

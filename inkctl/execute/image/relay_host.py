@@ -606,6 +606,14 @@ def feed(fifo):
             out.write(block)
 
 
+def run_relay(job):
+    try:
+        return relay(job)
+    except OSError as e:  # the runtime not there, a disk full: one line, not a traceback
+        say(ev="error", why="%s: %s" % (type(e).__name__, e))
+        return 1
+
+
 def main(argv):
     if argv[0] == "feed":
         return feed(argv[1])
@@ -615,7 +623,7 @@ def main(argv):
     if job["input"] == "fifo" and not os.path.exists(job["fifo"]):
         os.mkfifo(job["fifo"], 0o600)
     try:
-        return relay(job)
+        return run_relay(job)
     finally:
         if job["input"] == "fifo":
             if os.path.exists(job["fifo"]):
