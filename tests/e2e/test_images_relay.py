@@ -250,3 +250,15 @@ def test_a_relay_host_cut_mid_stream_is_named_the_next_goes_on_from_the_one_befo
         cluster.limit_links(None)
         for h in cluster.hosts:
             cluster.docker(h.name, "rmi", "-f", TOP)
+
+
+def test_a_host_whose_relay_cannot_start_is_named_and_left_out_of_the_chain(cluster, recipe, inventory, inkctl,
+                                                                            only_on_h1):
+    """The recipe says docker; h3 runs podman only: its relay says so in one line, and h4, after
+    it in the chain, receives from h1 instead."""
+    rec = recipe("weights", hardware={"nodes": 3}, engine={"args": {"tensor_parallel": 3}, "image": {"ref": IMAGE}})
+    ran = inkctl("images", "push-to-hosts", rec, "--hosts", inventory("h1", "h3", "h4"), timeout=300)
+    assert ran.rc == 1, ran.out
+    assert "h3: FileNotFoundError" in ran.out and "'docker'" in ran.out and no_traceback(ran.out), ran.out
+    assert "h4: receiving from h1" in ran.out and "h4: loaded" in ran.out, ran.out
+    assert image_id(cluster, "h4") == image_id(cluster, "h1")
