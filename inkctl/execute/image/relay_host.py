@@ -44,6 +44,8 @@ PROGRESS_EVERY_S = 0.25
 PEER_TIMEOUT_S = 10.0  # no byte from the upstream this long: does it live?
 PING_TIMEOUT_S = 3.0
 STALL_TRIES = 60  # a live upstream that sends nothing: ask again this many times
+WINDOW = 128 << 20  # the stream kept for a host reattaching after a dead one (memory per relay)
+LAG = 32 << 20  # the host after this one reads at most this far behind (so WINDOW covers a dead hop)
 STUCK_S = 15.0  # a reader that took nothing this long no longer holds the stream back alone
 ORPHAN_S = 60.0  # the host after this one went away and nobody reattached this long: stop serving
 OUT_LOCK = threading.Lock()
@@ -507,7 +509,7 @@ def relay(job):
     token = job["token"].encode()
     rt = job["runtime"]
     serving = bool(job.get("forward"))
-    spool = Spool(int(job.get("window", 256 << 20)), int(job.get("lag", 64 << 20)), serving)
+    spool = Spool(int(job.get("window", WINDOW)), int(job.get("lag", LAG)), serving)
     port = serve(job, token, spool).server_address[1]
     saver = load = None
     if job["input"] == "save":  # docker's save takes a while before its first byte: start it now
