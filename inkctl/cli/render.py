@@ -268,7 +268,7 @@ def _put_body(step: Put) -> str:
 
 
 def step_json(s) -> dict:
-    from inkctl.plan.step import EnvFile, Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import EnvFile, Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     d: dict[str, Any] = {"kind": s.kind, "host": s.host, "rank": s.rank, "purpose": s.purpose}
     if isinstance(s, (Run, WaitFor)):
@@ -298,6 +298,8 @@ def step_json(s) -> dict:
                  answer_url=s.answer_url, model=s.model)
     if isinstance(s, Smoke):
         d.update(url=s.url, model=s.model, checks=[c.as_dict() for c in s.checks])
+    if isinstance(s, Register):
+        d.update(url=s.url, workers=[{"url": u, "model": m} for u, m in s.workers])
     return d
 
 
@@ -402,7 +404,7 @@ def _put_summary(s: Put) -> str:
 
 
 def _print_concise(out, plan: Plan, only_host: str | None) -> None:
-    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
@@ -414,7 +416,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
         out.print(_step_text(s, files=False), markup=False)
     if puts:
         _print_files(out, puts, [h for h in hosts if only_host in (None, h)])
-    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke))):
+    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke, Register))):
         out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
         out.print(_step_text(a), markup=False)
     out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
@@ -454,7 +456,7 @@ def _print_files(out, puts: list[Put], every: list[str]) -> None:
 
 
 def _step_text(s, files: bool = True) -> str:
-    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     pad = "    "
     if isinstance(s, Run):
@@ -487,6 +489,9 @@ def _step_text(s, files: bool = True) -> str:
     if isinstance(s, Smoke):
         return f"{pad}POST {s.url} model={s.model}, one streamed chat completion each:\n" + "\n".join(
             f"{pad}  {c.prompt!r} (max_tokens {c.max_tokens}): {c.expectation}" for c in s.checks)
+    if isinstance(s, Register):
+        return (f"{pad}at {s.url}:\n{pad}  register each engine with its model, remove any other:\n"
+                + "\n".join(f"{pad}    {m} -> {u}" for u, m in s.workers))
     return pad + repr(s)
 
 
