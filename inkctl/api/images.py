@@ -27,9 +27,24 @@ def distribute_image(loaded: Loaded, plan: Plan, image: str | None, *, source: s
     ref = host_image(loaded.recipe, plan, image)
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)
     try:
-        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop)
+        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop,
+                             local=_local_daemon)
     finally:
         close_all(transports)
+
+
+def _local_daemon():
+    """This machine's docker daemon (the SDK), the source when no host has the image; None when
+    there is none to reach."""
+    import logging
+
+    from inkctl.execute.image.local_daemon import LocalDaemon
+
+    try:
+        return LocalDaemon()
+    except InkctlError as e:
+        logging.getLogger(__name__).debug("no local docker daemon: %s", e.message)
+        return None
 
 
 def distribute_before_up(loaded: Loaded, plan: Plan, image: str | None, accept_new: bool, sink: Sink) -> None:
