@@ -174,11 +174,11 @@ def take_down_fleet(fleet, *, accept_new: bool = False, sink=None):
     router_hosts = [h for h in every if h.name == fleet.router.hosts[0].name][:1]
     first = [(fleet.router, take_down(fleet.router, router_hosts, accept_new=accept_new))] if router_hosts else []
     rest = each(lambda r: (r.plan, take_down(r.plan, list(r.hosts), accept_new=accept_new)), fleet.replicas, name="down")
-    retired = retire(fleet, sink, accept_new=accept_new)
+    retired = retire(fleet, sink, accept_new=accept_new, command="down")
     return first + rest, retired
 
 
-def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
+def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dict[str, list[str]]:
     """Remove the replicas the recipe no longer has (``NAME-r<k>``, k >= fleet.replicas; a
     lowered fleet.replicas), or a gateway's groups its file no longer lists (labelled
     ``inkctl.gateway=NAME``, another deployment), from every host of the inventory: found by
@@ -217,7 +217,7 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
             if dep and gone(dep):
                 found.setdefault(dep, []).append(c.name)
         for dep, names in sorted(found.items()):
-            with leased(by_name[name], rt, dep, tr):  # the lease up and down take on that deployment
+            with leased(by_name[name], rt, dep, tr, command):  # the lease up and down take on that deployment
                 remove_from_host(tr, retire_steps(by_name[name], rt, dep, names))
         return found
 
@@ -239,7 +239,7 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
 
 
 @contextmanager
-def leased(host, rt: str, deployment: str, transport):
+def leased(host, rt: str, deployment: str, transport, command: str = "up"):
     """The deploy lease of ``deployment`` on ``host`` (the one ``up`` and ``down`` take), held
     while a leftover of it is removed: no other up or down of it runs meanwhile. Refused: a
     HostError for that host (the others go on)."""
@@ -252,7 +252,7 @@ def leased(host, rt: str, deployment: str, transport):
         PlannedHost(name=host.name, address=host.ssh_address, rank=0, runtime=rt,
                     state_dir=deployment_dir(host, deployment)),))
     try:
-        lock = DeployLock(plan, {host.name: transport}, "up").acquire()
+        lock = DeployLock(plan, {host.name: transport}, command).acquire()
     except LockHeld as e:
         raise HostError(host.name, "lock", f"{deployment} not removed: {e.message}") from None
     try:
