@@ -90,13 +90,18 @@ class Bench:
 
     def inkctl(self, *args) -> float:
         """Seconds of one whole inkctl process."""
-        t0 = time.monotonic()
+        return self.inkctl_timed(*args)[0]
+
+    def inkctl_timed(self, *args) -> tuple[float, dict[str, dict[str, float]]]:
+        """Seconds of one whole inkctl process and, with ``-o json``, its timeline: host -> phase
+        -> seconds since the process started (the events' wall-clock ``ts``)."""
+        t0, wall0 = time.monotonic(), time.time()
         p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=self.env(),
                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
         seconds = time.monotonic() - t0
         if p.returncode != 0:
             raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-        return seconds
+        return seconds, timeline(p.stdout, wall0)
 
     def head_sent(self) -> int:
         """Bytes the head (h1) has sent on its link: what the bridge side of its veth received."""
@@ -175,6 +180,33 @@ class Bench:
         if any(codes):
             raise SystemExit(f"docker save | ssh docker load failed: {codes}")
         return time.monotonic() - t0
+
+
+PHASES = ("connected", "scanned", "relay_started", "listening", "pointed", "first_byte", "fetched", "removed")
+
+
+def timeline(json_lines: str, wall0: float) -> dict[str, dict[str, float]]:
+    """host -> phase -> seconds since ``wall0``, from ``weights_phase`` events (first of each)."""
+    import json
+
+    out: dict[str, dict[str, float]] = {}
+    for line in json_lines.splitlines():
+        if not line.startswith("{"):
+            continue
+        ev = json.loads(line)
+        if ev.get("event") == "weights_phase":
+            out.setdefault(ev["host"], {}).setdefault(ev["phase"], round(ev["ts"] - wall0, 2))
+    return out
+
+
+def print_timeline(tl: dict[str, dict[str, float]], total: float) -> None:
+    cols = [p for p in PHASES if any(p in v for v in tl.values())]
+    short = {"connected": "conn", "scanned": "scan", "relay_started": "start", "listening": "listen",
+             "pointed": "point", "first_byte": "1st B", "fetched": "done", "removed": "rm"}
+    print(f"timeline (s since the process started; the process ended at {total:.1f} s)")
+    print(f"{'host':>5} " + " ".join(f"{short[c]:>6}" for c in cols))
+    for host, v in tl.items():
+        print(f"{host:>5} " + " ".join(f"{v[c]:>6.2f}" if c in v else f"{'-':>6}" for c in cols))
 
 
 def _needed(path: str) -> bool:

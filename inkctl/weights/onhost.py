@@ -22,13 +22,21 @@ relay  one link of the copy chain: serve every blob of the job (bound to one add
        before it takes its place. A source that stops answering is asked whether it lives;
        a dead one is named and the host before it is asked instead, from the bytes already here.
 fetch  relay without serving; serve: relay with nothing to fetch
+
+Run in a container (``<runtime> run --rm``, the engine image's python3) or, where the host has
+a python3 of its own, as a plain process of the SSH session (no container to start or remove:
+the secrets come in the 0600 job file, read and removed at start; the session's end,
+SIGHUP, ends it; ``--pid-dir`` is where it says it runs, so the relay of a later run ends one
+left behind by a host that was cut off and healed).
 """
 
+import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -588,7 +596,7 @@ def wait_for(path, deadline):
                     return json.load(fh)
             except ValueError:
                 time.sleep(0.01)  # being written: read it again
-        time.sleep(0.05)
+        time.sleep(0.02)
     return None
 
 
@@ -622,12 +630,61 @@ def relay(job, serving=True, fetching=True):
     return 0 if ok else 1
 
 
+def end_on_hangup(pid_file=None):
+    """SIGHUP (the SSH session closed) and SIGTERM end the relay at once, also as a container's
+    PID 1 (which the kernel spares from signals it has no handler for)."""
+    def bye(signum, frame):
+        if pid_file:
+            with contextlib.suppress(OSError):
+                os.remove(pid_file)
+        os._exit(0)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, bye)
+
+
+def end_leftovers(pid_dir, me):
+    """End the relays of earlier runs on this host (a run that lost this host left its relay
+    behind, maybe still writing the files this one will write); say where this one runs."""
+    for name in os.listdir(pid_dir):
+        if not (name.startswith("relay-") and name.endswith(".pid")) or name == os.path.basename(me):
+            continue
+        path = os.path.join(pid_dir, name)
+        with contextlib.suppress(OSError, ValueError):  # gone already, or not a pid: nothing to end
+            with open(path) as fh:
+                pid = int(fh.read().strip() or 0)
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                ours = b"onhost.py" in fh.read()
+            if ours and pid != os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                say(ev="ended_leftover", pid=pid)
+        for ext in (".pid", ".json", ".sources", ".env"):  # what that run left beside it
+            with contextlib.suppress(OSError):
+                os.remove(path[:-len(".pid")] + ext)
+    with open(me + ".tmp", "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(me + ".tmp", me)
+
+
+def option(argv, name):
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
 def main(argv):
     if len(argv) < 2 or argv[0] not in ("scan", "fetch", "serve", "relay"):
-        sys.stderr.write("usage: onhost.py scan|fetch|serve|relay JOB [--hash]\n")
+        sys.stderr.write("usage: onhost.py scan|fetch|serve|relay JOB [--hash] [--pid-dir D]\n")
         return 2
     with open(argv[1]) as fh:
         job = json.load(fh)
+    if "env" in job:  # secrets in the job file itself (0600): into the environment, the file gone
+        os.environ.update(job.pop("env"))
+        os.remove(argv[1])
+    pid_file = None
+    if option(argv, "--pid-dir"):
+        pid_file = os.path.join(option(argv, "--pid-dir"), os.path.basename(argv[1])[:-len(".json")] + ".pid")
+    end_on_hangup(pid_file)
+    if pid_file:
+        end_leftovers(os.path.dirname(pid_file), pid_file)
     if argv[0] == "scan":
         scan(job, "--hash" in argv[2:])
         return 0
