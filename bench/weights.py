@@ -7,7 +7,8 @@ so that the network, not the shared CPU, is what is measured.
 Per N (2, 4, 8), model on the head, the other N-1 hosts empty (emptied between runs, not timed):
   one copy        the physical limit: rsync of the model from h1 to h2 alone (one link)
   inkctl          ``python -m inkctl weights`` (whole process: connect, scan, the chain of
-                  relays, every byte hashed on arrival)
+                  relays, every byte hashed on arrival); its timeline per host at the
+                  largest N, from the run's ``weights_phase`` events
   inkctl fresh    the same with every host empty, the head too: the Hub download and the relay
                   overlap (the Hub stand-in sits behind the head's capped link, as a WAN would)
   rsync parallel  what a person writes: N-1 rsyncs from the head at once (the star)
@@ -252,6 +253,7 @@ def main(argv=None) -> int:
     model = sum(f.size for f in hub.repos[REPO].files.values() if _needed(f.path))
     wire = model * 8 / (args.link_mbit * 1e6)
     rows, images, rss = [], [], {}
+    timelines: dict[int, tuple[dict, float]] = {}
     try:
         hub.start()
         bench = Bench(cluster, hub, work)
@@ -271,7 +273,8 @@ def main(argv=None) -> int:
             one = bench.rsync(["h2"], REPO)
             bench.empty(names[1:])
             sent0 = bench.head_sent()
-            ink = bench.inkctl("weights", rec, "--hosts", inv)
+            ink, tl = bench.inkctl_timed("weights", rec, "--hosts", inv, "-o", "json")
+            timelines[n] = (tl, ink)
             ink_head = bench.head_sent() - sent0
             bench.empty(names[1:])
             sent0 = bench.head_sent()
@@ -343,6 +346,10 @@ def main(argv=None) -> int:
     if rss:
         print(f"\ninkctl peak RSS: {rss[REPO] / 1024:.1f} MiB for {model / 2**20:.0f} MiB, "
               f"{rss[BIG] / 1024:.1f} MiB for a model 4x as large ({rss[BIG] / rss[REPO]:.2f}x)")
+    if timelines:
+        n = max(timelines)
+        print(f"\nN={n}, inkctl weights, one host per line:")
+        print_timeline(*timelines[n])
     last = rows[-1]
     print(f"targets at N={last['n']}: inkctl/one copy <= 1.5 ({last['ink'] / last['one']:.2f}), "
           f"inkctl/rsync parallel <= 0.3 ({last['ink'] / last['par']:.2f}), head bytes ~1x ({last['ink_head']:.2f}x)")
