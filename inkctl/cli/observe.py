@@ -226,7 +226,7 @@ def status(
         print(json.dumps({"deployment": plan.deployment, "recipe_hash": plan.recipe_hash, "ok": ok,
                           "health": health, "ranks": rows, "unreachable": errors}, indent=2))
     else:
-        _print_status(plan, rows, health)
+        _print_status(plan, rows, health, loaded.recipe)
     if not ok:
         raise InkctlError(_not_up(rows, errors, health))
 
@@ -242,11 +242,11 @@ def _not_up(rows: list[dict], errors: dict, health: dict) -> str:
     return text
 
 
-def _print_status(plan, rows: list[dict], health: dict) -> None:
+def _print_status(plan, rows: list[dict], health: dict, recipe=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from inkctl.cli.render import console
+    from inkctl.cli.render import console, identity
 
     state_style = {"running": "green", "exited": "red", "missing": "yellow", "unreachable": "bold red"}
     # fits 80 columns: long host names wrap in their column; container, image and recipe share the
@@ -255,7 +255,7 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
     t.add_column("host", max_width=HOST_WIDTH - 6, overflow="fold")
     for col in ("rank", "state", "health", "uptime"):
         t.add_column(col, no_wrap=True)
-    t.add_column("container, image, recipe", ratio=1, min_width=16, overflow="fold")
+    t.add_column("container, image, deployment", ratio=1, min_width=16, overflow="fold")
     notes = []
     for r in rows:
         state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") is not None else "")
@@ -268,11 +268,11 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
             what.append(f" {r['image']} ({r['image_id']})")
         rh = r.get("recipe_hash")
         if rh:
-            what.append(f" recipe {rh} current" if r["hash_matches"] else f" recipe {rh} (now {plan.recipe_hash})",
+            what.append(f" deployment {rh} current" if r["hash_matches"] else f" deployment {rh} (now {plan.recipe_hash})",
                         "green" if r["hash_matches"] else "yellow")
         t.add_row(r["host"], rank, Text(state, state_style.get(r["state"], "")), health_text, r.get("uptime") or "-", what)
     out = console()
-    out.print(f"{plan.deployment}  recipe {plan.recipe_hash}", markup=False)
+    out.print(f"{plan.deployment}  {identity(plan, recipe)}", markup=False)
     out.print(t)
     for n in notes:
         out.print(Text(n), soft_wrap=False)

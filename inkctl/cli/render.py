@@ -314,13 +314,19 @@ def plan_json(plan: Plan) -> dict:
     }
 
 
+def identity(plan: Plan, recipe) -> str:
+    """``recipe R`` or, with an inventory, ``recipe R (deployment D)``: the recipe's own hash (the same
+    with or without --hosts) and the deployment's (the containers' label, which covers the inventory).
+    `plan` and `status` say it the same way."""
+    alone = _recipe_alone_hash(plan, recipe) if recipe is not None and plan.hosts and not plan.hosts[0].placeholder else None
+    if alone is not None and alone != plan.recipe_hash:
+        return f"recipe {alone} (deployment {plan.recipe_hash})"
+    return f"recipe {plan.recipe_hash}"
+
+
 def _plan_head(out, plan: Plan, loaded) -> None:
     r = loaded.recipe if loaded else None
-    head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
-    alone = _recipe_alone_hash(plan, r) if r is not None and plan.hosts and not plan.hosts[0].placeholder else None
-    if alone is not None and alone != plan.recipe_hash:
-        # the label on the containers covers the inventory too; the recipe's own hash does not change with --hosts
-        head = f"[bold]{escape(plan.deployment)}[/]  recipe {alone} (deployment {plan.recipe_hash})"
+    head = f"[bold]{escape(plan.deployment)}[/]  {identity(plan, r)}"
     if r is not None:
         head += (f"  {r.engine.kind} {escape(r.engine.version)}, TP={r.engine.args.tensor_parallel}"
                  f" PP={r.engine.args.pipeline_parallel}, {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")

@@ -47,9 +47,8 @@ def recipe_path(path: str | Path) -> Path:
 
     p = bundled.resolve(path)
     if not p.exists():
-        known = bundled.names()
-        hint = ("a recipe file, or a bundled recipe: " + ", ".join(known)) if known else "pass a recipe file"
-        raise UsageError(f"{path}: no such recipe file, and no bundled recipe of that name", hint=hint)
+        raise UsageError(f"{path}: no such recipe file, and no bundled recipe of that name",
+                         hint=bundled.unknown_hint(str(path)))
     return p
 
 
