@@ -132,7 +132,8 @@ class Site:
         that may write the cache (no container to start; the session's end ends it), else in
         the engine image (``argv``)."""
         if self.on_host:  # the job file carries the secrets (0600, removed once read)
-            return ("python3", f"{self.work}/onhost.py", mode, f"{self.work}/{job}", "--pid-dir", self.work)
+            # -I -S: the standard library only, whatever PYTHON* or site-packages the host has
+            return ("python3", "-I", "-S", f"{self.work}/onhost.py", mode, f"{self.work}/{job}", "--pid-dir", self.work)
         return self.argv(what, job, env_file=env_file, mode=mode)
 
     @property

@@ -40,10 +40,7 @@ import signal
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CHUNK = 1 << 20
@@ -159,6 +156,8 @@ def scan_one(lay, f, rehash):
 def scan(job, rehash):
     lay = Layout(job)
     files = sorted(lay.files.values(), key=lambda f: -f["size"])
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=4 if rehash else 1) as pool:
         states = dict(zip((f["path"] for f in files), pool.map(lambda f: scan_one(lay, f, rehash), files)))
     say(ev="scan", free=free_bytes(lay.root), files=states)
@@ -350,16 +349,24 @@ class HubRefused(Refused):
     """The Hub refused the token (or its absence): no other file is asked for."""
 
 
-class SameHostRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, but a redirect to another host (the Hub's CDN) does not get the
+def opener():
+    """urllib's opener (imported on first use: a relay says where it listens sooner) that
+    follows redirects, but a redirect to another host (the Hub's CDN) does not get the
     Authorization header: the token is for the Hub only (huggingface_hub does the same)."""
+    global OPENER
+    if OPENER is None:
+        import urllib.request
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            for k in [k for k in new.headers if k.lower() == "authorization"]:
-                del new.headers[k]
-        return new
+        class SameHostRedirects(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, req, fp, code, msg, headers, newurl):
+                new = super().redirect_request(req, fp, code, msg, headers, newurl)
+                if new is not None and _origin(newurl) != _origin(req.full_url):
+                    for k in [k for k in new.headers if k.lower() == "authorization"]:
+                        del new.headers[k]
+                return new
+
+        OPENER = urllib.request.build_opener(SameHostRedirects)
+    return OPENER
 
 
 def _origin(url):
@@ -367,7 +374,7 @@ def _origin(url):
     return (u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme))
 
 
-OPENER = urllib.request.build_opener(SameHostRedirects)
+OPENER = None
 
 
 class Sources:
@@ -387,6 +394,9 @@ class Sources:
 
 
 def open_source(job, src, f, start):
+    import urllib.error
+    import urllib.request
+
     headers = {"User-Agent": "inkctl-weights"}
     if src["kind"] == "hub":
         url = "%s/%s/resolve/%s/%s" % (src["url"].rstrip("/"), job["repo"], job["revision"],
@@ -402,7 +412,7 @@ def open_source(job, src, f, start):
     if start:
         headers["Range"] = "bytes=%d-" % start
     try:
-        resp = OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)
+        resp = opener().open(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as e:
         if e.code == 416 and start:
             return None, start  # nothing after start: the partial file is whole, its hash decides
@@ -427,6 +437,9 @@ def _why(e):
 
 
 def alive(src):
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(src["url"].rstrip("/") + "/ping", timeout=PING_TIMEOUT_S):
             return True
@@ -569,6 +582,8 @@ def fetch_all(job, store, sources, progress):
                 lay.place(f)
                 say(ev="file", path=f["path"], bytes=n if f is b.f else 0, source=source)
 
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, int(job.get("streams", 2)))) as pool:
         list(pool.map(one, store.wanted()))
     for f in lay.files.values():  # files that were already right: make sure the snapshot names them
@@ -609,6 +624,7 @@ def relay(job, serving=True, fetching=True):
     if not fetching:
         threading.Event().wait()
         return 0
+    threading.Thread(target=opener, daemon=True).start()  # urllib loads while the sources come
     doc = job.get("sources")
     if doc is None and job.get("source"):  # one source for every blob
         doc = {"sources": [{"name": job["source"]["kind"], **job["source"]}]}
