@@ -353,8 +353,7 @@ def opener():
     """urllib's opener (imported on first use: a relay says where it listens sooner) that
     follows redirects, but a redirect to another host (the Hub's CDN) does not get the
     Authorization header: the token is for the Hub only (huggingface_hub does the same)."""
-    global OPENER
-    if OPENER is None:
+    if not OPENER:
         import urllib.request
 
         class SameHostRedirects(urllib.request.HTTPRedirectHandler):
@@ -365,8 +364,8 @@ def opener():
                         del new.headers[k]
                 return new
 
-        OPENER = urllib.request.build_opener(SameHostRedirects)
-    return OPENER
+        OPENER.append(urllib.request.build_opener(SameHostRedirects))
+    return OPENER[0]
 
 
 def _origin(url):
@@ -374,7 +373,7 @@ def _origin(url):
     return (u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme))
 
 
-OPENER = None
+OPENER = []  # type: list
 
 
 class Sources:
