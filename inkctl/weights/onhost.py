@@ -632,6 +632,8 @@ def relay(job, serving=True, fetching=True):
         if doc is None:
             say(ev="error", why="no sources arrived within %d s" % SOURCES_WAIT_S)
             return 1
+        if job.get("remove_sources"):
+            os.remove(job["sources_file"])
     sources = Sources(doc)
     progress = Progress()
     store.busy = True
@@ -645,13 +647,13 @@ def relay(job, serving=True, fetching=True):
     return 0 if ok else 1
 
 
-def end_on_hangup(pid_file=None):
+def end_on_hangup(*own_files):
     """SIGHUP (the SSH session closed) and SIGTERM end the relay at once, also as a container's
-    PID 1 (which the kernel spares from signals it has no handler for)."""
+    PID 1 (which the kernel spares from signals it has no handler for); ``own_files`` go with it."""
     def bye(signum, frame):
-        if pid_file:
+        for path in own_files:
             with contextlib.suppress(OSError):
-                os.remove(pid_file)
+                os.remove(path)
         os._exit(0)
 
     for sig in (signal.SIGHUP, signal.SIGTERM):
@@ -697,9 +699,13 @@ def main(argv):
     pid_file = None
     if option(argv, "--pid-dir"):
         pid_file = os.path.join(option(argv, "--pid-dir"), os.path.basename(argv[1])[:-len(".json")] + ".pid")
-    end_on_hangup(pid_file)
-    if pid_file:
+    if pid_file:  # a process of the host: the files of its run go with it (a host cut off
+        # mid-copy keeps them until its relay ends, then this run's files are all gone)
+        end_on_hangup(pid_file, *([job["sources_file"]] if job.get("sources_file") else []))
         end_leftovers(os.path.dirname(pid_file), pid_file)
+        job["remove_sources"] = True
+    else:
+        end_on_hangup()
     if argv[0] == "scan":
         scan(job, "--hash" in argv[2:])
         return 0

@@ -185,7 +185,7 @@ def test_fresh_hosts_get_the_model_once_then_only_what_is_missing_or_wrong_moves
 
     # with room on h4: only h4 receives, from h1, nothing from the Hub
     ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
-    assert ran.rc == 0, ran
+    assert ran.rc == 0, ran.stderr[-3000:]
     assert final(ran)["moved"] == {"h4": total} and final(ran)["hub_bytes"] == 0
     assert relays(ran) == {"h1": "process", "h4": "container"}
     assert hub.stats["bytes"] - before["bytes"] - lock_bytes == total
@@ -287,6 +287,8 @@ def test_a_relay_host_cut_mid_copy_is_named_the_next_resumes_from_the_one_before
     assert set(final(again)["moved"]) == {"h2"}
     assert "already in use" not in again.out
     assert not set(old) & set(relay_pids(cluster, "h2")), "the rerun ended the old relay"
+    state = Path(cluster.host("h2").state_dir) / "e2e-weights" / "weights"
+    assert not list(state.glob("relay-*")), "nothing of either run stays on h2"
     assert run("weights", rec, "--hosts", inv, "--verify").rc == 0
 
 

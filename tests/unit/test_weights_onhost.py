@@ -292,8 +292,10 @@ def test_a_host_process_relay_takes_its_secrets_from_the_job_ends_a_leftover_and
         (work / "relay-old.sources").write_text("{}")
         (work / "relay-other.pid").write_text(str(stranger.pid))
         path = work / "relay-new.json"
+        sources = work / "relay-new.sources"
+        sources.write_text("{}")
         path.write_text(json.dumps({**job(hub, tmp_path / "cache"), "want": [], "bind": "127.0.0.1", "port": 0,
-                                    "env": {"INKCTL_WEIGHTS_TOKEN": "t0k"}}))
+                                    "env": {"INKCTL_WEIGHTS_TOKEN": "t0k"}, "sources_file": str(sources)}))
         p = subprocess.Popen([sys.executable, str(ONHOST), "serve", str(path), "--pid-dir", str(work)],
                              stdout=subprocess.PIPE, text=True)
         seen = []
@@ -311,7 +313,7 @@ def test_a_host_process_relay_takes_its_secrets_from_the_job_ends_a_leftover_and
             assert e.value.code == code
         p.send_signal(signal.SIGHUP)
         assert p.wait(timeout=10) == 0
-        assert not (work / "relay-new.pid").exists()
+        assert not (work / "relay-new.pid").exists() and not sources.exists(), "its files go with it"
     finally:
         stranger.kill()
         leftover.kill()
