@@ -69,7 +69,7 @@ def up(
 
         return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
                             gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout,
-                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
+                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt, results_dir=results_dir)
     if partition or account or time_limit or job_dir or gpus_per_node is not None or container \
             or pending_timeout is not None:
         raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
@@ -183,23 +183,14 @@ def _boot(plan, outcome, results_dir: Path, sink) -> None:
     (once, also when up stays attached)."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
-    from inkctl.bench import boots
-    from inkctl.execute.supervise.bootphases import slower_than
-    from inkctl.execute.events import BootPhases
+    from inkctl.cli.boottable import keep
+    from inkctl.execute.events import BootPhases, Info
 
-    record = dict(outcome.boot)
-    before = boots.previous(results_dir, plan.deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
-    try:
-        path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
-        record["path"] = str(path)
-    except OSError as e:
-        from inkctl.execute.events import Info
-
-        sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
-    outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
-    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
-                         previous=before[0] if before else ""))
+    record, slower, previous, problem = keep(results_dir, plan.deployment, outcome.boot, plan.recipe_hash)
+    if problem:
+        sink.emit(Info(text=problem, level="warning"))
+    outcome.boot = {**record, "slower": list(slower), "previous": previous, "saved": True}
+    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower, previous=previous))
 
 
 def _readiness(plan, outcome) -> tuple[float | None, float | None]:
