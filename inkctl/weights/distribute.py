@@ -227,7 +227,7 @@ QUICK_SCAN = "\n".join([
     '  if [ -e "$link" ]; then path="$link"; elif [ -e "$blob" ]; then path="$blob"; else echo "missing $part"; continue; fi',
     '  got=$(stat -L -c %s -- "$path")',
     '  if [ "$got" -lt "$size" ]; then echo "truncated $part"; elif [ "$got" -gt "$size" ]; then echo "altered $part"',
-    '  elif [ "$path" != "$link" ] || [ ! -L "$link" ] || [ "$(readlink -f -- "$link")" != "$(readlink -f -- "$blob")" ]; then echo "unlinked $part"',
+    '  elif [ "$path" != "$link" ] || [ ! -L "$link" ] || ! [ "$link" -ef "$blob" ]; then echo "unlinked $part"',
     '  else echo "ok $part"; fi',
     'done',
     "",
