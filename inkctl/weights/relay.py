@@ -218,8 +218,10 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
             if now:
                 pointed.update(mb.name for mb in now)
                 for mb, err in zip(now, each(_safely(point), now, name="weights")):
-                    if err:
-                        mb.errors.append(err)
+                    if err:  # its relay never learns its sources: it is out of this run
+                        with heard:
+                            mb.code, mb.other = -1, [err]
+                            mb.ended.set()
             if interrupt is not None and interrupt.is_set():
                 break
     finally:
