@@ -1,11 +1,12 @@
-"""Runs ON a host, inside the recipe's engine image: python3 onhost.py scan|fetch|serve|relay JOB.
+"""Runs ON a host (its python3, or the engine image's): python3 onhost.py scan|fetch|serve|relay JOB.
 
 Standard library only (the engine image has Python; nothing is installed on the host, and no
 huggingface_hub version matters). The same relay moves a plain directory of files (a compile
 cache) when the job says ``"layout": "plain"``. inkctl uploads this file and a job (JSON: the manifest, the
-cache path, what to fetch and from where) to the host's state dir and runs it with the
-container runtime. Secrets (the copy token, the HF token) arrive in the environment from a
-0600 env file, never on a command line. Every answer is JSON lines on stdout.
+cache path, what to fetch and from where) to the host's state dir and runs it (see below).
+Secrets (the copy token, the HF token) arrive in the environment from a 0600 env file (a
+container) or in the 0600 job file itself (a host process), never on a command line. Every
+answer is JSON lines on stdout.
 
 The Hub cache layout is huggingface_hub's: models--org--name/blobs/<etag> (sha256 for LFS
 files, the git blob id for others), snapshots/<commit>/<path> -> ../../blobs/<etag>,
