@@ -53,6 +53,9 @@ def up(
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
+    RECIPE may be a gateway file: several recipes on the --hosts inventory behind one endpoint
+    that routes by the request's model (README: "Several models behind one endpoint").
+
     A different version of the same deployment (another recipe hash) is replaced: up shows what
     changes, removes the old containers, then launches the new ones.
 
@@ -89,6 +92,17 @@ def up(
     from inkctl.plan.step import EnvFile
     from inkctl.recipe.source import load_recipe
 
+    from inkctl.recipe.gateway import is_gateway_file
+
+    if is_gateway_file(recipe):  # several models behind one endpoint
+        if watch or detach or set_:
+            raise UsageError("a gateway file: run up without --watch, --detach and --set")
+        from inkctl.cli.fleet import fleet_up, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "up")
+        fleet_up(lg, gw, fmt=fmt, recipe=recipe, hosts=hosts, accept_new=accept_new_host_keys,
+                 keep=keep_on_failure, timeout=timeout, skip=list(skip_check or []))
+        return
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
@@ -180,7 +194,9 @@ def up(
 
 def _boot(plan, outcome, results_dir: Path, sink) -> None:
     """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
-    (once, also when up stays attached)."""
+    (once, also when up stays attached). The record is a by-product of a boot that went well:
+    whatever is wrong with the records beside it (another up of the recipe writing its own at
+    the same moment, a file cut short) is a warning, never a failed up."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
     from inkctl.cli.boottable import keep
@@ -265,6 +281,7 @@ def down(
     slurm: bool = SlurmFlag,
 ) -> None:
     """Remove the deployment's containers (found by label) and its state directory on every host.
+    A fleet: also replicas beyond fleet.replicas; a gateway file: every model's group and the gateway.
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
     import json
@@ -274,8 +291,14 @@ def down(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.down(recipe, set_, fmt)
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):
+        from inkctl.cli.fleet import fleet_down, load_gateway_fleet
+
+        fleet_down(load_gateway_fleet(recipe, hosts, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_down, load_fleet
 

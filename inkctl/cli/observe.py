@@ -188,6 +188,9 @@ def status(
 ) -> None:
     """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run.
 
+    A fleet or a gateway file: one row per group (replica or model, and the router): its GPUs,
+    containers and state.
+
     With --slurm: the Slurm job's state, nodes, each rank's state and the head's health."""
     from inkctl.execute.state.probe import deployment_states
 
@@ -197,8 +200,15 @@ def status(
 
         return slurm_cli.status(recipe, set_, fmt)
     from inkctl.cli.options import overrides
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):
+        from inkctl.cli.fleet import fleet_status, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "status")
+        fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_status, load_fleet
 
