@@ -75,7 +75,6 @@ def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hu
                           hint="free space there, or pick another source with --from HOST")
     chain = [source] + [s for s in live if s is not source and not s.error and wanted(s)]
     if len(chain) > 1 or wanted(source):
-        each(_clear_leftovers, [s for s in live if not s.error], name="weights")
         donors = [s for s in live if s not in chain and not s.error] if wanted(source) else []
         run_chain(m, chain, donors, hub_url=hub_url, hub_env=hub_env, sink=sink, out=out, bwlimit=bwlimit)
     out.seconds = time.monotonic() - t0
@@ -193,7 +192,7 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
     relays = background(launch, members, name="weights", label=lambda mb: mb.name)
     try:
         # relays of earlier runs go while these start; none of these fetches before that
-        each(_clear_leftovers, [mb.site for mb in members], name="weights")
+        each(lambda s: _clear_leftovers(s, what), [mb.site for mb in members], name="weights")
         deadline, pointed = time.monotonic() + LISTEN_TIMEOUT_S, set[str]()
         head = members[0]
         while True:  # point each relay once its upstream listens; until every fetch is over
@@ -238,12 +237,14 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
     _outcome(members, out, interrupted=interrupt is not None and interrupt.is_set(), t0=t0, sink=sink)
 
 
-def _clear_leftovers(s: Site) -> None:
-    """Remove relays of earlier runs (one that lost this host, cut and then healed, lives on
-    until idle): nothing of an old run stays beside this one."""
+def _clear_leftovers(s: Site, current: str) -> None:
+    """Remove relay containers of earlier runs (one that lost this host, cut and then healed,
+    lives on until idle): nothing of an old run stays beside this one. ``current``: this run's
+    relay (it may be starting already), spared."""
     try:
         r = s.transport.run(runtime.ps_names(s.runtime, f"{s.container(WHAT)}-"), timeout=60)
-        old = [n for n in r.text().split() if n.startswith(s.container(WHAT) + "-")] if r.ok else []
+        old = [n for n in r.text().split()
+               if n.startswith(s.container(WHAT) + "-") and n != s.container(current)] if r.ok else []
         if old:
             s.transport.run(runtime.remove(s.runtime, *old), timeout=60)
     except HostError as e:  # the scan reached it a moment ago; the run itself will say what is wrong
