@@ -7,7 +7,8 @@ so that the network, not the shared CPU, is what is measured.
 Per N (2, 4, 8), model on the head, the other N-1 hosts empty (emptied between runs, not timed):
   one copy        the physical limit: rsync of the model from h1 to h2 alone (one link)
   inkctl          ``python -m inkctl weights`` (whole process: connect, scan, the chain of
-                  relays, every byte hashed on arrival)
+                  relays, every byte hashed on arrival); its timeline per host at the
+                  largest N, from the run's ``weights_phase`` events
   inkctl fresh    the same with every host empty, the head too: the Hub download and the relay
                   overlap (the Hub stand-in sits behind the head's capped link, as a WAN would)
   rsync parallel  what a person writes: N-1 rsyncs from the head at once (the star)
@@ -90,13 +91,18 @@ class Bench:
 
     def inkctl(self, *args) -> float:
         """Seconds of one whole inkctl process."""
-        t0 = time.monotonic()
+        return self.inkctl_timed(*args)[0]
+
+    def inkctl_timed(self, *args) -> tuple[float, dict[str, dict[str, float]]]:
+        """Seconds of one whole inkctl process and, with ``-o json``, its timeline: host -> phase
+        -> seconds since the process started (the events' wall-clock ``ts``)."""
+        t0, wall0 = time.monotonic(), time.time()
         p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=self.env(),
                            capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
         seconds = time.monotonic() - t0
         if p.returncode != 0:
             raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-        return seconds
+        return seconds, timeline(p.stdout, wall0)
 
     def head_sent(self) -> int:
         """Bytes the head (h1) has sent on its link: what the bridge side of its veth received."""
@@ -177,6 +183,33 @@ class Bench:
         return time.monotonic() - t0
 
 
+PHASES = ("connected", "scanned", "relay_started", "listening", "pointed", "first_byte", "fetched", "removed")
+
+
+def timeline(json_lines: str, wall0: float) -> dict[str, dict[str, float]]:
+    """host -> phase -> seconds since ``wall0``, from ``weights_phase`` events (first of each)."""
+    import json
+
+    out: dict[str, dict[str, float]] = {}
+    for line in json_lines.splitlines():
+        if not line.startswith("{"):
+            continue
+        ev = json.loads(line)
+        if ev.get("event") == "weights_phase":
+            out.setdefault(ev["host"], {}).setdefault(ev["phase"], round(ev["ts"] - wall0, 2))
+    return out
+
+
+def print_timeline(tl: dict[str, dict[str, float]], total: float) -> None:
+    cols = [p for p in PHASES if any(p in v for v in tl.values())]
+    short = {"connected": "conn", "scanned": "scan", "relay_started": "start", "listening": "listen",
+             "pointed": "point", "first_byte": "1st B", "fetched": "done", "removed": "rm"}
+    print(f"timeline (s since the process started; the process ended at {total:.1f} s)")
+    print(f"{'host':>5} " + " ".join(f"{short[c]:>6}" for c in cols))
+    for host, v in tl.items():
+        print(f"{host:>5} " + " ".join(f"{v[c]:>6.2f}" if c in v else f"{'-':>6}" for c in cols))
+
+
 def _needed(path: str) -> bool:
     """The files an engine reads (what inkctl pins): top level, no .bin/.gguf twins."""
     return "/" not in path and not path.endswith((".bin", ".gguf"))
@@ -220,6 +253,7 @@ def main(argv=None) -> int:
     model = sum(f.size for f in hub.repos[REPO].files.values() if _needed(f.path))
     wire = model * 8 / (args.link_mbit * 1e6)
     rows, images, rss = [], [], {}
+    timelines: dict[int, tuple[dict, float]] = {}
     try:
         hub.start()
         bench = Bench(cluster, hub, work)
@@ -239,7 +273,8 @@ def main(argv=None) -> int:
             one = bench.rsync(["h2"], REPO)
             bench.empty(names[1:])
             sent0 = bench.head_sent()
-            ink = bench.inkctl("weights", rec, "--hosts", inv)
+            ink, tl = bench.inkctl_timed("weights", rec, "--hosts", inv, "-o", "json")
+            timelines[n] = (tl, ink)
             ink_head = bench.head_sent() - sent0
             bench.empty(names[1:])
             sent0 = bench.head_sent()
@@ -311,6 +346,10 @@ def main(argv=None) -> int:
     if rss:
         print(f"\ninkctl peak RSS: {rss[REPO] / 1024:.1f} MiB for {model / 2**20:.0f} MiB, "
               f"{rss[BIG] / 1024:.1f} MiB for a model 4x as large ({rss[BIG] / rss[REPO]:.2f}x)")
+    if timelines:
+        n = max(timelines)
+        print(f"\nN={n}, inkctl weights, one host per line:")
+        print_timeline(*timelines[n])
     last = rows[-1]
     print(f"targets at N={last['n']}: inkctl/one copy <= 1.5 ({last['ink'] / last['one']:.2f}), "
           f"inkctl/rsync parallel <= 0.3 ({last['ink'] / last['par']:.2f}), head bytes ~1x ({last['ink_head']:.2f}x)")

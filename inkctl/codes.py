@@ -70,6 +70,9 @@ CODES: tuple[Code, ...] = (
     Code("INK220", "missing-file", "A patch or hotfix source file is not on disk.", "put the file there before build or up"),
     Code("INK230", "lock-drift", "What the lock file pinned differs from what is there now, or the lock file is unusable.",
          "restore what changed, or run `inkctl lock RECIPE` to re-pin on purpose"),
+    Code("INK240", "gateway", "A gateway file's models do not fit together or on the inventory: shared GPUs, ports "
+         "used twice, the same name or served model twice, hosts that are not in the inventory or do not match "
+         "a recipe's hardware.nodes.", "follow the hint"),
     Code("INK099", "cannot-load", "The recipe could not be loaded for a reason outside the file itself "
          "(its inventory, its lock file, its hosts).", "follow the message"),
 )

@@ -16,14 +16,17 @@ from inkctl.errors import EXIT_INVALID, InkctlError
 
 @app.command()
 def validate(
-    paths: List[str] = typer.Argument(..., help="Recipe files, directories or globs."),
+    paths: List[str] = typer.Argument(..., help="Recipe files, gateway files, directories or globs."),
     strict: bool = typer.Option(False, "--strict", help="Treat warnings (unpinned digests, missing patch files) as errors."),
     output: str = OutputOpt,
     set_: Optional[List[str]] = SetOpt,
     hosts: Optional[Path] = HostsOpt,
 ) -> None:
-    """Validate recipes: a line per recipe, every problem located; non-zero if any fails."""
+    """Validate recipes (and gateway files, their recipes and how their models fit together):
+    a line per file, every problem located; non-zero if any fails."""
     from inkctl.cli.render import plain, print_problems
+    from inkctl.cli.validate_gateway import validate_gateway
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
 
     fmt = output_format(output)
@@ -33,6 +36,10 @@ def validate(
             if is_inventory(path):
                 load_inventory(path)
                 results.append((path, True, [], []))
+                continue
+            if is_gateway_file(path):
+                problems, warnings = validate_gateway(path, hosts)
+                results.append((path, not problems and not (strict and warnings), problems, warnings))
                 continue
             loaded = load_recipe(path, overrides(set_), hosts)
             if hosts is not None:

@@ -28,6 +28,11 @@ def prometheus(
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
+    from inkctl.cli.fleet import is_gateway
+
+    if is_gateway(recipe):  # every model's engine and the one router in front
+        _gateway(recipe, hosts, out_dir, interval, fmt)
+        return
     loaded = load_recipe(recipe, overrides(set_), hosts)
     r = loaded.recipe
     if r.fleet is not None:
@@ -46,6 +51,29 @@ def prometheus(
         host_addrs = [h.address for h in plan.hosts]
     config = yaml.safe_dump(scrape_config(r.name, engines, router, host_addrs, interval), sort_keys=False)
     board = dashboard_json(r.name, r.engine.kind, router is not None)
+    _write(config, board, out_dir, fmt, len(engines), router, len(host_addrs))
+
+
+def _gateway(path: Path, hosts: Optional[Path], out_dir: Optional[Path], interval: float, fmt: str) -> None:
+    """A gateway file: each model's engine, the gateway's exporter, every host of its groups."""
+    import yaml
+
+    from inkctl.cli.fleet import load_gateway_fleet
+    from inkctl.export.prometheus import dashboard_json, scrape_config
+
+    lg, fleet = load_gateway_fleet(path, hosts, "export prometheus")
+    engines = [(rep.name, rep.recipe.engine.kind, rep.url) for rep in fleet.replicas]
+    router = f"{fleet.router.hosts[0].address}:{fleet.router_spec.prometheus_port}"
+    host_addrs = list(dict.fromkeys(h.address for rep in fleet.replicas for h in rep.plan.hosts))
+    config = yaml.safe_dump(scrape_config(fleet.name, engines, router, host_addrs, interval), sort_keys=False)
+    board = dashboard_json(fleet.name, engines[0][1], True)
+    _write(config, board, out_dir, fmt, len(engines), router, len(host_addrs))
+
+
+def _write(config: str, board: str, out_dir: Optional[Path], fmt: str, engines: int, router: Optional[str],
+           hosts: int) -> None:
+    import yaml
+
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "prometheus.yml").write_text(config)
@@ -54,8 +82,8 @@ def prometheus(
         print(json.dumps({"prometheus": yaml.safe_load(config), "dashboard": json.loads(board),
                           "files": [str(out_dir / f) for f in ("prometheus.yml", "grafana-dashboard.json")] if out_dir else []}, indent=2))
     elif out_dir is not None:
-        print(f"wrote {out_dir / 'prometheus.yml'} ({len(engines)} engine(s), "
-              f"{'a router, ' if router else ''}{len(host_addrs)} host(s))")
+        print(f"wrote {out_dir / 'prometheus.yml'} ({engines} engine(s), "
+              f"{'a router, ' if router else ''}{hosts} host(s))")
         print(f"wrote {out_dir / 'grafana-dashboard.json'} (import it in Grafana)")
     else:
         print("# prometheus.yml")

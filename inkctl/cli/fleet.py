@@ -118,7 +118,9 @@ def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_c
         out.print("")
         out.print("[bold]gateway[/]" if fleet.gateway else "[bold]router[/]")
         print_plan(out, fleet.router, None, full=full)
-    if not fleet.gateway and fleet.hosts:
+    if fleet.gateway and fleet.hosts:
+        _print_dropped(out, fleet, only_host)
+    elif fleet.hosts:
         _print_retire(out, fleet, only_host)
     out.print("")
     out.print(f"next: {next_command}")
@@ -142,6 +144,26 @@ def _print_retire(out, fleet, only_host: str | None) -> None:
             continue
         dep = f"{fleet.name}-r<k>"
         for st in retire_steps(h, fleet.router.hosts[0].runtime, dep, ["<its containers>"]):
+            out.print(f"    {h.name}: {command_line(st.argv)}", markup=False)
+
+
+def _print_dropped(out, fleet, only_host: str | None) -> None:
+    """What up and down do with groups the gateway file no longer lists: found by their label
+    on every host of the inventory, removed by these steps (the one removal)."""
+    from inkctl.plan.fleet import retire_steps
+    from inkctl.plan.gateway import GATEWAY_LABEL
+    from inkctl.plan.quote import command_line
+    from inkctl.plan.runtime import LABEL_PREFIX
+
+    out.print("")
+    out.print("[bold]models no longer in the gateway file[/]")
+    keep = ", ".join([*(g.name for g in fleet.replicas), fleet.router.deployment])
+    out.print(f"  on every host: containers labelled {LABEL_PREFIX}{GATEWAY_LABEL}={fleet.name} of a deployment "
+              f"other than {keep} are removed (under its lease):", markup=False)
+    for h in fleet.hosts:
+        if only_host and h.name != only_host:
+            continue
+        for st in retire_steps(h, fleet.router.hosts[0].runtime, "<deployment>", ["<its containers>"]):
             out.print(f"    {h.name}: {command_line(st.argv)}", markup=False)
 
 
@@ -234,7 +256,8 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
             how = "already running" if o is not None and o.status is UpStatus.ALREADY else "up"
             out.print(f"  {rep.label} {rep.name}: {how} at {rep.url} ({rep.gpus})", markup=False)
         for dep, on in sorted(outcome.retired.items()):
-            out.print(f"  {dep}: no longer in the recipe, removed from {', '.join(on)}", markup=False)
+            gone = "the gateway file" if fleet.gateway else "the recipe"
+            out.print(f"  {dep}: no longer in {gone}, removed from {', '.join(on)}", markup=False)
 
 
 def _sources(loaded, fleet) -> list:
@@ -280,7 +303,8 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
                 out.print(f"{plan.deployment} {h}: removed {', '.join(names)}" if names
                           else f"{plan.deployment} {h}: nothing to remove", markup=False)
         for dep, on in sorted(retired.items()):
-            out.print(f"{dep} (no longer in the recipe): removed from {', '.join(on)}", markup=False)
+            gone = "the gateway file" if fleet.gateway else "the recipe"
+            out.print(f"{dep} (no longer in {gone}): removed from {', '.join(on)}", markup=False)
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in failed.items())
         raise InkctlError(f"fleet {fleet.name}: could not clean every host:\n{lines}",

@@ -42,6 +42,7 @@ def build_plan(
     hotfix_pins: dict[str, str] | None = None,
     hotfix_files: dict[str, bytes] | None = None,
     weights_pinned: bool = False,
+    extra_labels: tuple[tuple[str, str], ...] = (),
 ) -> Plan:
     """The whole deployment as stages of steps.
 
@@ -50,7 +51,8 @@ def build_plan(
     built, content-addressed tag). ``hotfix_pins``/``hotfix_files`` come from the recipe's
     patches directory and lock file; without them the plan shows the hotfix steps unpinned.
     ``weights_pinned``: the lock pins the model's files, which up checks on every host before
-    anything starts; the containers then get HF_HUB_OFFLINE=1.
+    anything starts; the containers then get HF_HUB_OFFLINE=1. ``extra_labels``: more labels on
+    every container (a gateway's groups: which gateway they belong to).
     """
     if weights_pinned and "HF_HUB_OFFLINE" not in recipe.container.env:
         # up checks every pinned file on every host first, so the engine never needs the Hub
@@ -69,7 +71,8 @@ def build_plan(
                                  role="head" if c.rank == 0 else "worker") for c in ctxs)
 
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
-        return _start(recipe, c, planned[c.rank].state_dir, containers[c.rank], image, rhash, command, purpose)
+        return _start(recipe, c, planned[c.rank].state_dir, containers[c.rank], image, rhash, command, purpose,
+                      extra_labels)
 
     stages = _compile_cache_dirs(recipe, ctxs, image) + launch_stages(Launch(recipe, ctxs, containers, run_step))
     base = f"http://{_url_host(ctxs[0].ssh_address if placeholder else hosts[0].ssh_address)}:{api_port(recipe)}"
@@ -112,7 +115,7 @@ def check_hosts(recipe: Recipe, hosts: list[Host], placeholder: bool) -> None:
 
 
 def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container, image: str, rhash: str,
-           command: list[str], purpose: str) -> Run:
+           command: list[str], purpose: str, extra_labels: tuple[tuple[str, str], ...] = ()) -> Run:
     """One rank's container start: its spec (labels, env file, hotfix wrapper) and its argv."""
     hotfix_on = recipe.patches.mode == "at_start"
     mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
@@ -123,7 +126,7 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
     spec = ctr.container_spec(
         recipe, c, name=container.name, image=image,
-        labels=ctr.labels(recipe.name, rhash, c.rank, c.name, container.role),
+        labels=[*ctr.labels(recipe.name, rhash, c.rank, c.name, container.role), *extra_labels],
         command=cmd, entrypoint=entry,
         env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
     return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(recipe.container.runtime, spec), container=spec)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 
-from inkctl.errors import InkctlError, counted
+from inkctl.errors import InkctlError, Problem, counted
 from inkctl.plan import runtime
 from inkctl.plan.container import container_name, labels
+from inkctl.plan.runtime import LABEL_PREFIX
 from inkctl.plan.deploy import _url_host, build_plan, deployment_dir
 from inkctl.plan.fleet import ROUTER_ROLE, FleetPlan, Replica, engine_ports, shifted
 from inkctl.plan.step import Container, Plan, PlannedHost, Register, Run, Stage, WaitHealth
@@ -25,12 +26,29 @@ from inkctl.recipe.gateway import Gateway, LoadedGateway
 from inkctl.recipe.hosts import Host
 
 
+GATEWAY_LABEL = "gateway"  # inkctl.gateway=NAME on every container of a gateway's groups
+
+
+def dropped_group(fleet: FleetPlan, deployment: str) -> bool:
+    """Is ``deployment`` (labelled as one of gateway ``fleet``'s groups) one the file no longer lists?"""
+    return deployment not in {g.name for g in fleet.replicas} and deployment != fleet.router.deployment
+
+
 def gateway_name(name: str) -> str:
     return f"{name}-gateway"
 
 
-def _bad(at: str, message: str, hint: str) -> InkctlError:
-    return InkctlError(f"{at}: {message}", hint=hint, exit_code=2)
+class GatewayConflict(InkctlError):
+    """A gateway file whose models do not fit together (or on the inventory): one problem,
+    located in the gateway file (``validate`` reports it as such)."""
+
+    def __init__(self, problem: Problem):
+        super().__init__(f"{problem.location}: {problem.message}", hint=problem.hint, exit_code=2)
+        self.problem = problem
+
+
+def _bad(lg: LoadedGateway, path: tuple, message: str, hint: str | None) -> GatewayConflict:
+    return GatewayConflict(lg.problem(path, message, hint))
 
 
 def build_gateway(lg: LoadedGateway, inputs: list[dict] | None = None) -> FleetPlan:
@@ -44,26 +62,25 @@ def build_gateway(lg: LoadedGateway, inputs: list[dict] | None = None) -> FleetP
     models: dict[str, int] = {}
     for i, (m, loaded) in enumerate(zip(spec.models, lg.groups)):
         r = loaded.recipe
-        at = lg.where("models", i)
         if r.fleet is not None:
-            raise _bad(lg.where("models", i, "recipe"), f"{m.recipe} has a fleet: section; each model of a gateway "
+            raise _bad(lg, ("models", i, "recipe"), f"{m.recipe} has a fleet: section; each model of a gateway "
                        "is one engine group", "remove fleet: from that recipe (or list it twice, on other hosts)")
         for k, n in enumerate(m.hosts):
             if n not in inventory:
-                raise _bad(lg.where("models", i, "hosts"), f"models[{i}].hosts[{k}]: {n!r} is not a host of the "
+                raise _bad(lg, ("models", i, "hosts"), f"models[{i}].hosts[{k}]: {n!r} is not a host of the "
                            "inventory", "its hosts are " + ", ".join(inventory))
         if len(m.hosts) != r.hardware.nodes:
-            raise _bad(lg.where("models", i, "hosts"), f"{m.recipe} runs on {counted(r.hardware.nodes, 'host')} "
+            raise _bad(lg, ("models", i, "hosts"), f"{m.recipe} runs on {counted(r.hardware.nodes, 'host')} "
                        f"(hardware.nodes) but models[{i}].hosts lists {len(m.hosts)}",
                        f"list {r.hardware.nodes} hosts for it")
         if m.gpus and len(m.gpus.split(",")) < r.hardware.gpus_per_host:
-            raise _bad(lg.where("models", i, "gpus"), f"gpus {m.gpus!r} is fewer than {m.recipe} needs "
+            raise _bad(lg, ("models", i, "gpus"), f"gpus {m.gpus!r} is fewer than {m.recipe} needs "
                        f"(hardware.gpus_per_host {r.hardware.gpus_per_host})", "list as many GPU indices as it needs")
         if r.name in names:
-            raise _bad(at, f"{m.recipe} and models[{names[r.name]}] have the same name {r.name!r}: their "
+            raise _bad(lg, ("models", i), f"{m.recipe} and models[{names[r.name]}] have the same name {r.name!r}: their "
                        "containers would be one deployment", "give each recipe its own name:")
         if r.model.name in models:
-            raise _bad(at, f"models[{models[r.model.name]}] serves {r.model.name!r} already: the gateway routes by "
+            raise _bad(lg, ("models", i), f"models[{models[r.model.name]}] serves {r.model.name!r} already: the gateway routes by "
                        "model name", "give the recipe another model.served_name")
         names[r.name], models[r.model.name] = i, i
         hosts = tuple(inventory[n].model_copy(update={"gpus": m.gpus}) if m.gpus else inventory[n] for n in m.hosts)
@@ -72,11 +89,10 @@ def build_gateway(lg: LoadedGateway, inputs: list[dict] | None = None) -> FleetP
             on_host.setdefault(n, []).append(i)
         rr = shifted(r.model_copy(deep=True), shift * spec.port_stride)
         try:
-            plan = build_plan(rr, list(hosts), **((inputs or [{}] * len(lg.groups))[i]))
+            plan = build_plan(rr, list(hosts), **((inputs or [{}] * len(lg.groups))[i]),
+                              extra_labels=((LABEL_PREFIX + GATEWAY_LABEL, spec.name),))
         except InkctlError as e:  # the group's recipe on the hosts this file gives it: said here
-            e.message = f"{at}: models[{i}] ({m.recipe}): {e.message}"
-            e.args = (e.message,)
-            raise
+            raise _bad(lg, ("models", i), f"models[{i}] ({m.recipe}): {e.message}", e.hint) from None
         groups.append(Replica(index=i, recipe=rr, hosts=hosts, plan=plan, model=r.model.name, source=loaded))
     router_host = _router_host(lg)
     _check_sharing(lg, groups, router_host)
@@ -93,7 +109,7 @@ def _router_host(lg: LoadedGateway) -> Host:
     for h in lg.hosts:
         if h.name == want:
             return h
-    raise _bad(lg.where("gateway", "host"), f"gateway.host: {want!r} is not a host of the inventory",
+    raise _bad(lg, ("gateway", "host"), f"gateway.host: {want!r} is not a host of the inventory",
                "its hosts are " + ", ".join(h.name for h in lg.hosts))
 
 
@@ -101,7 +117,7 @@ def _check_sharing(lg: LoadedGateway, groups: list[Replica], router_host: Host) 
     """No GPU and no port used twice on one host."""
     gw = lg.spec.gateway
     if gw.port == gw.prometheus_port:
-        raise _bad(lg.where("gateway", "port"), f"gateway: port and prometheus_port are both {gw.port}",
+        raise _bad(lg, ("gateway", "port"), f"gateway: port and prometheus_port are both {gw.port}",
                    "give the router's exporter another port")
     gpus: dict[str, list[tuple[int, set[str] | None]]] = {}
     ports: dict[str, dict[int, str]] = {router_host.name: {gw.port: "the gateway's port",
@@ -112,13 +128,13 @@ def _check_sharing(lg: LoadedGateway, groups: list[Replica], router_host: Host) 
             for j, theirs in gpus.get(h.name, []):
                 if mine is None or theirs is None or mine & theirs:
                     what = "all its GPUs" if mine is None or theirs is None else "GPU " + ",".join(sorted(mine & theirs))
-                    raise _bad(lg.where("models", g.index, "gpus"), f"models[{g.index}] and models[{j}] both use "
+                    raise _bad(lg, ("models", g.index, "gpus"), f"models[{g.index}] and models[{j}] both use "
                                f"{what} on {h.name}", f"give each group on {h.name} its own gpus: subset")
             gpus.setdefault(h.name, []).append((g.index, mine))
             used = ports.setdefault(h.name, {})
             for port, what in engine_ports(g.recipe).items():
                 if port in used:
-                    raise _bad(lg.where("models", g.index), f"models[{g.index}]'s {what} {port} on {h.name} is also "
+                    raise _bad(lg, ("models", g.index), f"models[{g.index}]'s {what} {port} on {h.name} is also "
                                f"{used[port]}", "change the engine's ports in its recipe, or port_stride")
                 used[port] = f"models[{g.index}]'s {what}"
 

@@ -137,11 +137,15 @@ def ps_format(runtime: str) -> str:
     return "\t".join(["{{.Names}}", "{{.State}}", *('{{.Label "%s"}}' % k for k in keys)])
 
 
-def ps(runtime: str, *, deployment: str | None = None, quiet: bool = False) -> tuple[str, ...]:
-    """``ps --all``: of one deployment (by label) or every container; ids only, or ``ps_format`` lines."""
+def ps(runtime: str, *, deployment: str | None = None, quiet: bool = False,
+       label: tuple[str, str] | None = None) -> tuple[str, ...]:
+    """``ps --all``: of one deployment (by label), of the containers with ``label`` (key without
+    the prefix, value), or every container; ids only, or ``ps_format`` lines."""
     argv = [runtime, "ps", "--all"]
     if deployment is not None:
         argv += ["--filter", f"label={LABEL_PREFIX}deployment={deployment}"]
+    if label is not None:
+        argv += ["--filter", f"label={LABEL_PREFIX}{label[0]}={label[1]}"]
     argv += ["--quiet"] if quiet else ["--format", ps_format(runtime)]
     return tuple(argv)
 

@@ -94,17 +94,30 @@ class LoadedGateway:
         at = self.positions.get(p)
         return f"{self.path}:{at[0]}:{at[1]}" if at else str(self.path)
 
+    def problem(self, path: tuple, message: str, hint: str | None = None) -> Problem:
+        """A problem of the gateway file at ``path`` (its nearest located parent's line)."""
+        from inkctl.codes import code
 
-def load_gateway(path: str | Path, hosts_file: str | Path | None) -> LoadedGateway:
-    """The gateway file, its inventory and every recipe it names; problems located in the file
-    that has them (a recipe's own in the recipe)."""
-    from inkctl.errors import UsageError
+        p = tuple(path)
+        while p and p not in self.positions:
+            p = p[:-1]
+        at = self.positions.get(p)
+        return Problem(message, path=field_path(path), file=str(self.path), line=at[0] if at else None,
+                       col=at[1] if at else None, hint=hint, code=code("gateway"))
+
+
+def field_path(path: tuple) -> str:
+    """("models", 1, "gpus") -> "models[1].gpus"."""
+    out = ""
+    for k in path:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+def gateway_positions(path: Path, spec: GatewayFile) -> dict[tuple, tuple[int, int]]:
+    """(line, col) of the gateway file's fields that its errors point at."""
     from inkctl.recipe.document import parse_document
-    from inkctl.recipe.load import load_model
-    from inkctl.recipe.source import load_inventory, load_recipe
 
-    path = Path(path)
-    spec, warnings = load_model(GatewayFile, path)
     doc = parse_document(path)
     positions: dict[tuple, tuple[int, int]] = {}
     keys: list[tuple] = [("gateway",), ("gateway", "host"), ("gateway", "port"), ("gateway", "prometheus_port")]
@@ -114,6 +127,19 @@ def load_gateway(path: str | Path, hosts_file: str | Path | None) -> LoadedGatew
         pos = doc.position(key)
         if pos:
             positions[key] = pos
+    return positions
+
+
+def load_gateway(path: str | Path, hosts_file: str | Path | None) -> LoadedGateway:
+    """The gateway file, its inventory and every recipe it names; problems located in the file
+    that has them (a recipe's own in the recipe)."""
+    from inkctl.errors import UsageError
+    from inkctl.recipe.load import load_model
+    from inkctl.recipe.source import load_inventory, load_recipe
+
+    path = Path(path)
+    spec, warnings = load_model(GatewayFile, path)
+    positions = gateway_positions(path, spec)
     if hosts_file is None:
         raise UsageError(f"{path}: a gateway file places its models on an inventory: pass --hosts FILE")
     hosts = load_inventory(hosts_file)

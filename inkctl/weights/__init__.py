@@ -3,7 +3,7 @@ to host along a chain (``inkctl weights``), verified, and checked before ``up``.
 itself is data: ``inkctl.recipe.manifest``, beside the lock file.
 
 hub.py        the Hub (huggingface_hub on this machine): revision and file metadata
-onhost.py     a stdlib-only program run on the hosts inside the engine image: scan, relay
+onhost.py     a stdlib-only program run on the hosts (their python3, or the engine image): scan, relay
 distribute.py the hosts of a copy, their scan (who has what), the progress events
 relay.py      the chain: one onhost.py relay per host, the Hub once, every host writing and
               forwarding at once

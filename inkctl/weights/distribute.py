@@ -2,15 +2,17 @@
 source host, the head by default) and relay it host to host along a chain over the cluster
 network (``relay.py``), every host writing and forwarding at once; never through this machine.
 
-Each host runs ``onhost.py`` inside the engine image with the container runtime (nothing is
-installed on it). The sender binds to the source's cluster address, serves only the pinned
-blobs, wants a one-time token (in 0600 env files, never on a command line) and is removed when
-the copy ends. Only missing or wrong files move; partial files resume; every byte is hashed as
+Each host runs ``onhost.py`` (standard library only, uploaded to the host's state dir), with the
+host's own python3 where it has one (a process of the SSH session: nothing to start or remove),
+else inside the engine image with the container runtime (nothing is installed on it). The sender binds to the source's cluster address, serves only the pinned
+blobs, wants a one-time token (in 0600 env files, never on a command line) and ends (or is
+removed) when the copy ends. Only missing or wrong files move; partial files resume; every byte is hashed as
 it arrives and checked against the pin before it takes its place.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -79,7 +81,16 @@ class WeightsHostDone(Event):
     bottleneck: str = ""  # what held this host back: the link from X, the disk, the source
 
 
-EVENT_NAMES.update({WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
+@dataclass(frozen=True)
+class WeightsPhase(Event):
+    """Where one host's copy stands (the timeline in ``--output json``: each line's ``ts``):
+    connected, scanned, relay_started, listening, pointed, first_byte, fetched, removed."""
+    host: str
+    phase: str
+    detail: str = ""  # relay_started: "process" (the host's python3) or "container"
+
+
+EVENT_NAMES.update({WeightsPhase: "weights_phase", WeightsScanned: "weights_scanned", WeightsStarted: "weights_started",
                     WeightsProgress: "weights_progress", WeightsHostDone: "weights_host_done",
                     WeightsReattached: "weights_reattached"})
 
@@ -117,6 +128,26 @@ class Site:
             options=tuple(a for opt in self.security_opt for a in ("--security-opt", opt)),
             mounts=(Mount(self.cache, self.cache), Mount(self.work, self.work, read_only=True)), env_file=env_file)
         return runtime.run_once(self.runtime, spec)
+
+    def relay_argv(self, what: str, job: str, *, env_file: str, mode: str) -> tuple[str, ...]:
+        """onhost.py ``mode`` as a process of the SSH session where the scan found a python3
+        that may write the cache (no container to start; the session's end ends it), else in
+        the engine image (``argv``)."""
+        if self.on_host:  # the job file carries the secrets (0600, removed once read)
+            # -I -S: the standard library only, whatever PYTHON* or site-packages the host has
+            return ("python3", "-I", "-S", f"{self.work}/onhost.py", mode, f"{self.work}/{job}", "--pid-dir", self.work)
+        return self.argv(what, job, env_file=env_file, mode=mode)
+
+    @property
+    def on_host(self) -> bool:
+        """The relay runs as a plain process here (the scan's verdict)."""
+        return bool(self.scan.get("python"))
+
+    def ensure_onhost(self) -> None:
+        """Upload onhost.py unless the scan saw this very file there."""
+        code = ONHOST.read_bytes()
+        if self.scan.get("onhost") != hashlib.sha256(code).hexdigest():
+            self.transport.put(f"{self.work}/onhost.py", code, 0o644)
 
     def remove(self, what: str) -> None:
         """Remove this host's ``what`` container, if there is one."""
@@ -169,13 +200,26 @@ def prepare(sites: list[Site]) -> None:
 
 
 # The quick scan (names, sizes, links, partial downloads, free space) needs no container: one
-# round trip of POSIX sh + coreutils per host. Values arrive as positional arguments: the cache,
-# the repo folder, the commit, then (path, size, etag) per file. One line per file:
-# "<state> <partial bytes>"; the first line is the free space in KiB.
+# round trip of POSIX sh + coreutils per host, which also creates the cache directory and says
+# whether the host can run onhost.py itself (a python3 >= 3.8 that may write the cache: no
+# container to start) and which onhost.py it has (uploaded only when it differs). Values arrive
+# as positional arguments: the cache, the repo folder, the commit, the work dir, then (path,
+# size, etag) per file. Lines: the free space in KiB; "python yes|no"; "onhost <sha256>|-";
+# then one per file: "<state> <partial bytes>".
 QUICK_SCAN = "\n".join([
-    'root="$1/$2"; rev="$3"; shift 3',
+    'root="$1/$2"; rev="$3"; work="$4"; shift 4',
+    'mkdir -p -- "$1" "$work" || exit 3',
     'd="$root"; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done',
     "df -P -k -- \"$d\" | awk 'NR==2 {print $4}'",
+    'py=no',
+    'case "$(python3 -V 2>&1)" in "Python 3."[89]*|"Python 3."[1-9][0-9]*) py=yes;; esac',
+    'for p in "$root" "$root/blobs" "$root/snapshots" "$root/snapshots/$rev" "$root/refs"; do',
+    '  if [ -e "$p" ] && [ ! -w "$p" ]; then py=no; fi',
+    'done',
+    '[ -w "$d" ] || py=no',
+    'echo "python $py"',
+    'sum=$(sha256sum -- "$work/onhost.py" 2>/dev/null) || sum=-',
+    'echo "onhost ${sum%% *}"',
     'while [ $# -gt 0 ]; do',
     '  p="$1"; size="$2"; etag="$3"; shift 3',
     '  blob="$root/blobs/$etag"; link="$root/snapshots/$rev/$p"; part=0',
@@ -183,27 +227,31 @@ QUICK_SCAN = "\n".join([
     '  if [ -e "$link" ]; then path="$link"; elif [ -e "$blob" ]; then path="$blob"; else echo "missing $part"; continue; fi',
     '  got=$(stat -L -c %s -- "$path")',
     '  if [ "$got" -lt "$size" ]; then echo "truncated $part"; elif [ "$got" -gt "$size" ]; then echo "altered $part"',
-    '  elif [ "$path" != "$link" ] || [ ! -L "$link" ] || [ "$(readlink -f -- "$link")" != "$(readlink -f -- "$blob")" ]; then echo "unlinked $part"',
+    '  elif [ "$path" != "$link" ] || [ ! -L "$link" ] || ! [ "$link" -ef "$blob" ]; then echo "unlinked $part"',
     '  else echo "ok $part"; fi',
     'done',
     "",
 ])
+HEAD_LINES = 3  # free space, python, onhost
 
 
 def _quick_scan(m: Manifest, s: Site) -> dict:
-    args = [s.cache, repo_folder(m.repo), m.revision]
+    args = [s.cache, repo_folder(m.repo), m.revision, s.work]
     for f in m.files:
         args += [f.path, str(f.size), f.etag]
     r = s.transport.run(["sh", "-c", QUICK_SCAN, "sh", *args], timeout=120)
     lines = r.text().split("\n")
-    if not r.ok or len(lines) < len(m.files) + 1:
+    if r.exit_code == 3:
+        raise HostError(s.name, "command", f"cannot create the Hub cache {s.cache}: {r.err_text().strip()[:300]}")
+    if not r.ok or len(lines) < len(m.files) + HEAD_LINES:
         raise HostError(s.name, "command", f"cannot read the Hub cache {s.cache}: {r.err_text().strip()[:300]}")
     files = {}
-    for f, line in zip(m.files, lines[1:]):
+    for f, line in zip(m.files, lines[HEAD_LINES:]):
         state, _, part = line.partition(" ")
         files[f.path] = {"state": state, **({"partial": int(part)} if part and part != "0" else {})}
     free = lines[0].strip()
-    return {"free": int(free) * 1024 if free.isdigit() else 0, "files": files}
+    return {"free": int(free) * 1024 if free.isdigit() else 0, "files": files,
+            "python": lines[1].strip() == "python yes", "onhost": lines[2].strip().removeprefix("onhost ")}
 
 
 def scan(m: Manifest, sites: list[Site], *, rehash: bool = False, sink=None) -> None:
@@ -227,6 +275,7 @@ def scan(m: Manifest, sites: list[Site], *, rehash: bool = False, sink=None) -> 
             return
         s.scan = got
         if sink is not None:
+            sink.emit(WeightsPhase(s.name, "scanned"))
             bad = {p: st["state"] for p, st in got["files"].items() if st["state"] != "ok"}
             sink.emit(WeightsScanned(s.name, len(got["files"]) - len(bad), bad, int(got["free"]), to_write(m, s)))
 

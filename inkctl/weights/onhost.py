@@ -1,11 +1,12 @@
-"""Runs ON a host, inside the recipe's engine image: python3 onhost.py scan|fetch|serve|relay JOB.
+"""Runs ON a host (its python3, or the engine image's): python3 onhost.py scan|fetch|serve|relay JOB.
 
 Standard library only (the engine image has Python; nothing is installed on the host, and no
 huggingface_hub version matters). The same relay moves a plain directory of files (a compile
 cache) when the job says ``"layout": "plain"``. inkctl uploads this file and a job (JSON: the manifest, the
-cache path, what to fetch and from where) to the host's state dir and runs it with the
-container runtime. Secrets (the copy token, the HF token) arrive in the environment from a
-0600 env file, never on a command line. Every answer is JSON lines on stdout.
+cache path, what to fetch and from where) to the host's state dir and runs it (see below).
+Secrets (the copy token, the HF token) arrive in the environment from a 0600 env file (a
+container) or in the 0600 job file itself (a host process), never on a command line. Every
+answer is JSON lines on stdout.
 
 The Hub cache layout is huggingface_hub's: models--org--name/blobs/<etag> (sha256 for LFS
 files, the git blob id for others), snapshots/<commit>/<path> -> ../../blobs/<etag>,
@@ -23,20 +24,25 @@ relay  one link of the copy chain: serve every blob of the job (bound to one add
        before it takes its place. A source that stops answering is asked whether it lives;
        a dead one is named and the host before it is asked instead, from the bytes already here.
 fetch  relay without serving; serve: relay with nothing to fetch
+
+Run in a container (``<runtime> run --rm``, the engine image's python3) or, where the host has
+a python3 of its own, as a plain process of the SSH session (no container to start or remove:
+the secrets come in the 0600 job file, read and removed at start; the session's end,
+SIGHUP, ends it; ``--pid-dir`` is where it says it runs, so the relay of a later run ends one
+left behind by a host that was cut off and healed).
 """
 
+import contextlib
 import hashlib
 import hmac
 import http.client
 import json
 import os
+import signal
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 CHUNK = 1 << 20
@@ -195,6 +201,8 @@ def scan_one(lay, f, rehash):
 def scan(job, rehash):
     lay = layout(job)
     files = sorted(lay.files.values(), key=lambda f: -f["size"])
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=4 if rehash else 1) as pool:
         states = dict(zip((f["path"] for f in files), pool.map(lambda f: scan_one(lay, f, rehash), files)))
     say(ev="scan", free=free_bytes(lay.root), files=states)
@@ -387,16 +395,23 @@ class HubRefused(Refused):
     """The Hub refused the token (or its absence): no other file is asked for."""
 
 
-class SameHostRedirects(urllib.request.HTTPRedirectHandler):
-    """Follow redirects, but a redirect to another host (the Hub's CDN) does not get the
+def opener():
+    """urllib's opener (imported on first use: a relay says where it listens sooner) that
+    follows redirects, but a redirect to another host (the Hub's CDN) does not get the
     Authorization header: the token is for the Hub only (huggingface_hub does the same)."""
+    if not OPENER:
+        import urllib.request
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and _origin(newurl) != _origin(req.full_url):
-            for k in [k for k in new.headers if k.lower() == "authorization"]:
-                del new.headers[k]
-        return new
+        class SameHostRedirects(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, req, fp, code, msg, headers, newurl):
+                new = super().redirect_request(req, fp, code, msg, headers, newurl)
+                if new is not None and _origin(newurl) != _origin(req.full_url):
+                    for k in [k for k in new.headers if k.lower() == "authorization"]:
+                        del new.headers[k]
+                return new
+
+        OPENER.append(urllib.request.build_opener(SameHostRedirects))
+    return OPENER[0]
 
 
 def _origin(url):
@@ -404,7 +419,7 @@ def _origin(url):
     return (u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme))
 
 
-OPENER = urllib.request.build_opener(SameHostRedirects)
+OPENER = []  # type: list
 
 
 class Sources:
@@ -424,6 +439,9 @@ class Sources:
 
 
 def open_source(job, src, f, start):
+    import urllib.error
+    import urllib.request
+
     headers = {"User-Agent": "inkctl-weights"}
     if src["kind"] == "hub":
         url = "%s/%s/resolve/%s/%s" % (src["url"].rstrip("/"), job["repo"], job["revision"],
@@ -439,7 +457,7 @@ def open_source(job, src, f, start):
     if start:
         headers["Range"] = "bytes=%d-" % start
     try:
-        resp = OPENER.open(urllib.request.Request(url, headers=headers), timeout=timeout)
+        resp = opener().open(urllib.request.Request(url, headers=headers), timeout=timeout)
     except urllib.error.HTTPError as e:
         if e.code == 416 and start:
             return None, start  # nothing after start: the partial file is whole, its hash decides
@@ -464,6 +482,9 @@ def _why(e):
 
 
 def alive(src):
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(src["url"].rstrip("/") + "/ping", timeout=PING_TIMEOUT_S):
             return True
@@ -606,6 +627,8 @@ def fetch_all(job, store, sources, progress):
                 lay.place(f)
                 say(ev="file", path=f["path"], bytes=n if f is b.f else 0, source=source)
 
+    from concurrent.futures import ThreadPoolExecutor
+
     with ThreadPoolExecutor(max_workers=max(1, int(job.get("streams", 2)))) as pool:
         list(pool.map(one, store.wanted()))
     for f in lay.files.values():  # files that were already right: make sure the snapshot names them
@@ -633,7 +656,7 @@ def wait_for(path, deadline):
                     return json.load(fh)
             except ValueError:
                 time.sleep(0.01)  # being written: read it again
-        time.sleep(0.05)
+        time.sleep(0.02)
     return None
 
 
@@ -646,6 +669,7 @@ def relay(job, serving=True, fetching=True):
     if not fetching:
         threading.Event().wait()
         return 0
+    threading.Thread(target=opener, daemon=True).start()  # urllib loads while the sources come
     doc = job.get("sources")
     if doc is None and job.get("source"):  # one source for every blob
         doc = {"sources": [{"name": job["source"]["kind"], **job["source"]}]}
@@ -654,6 +678,8 @@ def relay(job, serving=True, fetching=True):
         if doc is None:
             say(ev="error", why="no sources arrived within %d s" % SOURCES_WAIT_S)
             return 1
+        if job.get("remove_sources"):
+            os.remove(job["sources_file"])
     sources = Sources(doc)
     progress = Progress()
     store.busy = True
@@ -667,12 +693,65 @@ def relay(job, serving=True, fetching=True):
     return 0 if ok else 1
 
 
+def end_on_hangup(*own_files):
+    """SIGHUP (the SSH session closed) and SIGTERM end the relay at once, also as a container's
+    PID 1 (which the kernel spares from signals it has no handler for); ``own_files`` go with it."""
+    def bye(signum, frame):
+        for path in own_files:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        os._exit(0)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, bye)
+
+
+def end_leftovers(pid_dir, me):
+    """End the relays of earlier runs on this host (a run that lost this host left its relay
+    behind, maybe still writing the files this one will write); say where this one runs."""
+    for name in os.listdir(pid_dir):
+        if not (name.startswith("relay-") and name.endswith(".pid")) or name == os.path.basename(me):
+            continue
+        path = os.path.join(pid_dir, name)
+        with contextlib.suppress(OSError, ValueError):  # gone already, or not a pid: nothing to end
+            with open(path) as fh:
+                pid = int(fh.read().strip() or 0)
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                ours = b"onhost.py" in fh.read()
+            if ours and pid != os.getpid():
+                os.kill(pid, signal.SIGKILL)
+                say(ev="ended_leftover", pid=pid)
+        for ext in (".pid", ".json", ".sources", ".env"):  # what that run left beside it
+            with contextlib.suppress(OSError):
+                os.remove(path[:-len(".pid")] + ext)
+    with open(me + ".tmp", "w") as fh:
+        fh.write(str(os.getpid()))
+    os.replace(me + ".tmp", me)
+
+
+def option(argv, name):
+    return argv[argv.index(name) + 1] if name in argv[:-1] else None
+
+
 def main(argv):
     if len(argv) < 2 or argv[0] not in ("scan", "fetch", "serve", "relay"):
-        sys.stderr.write("usage: onhost.py scan|fetch|serve|relay JOB [--hash]\n")
+        sys.stderr.write("usage: onhost.py scan|fetch|serve|relay JOB [--hash] [--pid-dir D]\n")
         return 2
     with open(argv[1]) as fh:
         job = json.load(fh)
+    if "env" in job:  # secrets in the job file itself (0600): into the environment, the file gone
+        os.environ.update(job.pop("env"))
+        os.remove(argv[1])
+    pid_file = None
+    if option(argv, "--pid-dir"):
+        pid_file = os.path.join(option(argv, "--pid-dir"), os.path.basename(argv[1])[:-len(".json")] + ".pid")
+    if pid_file:  # a process of the host: the files of its run go with it (a host cut off
+        # mid-copy keeps them until its relay ends, then this run's files are all gone)
+        end_on_hangup(pid_file, *([job["sources_file"]] if job.get("sources_file") else []))
+        end_leftovers(os.path.dirname(pid_file), pid_file)
+        job["remove_sources"] = True
+    else:
+        end_on_hangup()
     if argv[0] == "scan":
         scan(job, "--hash" in argv[2:])
         return 0

@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
-from inkctl.execute.hosts.fanout import each
+from inkctl.execute.hosts.fanout import background, each
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime
-from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsProgress, WeightsReattached, WeightsStarted,
+from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsPhase, WeightsProgress, WeightsReattached, WeightsStarted,
                                        _gib, _job, _lines, to_write, wanted)
 from inkctl.recipe.manifest import Manifest
 
@@ -75,7 +75,6 @@ def distribute(m: Manifest, sites: list[Site], source: Site, *, hub_url: str, hu
                           hint="free space there, or pick another source with --from HOST")
     chain = [source] + [s for s in live if s is not source and not s.error and wanted(s)]
     if len(chain) > 1 or wanted(source):
-        each(_clear_leftovers, [s for s in live if not s.error], name="weights")
         donors = [s for s in live if s not in chain and not s.error] if wanted(source) else []
         run_chain(m, chain, donors, hub_url=hub_url, hub_env=hub_env, sink=sink, out=out, bwlimit=bwlimit)
     out.seconds = time.monotonic() - t0
@@ -128,10 +127,12 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
             with heard:
                 if kind == "listening":
                     mb.listening = ev
+                    sink.emit(WeightsPhase(mb.name, "listening"))
                 elif kind in ("progress", "done", "failed"):
-                    _progress(mb, ev)
+                    _progress(mb, ev, sink)
                     if kind != "progress":
                         mb.ok = kind == "done"
+                        sink.emit(WeightsPhase(mb.name, "fetched"))
                         mb.ended.set()
                 elif kind == "file" and ev.get("source") == "hub":
                     mb.hub_bytes += int(ev.get("bytes", 0))
@@ -147,75 +148,103 @@ def run_chain(m: Manifest, chain: list[Site], donors: list[Site], *, hub_url: st
                 sink.emit(WeightsProgress(mb.name, mb.bytes, mb.total, round(_rate(mb), 1), _eta(mb)))
         return event
 
-    def prepare(mb: Member) -> None:
-        s = mb.site
-        env = {TOKEN_ENV: token, **(hub_env if s is chain[0] else {})}  # the Hub token: the source only
-        s.put_env(f"relay-{run}.env", env)
-        s.put_job(f"relay-{run}.json", _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0,
-                                            idle_s=IDLE_S, rate=bwlimit, streams=STREAMS, sources_file=f"{s.work}/relay-{run}.sources"))
+    def files(mb: Member, ext: str) -> str:
+        return f"{mb.site.work}/relay-{run}.{ext}"
 
     def launch(mb: Member) -> None:
+        """One host, on a thread of its own: its files, then its relay, followed until it ends.
+        Hosts do not wait for each other: each relay starts as soon as its host is ready."""
         s = mb.site
         try:
-            mb.code, mb.other = _lines(s, s.argv(what, f"relay-{run}.json", env_file=f"{s.work}/relay-{run}.env",
-                                                  mode=WHAT),
-                                       event_for(mb), stop)
+            s.ensure_onhost()
+            env = {TOKEN_ENV: token, **(hub_env if s is chain[0] else {})}  # the Hub token: the source only
+            job = _job(m, s, want=wanted(s) if mb.fetches else [], bind=s.address, port=0, idle_s=IDLE_S,
+                       rate=bwlimit, streams=STREAMS, sources_file=files(mb, "sources"))
+            if s.on_host:  # one file (0600), which the relay reads and removes at once
+                job["env"] = env
+            else:  # the runtime reads the env file; it is removed once the relay listens
+                s.put_env(f"relay-{run}.env", env)
+            s.put_job(f"relay-{run}.json", job)
+            sink.emit(WeightsPhase(s.name, "relay_started", "process" if s.on_host else "container"))
+            mb.code, mb.other = _lines(s, s.relay_argv(what, f"relay-{run}.json", env_file=files(mb, "env"),
+                                                        mode=WHAT), event_for(mb), stop)
         except HostError as e:
             mb.code, mb.other = -1, [e.message.removeprefix(f"{s.name}: ")]
         with heard:
             mb.ended.set()
             heard.notify_all()
 
+    def ready(mb: Member, late: bool) -> bool:
+        """Every host mb may fetch from has said where it listens (or is gone; ``late``: past
+        the wait, one that has said nothing is left out)."""
+        if mb is members[0] and not wanted(mb.site):
+            return True
+        upstream = members if mb is members[0] else members[:members.index(mb)]
+        return all(x.listening or x.ended.is_set() or late for x in upstream if x is not mb)
+
+    def point(mb: Member) -> None:
+        if not mb.site.on_host:  # the runtime read the env file when the container started: no token stays
+            mb.site.transport.run(["rm", "-f", files(mb, "env")], timeout=30)
+        if mb.fetches:
+            _point(m, mb, [x for x in members if x.listening], chain[0], hub_url, sink, files(mb, "sources"))
+
     t0 = time.monotonic()
-    threads: list[threading.Thread] = []
+    relays = background(launch, members, name="weights", label=lambda mb: mb.name)
     try:
-        for mb, err in zip(members, each(_safely(prepare), members, name="weights")):
-            if err:
-                mb.code, mb.other = -1, [err]
-                mb.ended.set()
-        for mb in members:
-            if not mb.ended.is_set():
-                th = threading.Thread(target=launch, args=(mb,), name=f"weights-{mb.name}", daemon=True)
-                th.start()
-                threads.append(th)
-        with heard:  # every relay says where it listens (or ends)
-            heard.wait_for(lambda: all(mb.listening or mb.ended.is_set() for mb in members) or
-                           (interrupt is not None and interrupt.is_set()), LISTEN_TIMEOUT_S)
+        # relays of earlier runs go while these start; none of these fetches before that
+        each(lambda s: _clear_leftovers(s, what), [mb.site for mb in members], name="weights")
+        deadline, pointed = time.monotonic() + LISTEN_TIMEOUT_S, set[str]()
         head = members[0]
-        if not head.listening:
-            raise InkctlError(f"the relay on {head.name} did not start (exit {head.code}): " +
-                              (" | ".join(head.other[-3:]) or "no answer"),
-                              hint=f"is {head.site.address} an address of {head.name}? "
-                                   "(cluster_address in the inventory)")
-        up = [mb for mb in members if mb.listening]
-        # the runtime read the env file when the container started: no token stays on disk
-        each(_safely(lambda mb: mb.site.transport.run(["rm", "-f", f"{mb.site.work}/relay-{run}.env"], timeout=30)),
-             up, name="weights")
-        each(lambda mb: _point(m, mb, up, chain[0], hub_url, sink, f"{mb.site.work}/relay-{run}.sources"),
-             [mb for mb in up if mb.fetches], name="weights")
-        while True:  # until every fetch is over (done, failed, or its host gone)
+        while True:  # point each relay once its upstream listens; until every fetch is over
             with heard:
+                late = time.monotonic() > deadline
+                if not head.listening and (head.ended.is_set() or late):
+                    raise InkctlError(f"the relay on {head.name} did not start (exit {head.code}): " +
+                                      (" | ".join(head.other[-3:]) or "no answer"),
+                                      hint=f"is {head.site.address} an address of {head.name}? "
+                                           "(cluster_address in the inventory)")
+                if late:
+                    for mb in members:
+                        if not mb.listening and not mb.ended.is_set():
+                            mb.code, mb.other = -1, [f"its relay did not start within {LISTEN_TIMEOUT_S} s"]
+                            mb.ended.set()
                 if all(mb.ended.is_set() for mb in members if mb.fetches):
                     break
-                heard.wait(0.2)
+                now = [mb for mb in members if mb.name not in pointed and mb.listening and not mb.ended.is_set()
+                       and ready(mb, late)]
+                if not now:
+                    heard.wait(0.2)
+            if now:
+                pointed.update(mb.name for mb in now)
+                for mb, err in zip(now, each(_safely(point), now, name="weights")):
+                    if err:  # its relay never learns its sources: it is out of this run
+                        with heard:
+                            mb.code, mb.other = -1, [err]
+                            mb.ended.set()
             if interrupt is not None and interrupt.is_set():
                 break
     finally:
-        stop.set()
-        each(_safely(lambda mb: (mb.site.remove(what), mb.site.transport.run(
-            ["rm", "-f", *(f"{mb.site.work}/relay-{run}.{ext}" for ext in ("env", "json", "sources"))], timeout=30))),
-            members, name="weights")
-        for th in threads:
-            th.join(timeout=10)
+        stop.set()  # every stream ends: a relay run by the host ends with its SSH session
+
+        def end(mb: Member) -> None:
+            if not mb.site.on_host:
+                mb.site.remove(what)
+            mb.site.transport.run(["rm", "-f", *(files(mb, ext) for ext in ("env", "json", "sources"))], timeout=30)
+            sink.emit(WeightsPhase(mb.name, "removed"))
+
+        each(_safely(end), members, name="weights")
+        relays.join(10)
     _outcome(members, out, interrupted=interrupt is not None and interrupt.is_set(), t0=t0, sink=sink)
 
 
-def _clear_leftovers(s: Site) -> None:
-    """Remove relays of earlier runs (one that lost this host, cut and then healed, lives on
-    until idle): nothing of an old run stays beside this one."""
+def _clear_leftovers(s: Site, current: str) -> None:
+    """Remove relay containers of earlier runs (one that lost this host, cut and then healed,
+    lives on until idle): nothing of an old run stays beside this one. ``current``: this run's
+    relay (it may be starting already), spared."""
     try:
         r = s.transport.run(runtime.ps_names(s.runtime, f"{s.container(WHAT)}-"), timeout=60)
-        old = [n for n in r.text().split() if n.startswith(s.container(WHAT) + "-")] if r.ok else []
+        old = [n for n in r.text().split()
+               if n.startswith(s.container(WHAT) + "-") and n != s.container(current)] if r.ok else []
         if old:
             s.transport.run(runtime.remove(s.runtime, *old), timeout=60)
     except HostError as e:  # the scan reached it a moment ago; the run itself will say what is wrong
@@ -248,6 +277,7 @@ def _point(m: Manifest, mb: Member, up: list[Member], source: Site, hub_url: str
     import json
 
     s.transport.put(sources_file, json.dumps(doc).encode(), 0o600)
+    sink.emit(WeightsPhase(s.name, "pointed"))
 
 
 def _has(s: Site, m: Manifest, etag: str) -> bool:
@@ -255,12 +285,13 @@ def _has(s: Site, m: Manifest, etag: str) -> bool:
     return any(f.etag == etag and files.get(f.path, {}).get("state") in ("ok", "unlinked") for f in m.files)
 
 
-def _progress(mb: Member, ev: dict) -> None:
+def _progress(mb: Member, ev: dict, sink) -> None:
     now = time.monotonic()
     n = int(ev.get("bytes", 0))
     if n > mb.bytes:
         if mb.first_byte is None:
             mb.first_byte = now
+            sink.emit(WeightsPhase(mb.name, "first_byte"))
         mb.last_byte = now
     mb.bytes = max(mb.bytes, n)
     mb.read_s, mb.write_s = float(ev.get("read_s", 0)), float(ev.get("write_s", 0))

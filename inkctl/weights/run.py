@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from inkctl.weights.distribute import Site, prepare, scan, to_write, wanted
+from inkctl.weights.distribute import Site, WeightsPhase, prepare, scan, to_write, wanted
 from inkctl.weights.relay import distribute
 from inkctl.recipe.manifest import Manifest, host_cache_template
 
@@ -102,7 +102,9 @@ def run_weights(loaded, plan, image, manifest: Manifest, sink, *, source: str, v
         sites = sites_for(loaded, plan, image, transports)
         for s in sites:
             s.stop = interrupt
-        prepare(sites)
+            sink.emit(WeightsPhase(s.name, "connected"))
+        if verify:  # the re-hash runs onhost.py; the quick scan needs nothing there first
+            prepare(sites)
         scan(manifest, sites, rehash=verify, sink=sink)
         if verify:
             report.bad = {s.name: {p: s.scan["files"][p]["state"] for p in wanted(s)} for s in sites if s.scan and wanted(s)}

@@ -365,3 +365,55 @@ def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
     assert containers(cluster, "h5") == []
     for dep in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway"):
         assert cluster.exec("h5", ["test", "-e", f"/var/lib/inkctl/{dep}"]).returncode != 0, dep
+
+
+def test_gateway_removes_a_model_its_file_no_longer_lists(cluster, inkctl, inventory, tmp_path):
+    """A gateway of three models reduced to two: `plan` shows the removal, `up` removes the
+    dropped model's group (found by its inkctl.gateway label) and the gateway no longer lists
+    it, the others untouched; `down` with the reduced file removes a group it no longer lists."""
+    import shutil
+
+    from tests.e2e.conftest import RECIPES
+
+    for name in ("gw-alpha.yaml", "gw-beta.yaml"):
+        shutil.copy(RECIPES / name, tmp_path / name)
+    (tmp_path / "gw-gamma.yaml").write_text((RECIPES / "gw-beta.yaml").read_text()
+                                            .replace("e2e-gw-beta", "e2e-gw-gamma").replace("beta", "gamma"))
+    three = ('name: e2e-gw3\ngateway: {port: 30090, health_check_interval_s: 2}\nmodels:\n'
+             '  - {recipe: gw-alpha.yaml, hosts: [h5], gpus: "0,1"}\n'
+             '  - {recipe: gw-beta.yaml, hosts: [h5], gpus: "2,3"}\n')
+    gw = tmp_path / "gw3.yaml"
+    gw.write_text(three + '  - {recipe: gw-gamma.yaml, hosts: [h5], gpus: "4,5"}\n')
+    inv = inventory("h5", h5={"gpus": "0,1,2,3,4,5,6,7"})
+    r = inkctl("up", gw, "--hosts", inv, timeout=300)
+    assert r.rc == 0, r
+    a = cluster.hosts[4].address
+    url = f"http://{a}:30090"
+    assert _chat(url, "hello gamma", model="gamma")["model"] == "gamma"
+    kept = [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw3-gateway")]
+
+    gw.write_text(three)  # gamma dropped
+    plan = inkctl("plan", gw, "--hosts", inv)
+    assert plan.rc == 0, plan
+    assert "models no longer in the gateway file" in plan.stdout
+    assert "inkctl.gateway=e2e-gw3" in plan.stdout and "docker rm --force '<its containers>'" in plan.stdout
+    r = inkctl("up", gw, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    assert "e2e-gw-gamma: no longer in the gateway file, removed from h5" in r.stdout, r.stdout
+    assert containers(cluster, "h5", "e2e-gw-gamma") == []
+    assert cluster.exec("h5", ["test", "-e", "/var/lib/inkctl/e2e-gw-gamma"]).returncode != 0
+    assert [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw3-gateway")] == kept
+    listed = json.loads(urllib.request.urlopen(url + "/workers", timeout=10).read())
+    assert "18120" not in json.dumps(listed) and "gamma" not in json.dumps(listed), listed
+    assert _chat(url, "still here", model="beta")["model"] == "beta"
+
+    # gamma back, then down with the reduced file: it goes too
+    gw.write_text(three + '  - {recipe: gw-gamma.yaml, hosts: [h5], gpus: "4,5"}\n')
+    assert inkctl("up", gw, "--hosts", inv, timeout=300).rc == 0
+    gw.write_text(three)
+    d = inkctl("down", gw, "--hosts", inv, timeout=120)
+    assert d.rc == 0, d
+    assert "e2e-gw-gamma (no longer in the gateway file): removed from h5" in d.stdout, d.stdout
+    assert containers(cluster, "h5") == []
+    for dep in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gamma", "e2e-gw3-gateway"):
+        assert cluster.exec("h5", ["test", "-e", f"/var/lib/inkctl/{dep}"]).returncode != 0, dep

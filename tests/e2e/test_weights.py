@@ -69,6 +69,46 @@ def setup(recipe, inventory, inkctl, hub):
     return make
 
 
+@pytest.fixture
+def no_host_python(cluster):
+    """The hosts named have no usable python3 (a stub first on their sessions' PATH that
+    answers nothing): their relay must run in the engine image instead."""
+    made = []
+
+    def make(*names):
+        for n in names:
+            stub = Path(cluster.host(n).bin_dir) / "python3"
+            stub.write_text("#!/bin/sh\nexit 127\n")
+            stub.chmod(0o755)
+            made.append(stub)
+
+    yield make
+    for stub in made:
+        stub.unlink(missing_ok=True)
+
+
+def relays(ran) -> dict[str, str]:
+    """host -> how its relay ran (process | container), from the run's timeline events."""
+    return {e["host"]: e["detail"] for e in events(ran.stdout)
+            if e["event"] == "weights_phase" and e["phase"] == "relay_started"}
+
+
+def relay_pids(cluster, host: str) -> list[int]:
+    """onhost.py relays running as processes of ``host`` (its state dir is in their argv)."""
+    state = str(Path(cluster.host(host).state_dir) / "e2e-weights" / "weights") + "/onhost.py"
+    pids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                argv = (d / "cmdline").read_bytes().split(b"\0")
+                zombie = "State:\tZ" in (d / "status").read_text()
+            except OSError:
+                continue
+            if state.encode() in argv and b"relay" in argv and not zombie:
+                pids.append(int(d.name))
+    return pids
+
+
 def _merge(a, b):
     out = dict(a)
     for k, v in b.items():
@@ -107,8 +147,9 @@ def model_bytes(hub, repo=REPO, wanted=lambda p: "/" not in p and not p.endswith
     return sum(f.size for f in hub.repos[repo].files.values() if wanted(f.path))
 
 
-def test_fresh_hosts_get_the_model_once_then_only_what_is_missing_or_wrong_moves(cluster, hub, setup):
+def test_fresh_hosts_get_the_model_once_then_only_what_is_missing_or_wrong_moves(cluster, hub, setup, no_host_python):
     rec, inv, run = setup(*HOSTS3)
+    no_host_python("h4")  # h4's relay runs in the engine image, h1's and h2's as host processes
     before = dict(hub.stats)
     lock = run("lock", rec, "--hosts", inv, "-o", "json")
     assert lock.rc == 0, lock
@@ -144,8 +185,9 @@ def test_fresh_hosts_get_the_model_once_then_only_what_is_missing_or_wrong_moves
 
     # with room on h4: only h4 receives, from h1, nothing from the Hub
     ran = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
-    assert ran.rc == 0, ran
+    assert ran.rc == 0, ran.stderr[-3000:]
     assert final(ran)["moved"] == {"h4": total} and final(ran)["hub_bytes"] == 0
+    assert relays(ran) == {"h1": "process", "h4": "container"}
     assert hub.stats["bytes"] - before["bytes"] - lock_bytes == total
     for h in HOSTS3:
         snap = snapshot(cluster, h)
@@ -154,8 +196,9 @@ def test_fresh_hosts_get_the_model_once_then_only_what_is_missing_or_wrong_moves
             assert (snap / p).is_symlink() and (snap / p).stat().st_size == f["size"]
         assert (snap.parent.parent / "refs" / "main").read_text() == hub.repos[REPO].commit
         state = Path(cluster.host(h).state_dir) / "e2e-weights" / "weights"
-        assert not list(state.glob("*.env")), "the token files are gone when the copy ends"
+        assert not list(state.glob("relay-*")), "the token files (and every file of the run) are gone"
         assert "inkctl-weights" not in cluster.docker(h, "ps", "--all", "--format", "{{.Names}}").stdout
+        assert relay_pids(cluster, h) == [], "no relay process outlives the run"
     # huggingface_hub itself finds the files offline, as an engine with HF_HUB_OFFLINE=1 would
     from huggingface_hub import snapshot_download
 
@@ -225,6 +268,9 @@ def test_a_relay_host_cut_mid_copy_is_named_the_next_resumes_from_the_one_before
     cluster.cut("h2")
     try:
         out, err = finish(p, timeout=180)
+        # the cut run's relay on h2 (a host process there) lives on: its SSH session cannot end
+        # while the host is cut off, and it may still write into the files a rerun writes
+        old = relay_pids(cluster, "h2")
     finally:
         cluster.heal("h2")
     assert p.returncode == 1, out + err
@@ -235,12 +281,14 @@ def test_a_relay_host_cut_mid_copy_is_named_the_next_resumes_from_the_one_before
     assert any(e["event"] == "weights_reattached" and e["dead"] == "h2" for e in events(out))
     assert "h2" in err and "complete on h1, h4" in err and no_traceback(err)
     assert hub.stats["bytes"] >= model_bytes(hub)
-    # right after the heal: the old run's container on h2 is still there; the rerun removes it
-    assert "inkctl-weights-relay" in cluster.docker("h2", "ps", "--all", "--format", "{{.Names}}").stdout
+    assert old, "the cut run's relay lives on h2 until something ends it"
     again = run("weights", rec, "--hosts", inv, "-o", "json", timeout=180)
     assert again.rc == 0, again
     assert set(final(again)["moved"]) == {"h2"}
     assert "already in use" not in again.out
+    assert not set(old) & set(relay_pids(cluster, "h2")), "the rerun ended the old relay"
+    state = Path(cluster.host("h2").state_dir) / "e2e-weights" / "weights"
+    assert not list(state.glob("relay-*")), "nothing of either run stays on h2"
     assert run("weights", rec, "--hosts", inv, "--verify").rc == 0
 
 

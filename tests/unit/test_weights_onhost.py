@@ -273,3 +273,47 @@ def test_a_chain_relays_the_hub_download_as_it_arrives_and_heals_around_a_dead_h
         finally:
             for r in relays:
                 r.stop()
+
+
+def test_a_host_process_relay_takes_its_secrets_from_the_job_ends_a_leftover_and_ends_on_hangup(hub, tmp_path):
+    """Run by the host's python3 (no container): the job file carries the token and is gone once
+    read; the relay of an earlier run (its pid file beside) is ended first, a process that is no
+    relay is spared; SIGHUP (the SSH session's end) ends it and its pid file."""
+    import signal
+    import urllib.error
+    import urllib.request
+
+    work = tmp_path / "work"
+    work.mkdir()
+    leftover = subprocess.Popen(["sh", "-c", "sleep 60", "onhost.py"])  # its argv names onhost.py
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        (work / "relay-old.pid").write_text(str(leftover.pid))
+        (work / "relay-old.sources").write_text("{}")
+        (work / "relay-other.pid").write_text(str(stranger.pid))
+        path = work / "relay-new.json"
+        sources = work / "relay-new.sources"
+        sources.write_text("{}")
+        path.write_text(json.dumps({**job(hub, tmp_path / "cache"), "want": [], "bind": "127.0.0.1", "port": 0,
+                                    "env": {"INKCTL_WEIGHTS_TOKEN": "t0k"}, "sources_file": str(sources)}))
+        p = subprocess.Popen([sys.executable, str(ONHOST), "serve", str(path), "--pid-dir", str(work)],
+                             stdout=subprocess.PIPE, text=True)
+        seen = []
+        while not seen or seen[-1].get("ev") != "listening":
+            seen.append(json.loads(p.stdout.readline()))
+        assert {"ev": "ended_leftover", "pid": leftover.pid} in seen
+        assert leftover.wait(timeout=10) == -signal.SIGKILL
+        assert stranger.poll() is None
+        assert not path.exists() and not (work / "relay-old.sources").exists()
+        assert (work / "relay-new.pid").read_text() == str(p.pid)
+        url = f"http://127.0.0.1:{seen[-1]['port']}/blob/none"
+        for token, code in (("t0k", 404), ("wrong", 401)):  # the token from the job file is the one it wants
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"}))
+            assert e.value.code == code
+        p.send_signal(signal.SIGHUP)
+        assert p.wait(timeout=10) == 0
+        assert not (work / "relay-new.pid").exists() and not sources.exists(), "its files go with it"
+    finally:
+        stranger.kill()
+        leftover.kill()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
@@ -87,7 +88,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     except BaseException:
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise
-    if only is None and not fleet.gateway:
+    if only is None:  # replicas of a larger fleet, or groups the gateway file no longer lists
         out.retired = retire(fleet, sink, accept_new=accept_new)
     out.seconds = time.monotonic() - t0
     return out
@@ -173,14 +174,16 @@ def take_down_fleet(fleet, *, accept_new: bool = False, sink=None):
     router_hosts = [h for h in every if h.name == fleet.router.hosts[0].name][:1]
     first = [(fleet.router, take_down(fleet.router, router_hosts, accept_new=accept_new))] if router_hosts else []
     rest = each(lambda r: (r.plan, take_down(r.plan, list(r.hosts), accept_new=accept_new)), fleet.replicas, name="down")
-    retired = {} if fleet.gateway else retire(fleet, sink, accept_new=accept_new)
+    retired = retire(fleet, sink, accept_new=accept_new, command="down")
     return first + rest, retired
 
 
-def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
+def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dict[str, list[str]]:
     """Remove the replicas the recipe no longer has (``NAME-r<k>``, k >= fleet.replicas; a
-    lowered fleet.replicas) from every host of the inventory: found by label, removed by the
-    one removal (``plan.removal``, the steps ``inkctl plan`` shows). replica -> its hosts."""
+    lowered fleet.replicas), or a gateway's groups its file no longer lists (labelled
+    ``inkctl.gateway=NAME``, another deployment), from every host of the inventory: found by
+    label, removed by the one removal (``plan.removal``, the steps ``inkctl plan`` shows), each
+    under its deployment's lease. deployment -> its hosts."""
     from inkctl.execute.events import Info
     from inkctl.execute.hosts.connect import close_all, connect_each
     from inkctl.execute.hosts.fanout import on_hosts
@@ -189,6 +192,7 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
     from inkctl.execute.state.deployed import parse_ps
     from inkctl.plan import runtime
     from inkctl.plan.fleet import retired_replica, retire_steps
+    from inkctl.plan.gateway import GATEWAY_LABEL, dropped_group
 
     hosts = list(fleet.hosts)
     if not hosts:
@@ -196,19 +200,25 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
     rt = fleet.router.hosts[0].runtime
     conn = connect_each(hosts, accept_new=accept_new)
     by_name = {h.name: h for h in hosts}
+    # a gateway's groups carry inkctl.gateway=NAME: those the file no longer lists go
+    ps = runtime.ps(rt, label=(GATEWAY_LABEL, fleet.name)) if fleet.gateway else runtime.ps(rt)
+
+    def gone(dep: str) -> bool:
+        return dropped_group(fleet, dep) if fleet.gateway else retired_replica(fleet.name, len(fleet.replicas), dep)
 
     def one(name: str) -> dict[str, list[str]]:
         tr = conn.transports[name]
-        res = tr.run(list(runtime.ps(rt)), timeout=60)
+        res = tr.run(list(ps), timeout=60)
         if not res.ok:
             raise HostError(name, "runtime", f"{rt} ps failed: {res.err_text().strip()[-200:]}")
         found: dict[str, list[str]] = {}
         for c in parse_ps(name, res.text()):
             dep = c.deployment or ""
-            if retired_replica(fleet.name, len(fleet.replicas), dep):
+            if dep and gone(dep):
                 found.setdefault(dep, []).append(c.name)
         for dep, names in sorted(found.items()):
-            remove_from_host(tr, retire_steps(by_name[name], rt, dep, names))
+            with leased(by_name[name], rt, dep, tr, command):  # the lease up and down take on that deployment
+                remove_from_host(tr, retire_steps(by_name[name], rt, dep, names))
         return found
 
     try:
@@ -221,8 +231,31 @@ def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
             out.setdefault(dep, []).append(host)
     if sink is not None:
         for dep, on in sorted(out.items()):
-            sink.emit(Info(text=f"{dep} is no longer in the recipe (fleet.replicas {len(fleet.replicas)}): "
-                                f"removed from {', '.join(on)}"))
+            why = "the gateway file" if fleet.gateway else f"the recipe (fleet.replicas {len(fleet.replicas)})"
+            sink.emit(Info(text=f"{dep} is no longer in {why}: removed from {', '.join(on)}"))
         for host, why in [*((n, e.reason) for n, e in conn.errors.items()), *((n, e.reason) for n, e in res.failed.items())]:
             sink.emit(Info(text=f"{host}: could not look for replicas to remove: {why}", level="warning"))
     return out
+
+
+@contextmanager
+def leased(host, rt: str, deployment: str, transport, command: str = "up"):
+    """The deploy lease of ``deployment`` on ``host`` (the one ``up`` and ``down`` take), held
+    while a leftover of it is removed: no other up or down of it runs meanwhile. Refused: a
+    HostError for that host (the others go on)."""
+    from inkctl.execute.hosts.transport import HostError
+    from inkctl.execute.state.deploylock import DeployLock, LockHeld
+    from inkctl.plan.deploy import deployment_dir
+    from inkctl.plan.step import Plan, PlannedHost
+
+    plan = Plan(deployment=deployment, recipe_hash="", stages=(), containers=(), hosts=(
+        PlannedHost(name=host.name, address=host.ssh_address, rank=0, runtime=rt,
+                    state_dir=deployment_dir(host, deployment)),))
+    try:
+        lock = DeployLock(plan, {host.name: transport}, command).acquire()
+    except LockHeld as e:
+        raise HostError(host.name, "lock", f"{deployment} not removed: {e.message}") from None
+    try:
+        yield
+    finally:
+        lock.release()
