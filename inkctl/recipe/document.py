@@ -15,9 +15,8 @@ schema is refused.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -69,9 +68,9 @@ class _Node:
 
 
 
-@dataclass(frozen=True)
-class Located:
-    """Where one path of a document was written."""
+class Located(NamedTuple):
+    """Where one path of a document was written. (A named tuple: a document records one for every
+    path, and a tuple is made several times faster than a frozen dataclass.)"""
 
     line: int  # 1-based, where the value starts
     col: int

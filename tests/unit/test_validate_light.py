@@ -111,3 +111,23 @@ def test_help_and_hosts_still_go_through_typer():
     assert r.returncode == 0 and r.stdout.startswith("Usage: inkctl validate [OPTIONS] PATHS...")
     r = subprocess.run([sys.executable, "-m", "inkctl", "validate"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "Missing argument" in r.stderr
+
+
+def test_a_text_composed_once_is_read_anew_each_time(tmp_path):
+    """validate reads a file up to three times; the second reading reuses the first's node tree
+    (document._COMPOSED), yet every reading gets data and positions of its own, and a changed
+    file is read as it is now."""
+    from inkctl.recipe import document
+
+    p = tmp_path / "r.yaml"
+    p.write_text("name: a\nengine:\n  args: [x, y]\n")
+    first = document.parse(p, str(p))
+    first.data["engine"]["args"].append("z")
+    first.forget(("engine",))
+    again = document.parse(p, str(p))
+    assert again.data == {"name": "a", "engine": {"args": ["x", "y"]}}
+    assert again.position("engine.args[1]") == (3, 13)
+    p.write_text("name: b\nname: c\n")
+    changed = document.parse(p, str(p))
+    assert changed.data == {"name": "c"}
+    assert [x.message for x in changed.problems] == ["duplicate key 'name' (first defined at line 1)"]
