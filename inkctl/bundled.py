@@ -52,6 +52,23 @@ def names() -> list[str]:
     return [name_of(p) for p in bundled_files()]
 
 
+def unknown_hint(wanted: str) -> str:
+    """What to say when ``wanted`` names no bundled recipe: the nearest names (all of them when
+    there are few), then where the whole list is; short enough for one 80-column line or two."""
+    import difflib
+
+    known = names()
+    stem = Path(str(wanted)).name
+    for suffix in SUFFIXES:
+        stem = stem[: -len(suffix)] if stem.endswith(suffix) else stem
+    near = [n for n in known if stem and stem.lower() in n.lower()]
+    near += [n for n in difflib.get_close_matches(stem, known, n=3, cutoff=0.5) if n not in near]
+    if not near:
+        return "pass a recipe file, or a name `inkctl recipes` lists"
+    shown = ", ".join(near[:3]) + (f" (and {len(near) - 3} more)" if len(near) > 3 else "")
+    return f"did you mean {shown}? `inkctl recipes` lists all {len(known)}"
+
+
 def find(name: str) -> Path | None:
     """A bundled recipe by name (``inkling-small-2x-dgx-spark-vllm``, with or without .yaml)."""
     stem = name

@@ -445,3 +445,9 @@ def results(
         print(point_header())
         for p in points:
             print(point_line(p))
+        boot = (meta.get("provenance") or {}).get("boot")
+        if boot:  # how the deployment it measured had booted (up's latest boot record then)
+            from inkctl.cli.boottable import boot_table
+
+            print(f"booted as {boot.get('id')}:")
+            print(boot_table(boot))

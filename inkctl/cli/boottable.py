@@ -55,3 +55,21 @@ def boot_compare(a_id: str, a: dict, b_id: str, b: dict) -> str:
         delta = f"{vb - va:+.1f}" if va is not None and vb is not None else "-"
         lines.append(f"{LABELS[key]:<22}{_cell(va):>9}{_cell(vb):>9}{delta:>9}")
     return "\n".join(lines)
+
+
+def keep(results_dir, deployment: str, record: dict, recipe_hash: str) -> tuple[dict, tuple[str, ...], str, str]:
+    """A boot saved under ``results_dir`` (``bench.boots``) and compared with the deployment's
+    previous one: (the record, with its path once saved; the phases slower than before; the
+    previous boot's id or ""; why it could not be saved or "")."""
+    from inkctl.bench import boots
+    from inkctl.execute.supervise.bootphases import slower_than
+
+    record = dict(record)
+    before = boots.previous(results_dir, deployment)
+    slower = tuple(slower_than(record, before[1])) if before else ()
+    problem = ""
+    try:
+        record["path"] = str(boots.save(results_dir, deployment, {**record, "recipe_hash": recipe_hash}))
+    except OSError as e:
+        problem = f"could not save the boot record under {results_dir}: {e}"
+    return record, slower, before[0] if before else "", problem

@@ -1,5 +1,6 @@
 """``cache``: the engines' compile caches on the hosts (``compile_cache`` in the recipe).
-Thin: load -> plan (where each host keeps this recipe's cache) -> execute.cachesync -> print."""
+Thin: load -> plan (where each host keeps this recipe's cache) -> execute.cachesync (read,
+hash, pin) and weights.cachecopy (host to host, on the weights' relay) -> print."""
 
 from __future__ import annotations
 
@@ -34,12 +35,13 @@ def cache(
     output: str = OutputOpt,
 ) -> None:
     """Copy the recipe's compile cache (torch.compile, Triton, FlashInfer/DeepGEMM JIT) from one
-    host to the others of the same GPU architecture, pin it by hash (--lock), or check it
-    (--verify). A warm cache turns the next boot's compile phase into a load."""
+    host to the others of the same GPU architecture, host to host over the cluster network
+    (hashed as it arrives), pin it by hash (--lock), or check it (--verify). A warm cache turns
+    the next boot's compile phase into a load."""
     fmt = output_format(output)
     if verify and lock:
         raise UsageError("--verify changes nothing and --lock pins: run them one after the other")
-    loaded, plan, _ = load_target(recipe, hosts, set_, "cache")
+    loaded, plan, image = load_target(recipe, hosts, set_, "cache")
     if not loaded.recipe.compile_cache.enabled:
         raise UsageError("compile_cache.enabled is false in the recipe: there is no cache to manage",
                          hint="set compile_cache: {enabled: true} (and its path) in the recipe")
@@ -68,7 +70,9 @@ def cache(
         if lock:
             _lock(loaded, doc, pin_key, source, fmt)
             return
-        _copy(transports, states, source, pin, fmt)
+        from inkctl.weights.cachecopy import site_maker
+
+        _copy(transports, states, source, pin, fmt, site_maker(loaded, plan, image, transports))
     finally:
         close_all(transports)
 
@@ -140,10 +144,14 @@ def _verify(states, pin, pin_key, fmt, loaded) -> None:
                                + (f" --from {good.host}" if good is not None else ""))
 
 
-def _copy(transports, states, source, pin, fmt) -> None:
+def _copy(transports, states, source, pin, fmt, site_for) -> None:
     """Without a pin: every host of the source's GPU architecture gets the union of their caches
-    (each boot leaves its own ranks' artefacts). With one: hosts not holding it get the pinned one."""
-    from inkctl.execute.deploy import cachesync
+    (each boot leaves its own ranks' artefacts). With one: hosts not holding it get the pinned one.
+    Host to host over the cluster network (``weights.cachecopy``), hashed as it arrives."""
+    import threading
+
+    from inkctl.api.signals import on_signals, restore
+    from inkctl.weights import cachecopy
 
     rows: dict[str, tuple[str, str]] = {}
     same = [s for s in states.values() if s.arch == source.arch]
@@ -151,33 +159,36 @@ def _copy(transports, states, source, pin, fmt) -> None:
         if s.arch != source.arch:
             rows[s.host] = ("skipped", f"GPU arch {s.arch}, {source.host}'s is {source.arch}: compiled kernels "
                                        "do not carry over")
-    if pin:
-        if source.digest != pin:
-            raise InkctlError(f"{source.host}'s compile cache does not match the pin in the lock file "
-                              f"({source.digest[:16]} vs {pin[:16]}): not copying it",
-                              hint="choose another host with --from, or re-pin on purpose with --lock")
-        receivers = [s for s in same if s.digest != pin]
-        failed = cachesync.replace(transports, source, receivers) if receivers else {}
-        for s in same:
-            rows[s.host] = (("failed", failed[s.host]) if s.host in failed else
-                            ("copied", f"the pinned cache from {source.host} ({len(source.files)} files)")
-                            if s in receivers else ("ok", "holds the pinned cache"))
-    else:
-        members = [source] + [s for s in same if s is not source and s.present]
-        members += [s for s in same if s not in members]
-        union, _ = cachesync.merge_plan(members)
-        got, failed = cachesync.merge(transports, members)
-        for s in same:
-            rows[s.host] = (("failed", failed[s.host]) if s.host in failed else
-                            ("copied", f"{got[s.host]} of {len(union)} files") if got.get(s.host) else
-                            ("ok", f"has all {len(union)} files"))
-    order = list(states)
-    out = [(h, *rows[h]) for h in order]
+    if pin and source.digest != pin:
+        raise InkctlError(f"{source.host}'s compile cache does not match the pin in the lock file "
+                          f"({source.digest[:16]} vs {pin[:16]}): not copying it",
+                          hint="choose another host with --from, or re-pin on purpose with --lock")
+    before = {s.host: s.digest for s in same}
+    interrupt = threading.Event()
+    previous = on_signals(interrupt, KeyboardInterrupt)
+    try:
+        done = cachecopy.copy(transports, states, source, [s for s in same if s is not source], union=not pin,
+                              site_for=site_for, interrupt=interrupt)
+    finally:
+        restore(previous)
+    for s in same:
+        got, net = done.received.get(s.host, 0), done.relayed.get(s.host, 0)
+        if s.host in done.failed:
+            rows[s.host] = ("failed", done.failed[s.host])
+        elif pin:
+            rows[s.host] = (("copied", f"the pinned cache from {source.host} ({done.files} files), {net} host "
+                                       "to host") if before[s.host] != pin else ("ok", "holds the pinned cache"))
+        else:
+            rows[s.host] = ("copied", f"{got} of {done.files} files ({net} host to host)") if got else \
+                ("ok", f"has all {done.files} files")
+    out = [(h, *rows[h]) for h in states]
     if fmt == "json":
-        print(json.dumps({"source": source.host, "hosts": [{"host": h, "status": st, "detail": d} for h, st, d in out]},
-                         indent=2))
+        print(json.dumps({"source": source.host, "files": done.files, "seconds": round(done.seconds, 3),
+                          "hosts": [{"host": h, "status": st, "detail": d, "bytes": done.moved.get(h, 0)}
+                                    for h, st, d in out]}, indent=2))
     else:
         for h, st, d in out:
             print(f"{h}: {st}: {d}")
-    if failed:
-        raise InkctlError("the copy failed on " + ", ".join(failed))
+    if done.failed:
+        raise InkctlError("the copy failed on " + ", ".join(done.failed),
+                          hint="fix what is named and run it again: only what is missing or wrong moves")

@@ -50,13 +50,18 @@ def plan(
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
     full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
 ) -> None:
-    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked)."""
+    """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
+    A gateway file (with --hosts): every model's group and the gateway's steps."""
     from inkctl.cli.render import plain, plan_json, print_plan, print_problems
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
+    from inkctl.recipe.gateway import is_gateway_file
+
+    if is_gateway_file(recipe):
+        return _plan_gateway(recipe, hosts, fmt, host, full)
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.recipe.fleet is not None:
         return _plan_fleet(loaded, recipe, fmt, host, full)
@@ -83,6 +88,21 @@ def plan(
     print_plan(plain(), the_plan, loaded, only_host=host, full=full,
                next_command=command_line(("inkctl", "up", str(recipe))) + where
                + ("    (an inventory: inkctl init writes one to edit)" if loaded.hosts is None else ""))
+
+
+def _plan_gateway(recipe, hosts, fmt: str, host: Optional[str], full: bool) -> None:
+    """A gateway file: every model's group and the router in front (a fleet's plan)."""
+    from inkctl.cli.fleet import fleet_json, load_gateway_fleet, print_fleet_plan
+    from inkctl.cli.render import print_problems
+    from inkctl.plan.quote import command_line
+
+    lg, fleet = load_gateway_fleet(recipe, hosts, "plan")
+    if fmt == "json":
+        print(json.dumps({**fleet_json(fleet), "warnings": [w.as_dict() for w in lg.warnings]}, indent=2))
+        return
+    print_problems(lg.warnings, strict=False, stream=sys.stderr)
+    print_fleet_plan(lg, fleet, full=full, only_host=host,
+                     next_command=command_line(("inkctl", "up", str(recipe), "--hosts", str(hosts))))
 
 
 def _plan_fleet(loaded, recipe, fmt: str, host: Optional[str], full: bool) -> None:

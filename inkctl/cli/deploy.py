@@ -53,6 +53,9 @@ def up(
 ) -> None:
     """Bring the deployment up on its hosts; on any failure remove what was started.
 
+    RECIPE may be a gateway file: several recipes on the --hosts inventory behind one endpoint
+    that routes by the request's model (README: "Several models behind one endpoint").
+
     A different version of the same deployment (another recipe hash) is replaced: up shows what
     changes, removes the old containers, then launches the new ones.
 
@@ -69,7 +72,7 @@ def up(
 
         return slurm_cli.up(recipe, set_, partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
                             gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout,
-                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt)
+                            timeout=timeout, keep_on_failure=keep_on_failure, fmt=fmt, results_dir=results_dir)
     if partition or account or time_limit or job_dir or gpus_per_node is not None or container \
             or pending_timeout is not None:
         raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
@@ -89,6 +92,17 @@ def up(
     from inkctl.plan.step import EnvFile
     from inkctl.recipe.source import load_recipe
 
+    from inkctl.recipe.gateway import is_gateway_file
+
+    if is_gateway_file(recipe):  # several models behind one endpoint
+        if watch or detach or set_:
+            raise UsageError("a gateway file: run up without --watch, --detach and --set")
+        from inkctl.cli.fleet import fleet_up, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "up")
+        fleet_up(lg, gw, fmt=fmt, recipe=recipe, hosts=hosts, accept_new=accept_new_host_keys,
+                 keep=keep_on_failure, timeout=timeout, skip=list(skip_check or []))
+        return
     loaded = load_recipe(recipe, overrides(set_), hosts)
     if loaded.hosts is None:
         raise UsageError("up needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
@@ -183,23 +197,14 @@ def _boot(plan, outcome, results_dir: Path, sink) -> None:
     (once, also when up stays attached)."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
-    from inkctl.bench import boots
-    from inkctl.execute.supervise.bootphases import slower_than
-    from inkctl.execute.events import BootPhases
+    from inkctl.cli.boottable import keep
+    from inkctl.execute.events import BootPhases, Info
 
-    record = dict(outcome.boot)
-    before = boots.previous(results_dir, plan.deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
-    try:
-        path = boots.save(results_dir, plan.deployment, {**record, "recipe_hash": plan.recipe_hash})
-        record["path"] = str(path)
-    except OSError as e:
-        from inkctl.execute.events import Info
-
-        sink.emit(Info(text=f"could not save the boot record under {results_dir}: {e}", level="warning"))
-    outcome.boot = {**record, "slower": list(slower), "previous": before[0] if before else "", "saved": True}
-    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower,
-                         previous=before[0] if before else ""))
+    record, slower, previous, problem = keep(results_dir, plan.deployment, outcome.boot, plan.recipe_hash)
+    if problem:
+        sink.emit(Info(text=problem, level="warning"))
+    outcome.boot = {**record, "slower": list(slower), "previous": previous, "saved": True}
+    sink.emit(BootPhases(deployment=plan.deployment, record=record, slower=slower, previous=previous))
 
 
 def _readiness(plan, outcome) -> tuple[float | None, float | None]:
@@ -274,6 +279,7 @@ def down(
     slurm: bool = SlurmFlag,
 ) -> None:
     """Remove the deployment's containers (found by label) and its state directory on every host.
+    A fleet: also replicas beyond fleet.replicas; a gateway file: every model's group and the gateway.
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
     import json
@@ -283,8 +289,14 @@ def down(
         from inkctl.cli import slurm as slurm_cli
 
         return slurm_cli.down(recipe, set_, fmt)
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):
+        from inkctl.cli.fleet import fleet_down, load_gateway_fleet
+
+        fleet_down(load_gateway_fleet(recipe, hosts, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_down, load_fleet
 

@@ -66,6 +66,8 @@ def k8s(
                           "problems": [f.render() for f in findings]}, indent=2))
     else:
         _text(manifests, written, check, findings)
+        if written and out_dir is not None and not findings:
+            _next(manifests, out_dir, recipe)
     if findings:
         raise InkctlError(f"{len(findings)} manifest problem{'s' if len(findings) != 1 else ''} (listed above)", exit_code=1)
 
@@ -135,11 +137,11 @@ def _text(manifests, written: list[Path], check: bool, findings) -> None:
     if mapped:
         print("\nmapped to Kubernetes:", file=err)
         for g in mapped:
-            print(f"  {g.field}: {g.docker} -> {g.kubernetes}", file=err)
+            print(_item(f"{g.field}: {g.docker} -> {g.kubernetes}"), file=err)
     if missing:
         print("\nNOT in the manifests (provide these another way):", file=err)
         for g in missing:
-            print(f"  {g.field}: {g.docker}: {g.kubernetes}", file=err)
+            print(_item(f"{g.field}: {g.docker}: {g.kubernetes}"), file=err)
     if check:
         if findings:
             print("\ncheck failed:", file=err)
@@ -147,3 +149,35 @@ def _text(manifests, written: list[Path], check: bool, findings) -> None:
                 print(f"  {f.render()}", file=err)
         else:
             print(f"\nchecked {len(manifests.documents)} manifest(s): valid (LeaderWorkerSet CRD v0.9.0, Kubernetes schemas)", file=err)
+
+
+def _item(text: str) -> str:
+    """One mapped or missing field: wrapped to 80 columns, continuation lines indented under it."""
+    import textwrap
+
+    return textwrap.fill(text, 80, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+def _next(manifests, out_dir: Path, recipe: Path) -> None:
+    """What to run once the files are written: apply, reach the endpoint, prove it answers (the
+    smoke that Kubernetes does not run). The endpoint is the router's Service for a fleet."""
+    from inkctl.cli.render import relative
+
+    services = [d for _, d in manifests.documents if d.get("kind") == "Service"]
+    if not services:
+        return
+    svc = services[-1]
+    port = svc["spec"]["ports"][0]["port"]
+    ns = svc["metadata"].get("namespace")
+    in_ns = f" -n {ns}" if ns else ""
+    steps = [f"kubectl apply{in_ns} -f {relative(str(out_dir))}",
+             f"kubectl port-forward{in_ns} svc/{svc['metadata']['name']} {port}:{port}",
+             f"inkctl smoke {relative(str(recipe))} --url http://127.0.0.1:{port}"]
+    print()
+    for i, step in enumerate(steps):
+        lead = "next: " if i == 0 else "      "
+        if len(lead + step) > 80:  # one break, before the last option: still one copy-paste
+            head, _, tail = step.rpartition(" --")
+            step = f"{head} \\\n{' ' * 10}--{tail}"
+        print(lead + step)

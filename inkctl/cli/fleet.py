@@ -56,6 +56,27 @@ def load_fleet(recipe, hosts, set_, command: str, *, need_hosts: bool = True):
     return loaded, fleet_of(loaded)
 
 
+def is_gateway(recipe: Path) -> bool:
+    from inkctl.recipe.gateway import is_gateway_file
+
+    return is_gateway_file(recipe)
+
+
+def load_gateway_fleet(path: Path, hosts: Optional[Path], command: str):
+    """A gateway file, its inventory and recipes -> (LoadedGateway, its FleetPlan)."""
+    from inkctl.plan.gateway import build_gateway
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.gateway import load_gateway
+    from inkctl.scrub import arm_for
+
+    if hosts is None:
+        raise UsageError(f"{command} of a gateway file needs --hosts FILE (the inventory its models are placed on)")
+    lg = load_gateway(path, hosts)
+    for g in lg.groups:
+        arm_for(g.recipe)
+    return lg, build_gateway(lg, [plan_inputs(g) for g in lg.groups])
+
+
 # ----------------------------------------------------------------------------------- plan
 
 def fleet_json(fleet) -> dict:
@@ -64,32 +85,64 @@ def fleet_json(fleet) -> dict:
     r = fleet.router_spec
     return {"fleet": fleet.name, "url": fleet.url,
             "router": {"kind": r.kind, "policy": r.policy_name, "image": r.image_ref, **plan_json(fleet.router)},
+            "gateway": fleet.gateway,
             "replicas": [{"index": rep.index, "deployment": rep.name, "url": rep.url, "gpus": rep.gpus,
-                          **plan_json(rep.plan)} for rep in fleet.replicas]}
+                          **({"model": rep.model} if rep.model else {}), **plan_json(rep.plan)}
+                         for rep in fleet.replicas]}
 
 
 def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_command: str) -> None:
     from inkctl.cli.render import plain, print_plan
 
+    from rich.markup import escape
+
     out = plain()
     r = fleet.router_spec
-    out.print(f"fleet {fleet.name}: {len(fleet.replicas)} replica(s) of "
-              f"{loaded.recipe.hardware.nodes} host(s) x {loaded.recipe.hardware.gpus_per_host} GPU(s)")
-    out.print(f"  router: {r.kind} ({r.policy_name}) at {fleet.url}")
+    if fleet.gateway:
+        out.print(f"gateway {escape(fleet.name)}: {len(fleet.replicas)} models behind one endpoint, "
+                  "routed by the request's model")
+        out.print(f"  router: {r.kind} (multi-model, {r.policy_name}) at {fleet.url}")
+    else:
+        out.print(f"fleet {escape(fleet.name)}: {len(fleet.replicas)} replica(s) of "
+                  f"{loaded.recipe.hardware.nodes} host(s) x {loaded.recipe.hardware.gpus_per_host} GPU(s)")
+        out.print(f"  router: {r.kind} ({r.policy_name}) at {fleet.url}")
     for rep in fleet.replicas:
-        out.print(f"  replica {rep.index}: {rep.name}  {rep.gpus}  {rep.url}")
+        out.print(f"  {escape(rep.label)}: {rep.name}  {rep.gpus}  {rep.url}")
     for rep in fleet.replicas:
         if only_host and only_host not in {h.name for h in rep.plan.hosts}:
             continue
         out.print("")
-        out.print(f"[bold]replica {rep.index}[/]")
+        out.print(f"[bold]{escape(rep.label)}[/]")
         print_plan(out, rep.plan, replace_loaded(loaded, rep), only_host=only_host, full=full)
     if not only_host or only_host == fleet.router.hosts[0].name:
         out.print("")
-        out.print("[bold]router[/]")
+        out.print("[bold]gateway[/]" if fleet.gateway else "[bold]router[/]")
         print_plan(out, fleet.router, None, full=full)
+    if not fleet.gateway and fleet.hosts:
+        _print_retire(out, fleet, only_host)
     out.print("")
     out.print(f"next: {next_command}")
+
+
+def _print_retire(out, fleet, only_host: str | None) -> None:
+    """What up and down do with replicas of an earlier, larger fleet: found by label on every
+    host of the inventory, removed by these steps."""
+    from inkctl.plan.fleet import retire_steps, spare_hosts
+    from inkctl.plan.quote import command_line
+
+    n = len(fleet.replicas)
+    spare = spare_hosts(fleet)
+    out.print("")
+    out.print("[bold]replicas no longer in the recipe[/]")
+    if spare:
+        out.print(f"  spare hosts (no replica): {', '.join(spare)}", markup=False)
+    out.print(f"  on every host: containers labelled {fleet.name}-r<k>, k >= {n}, are removed:", markup=False)
+    for h in fleet.hosts:
+        if only_host and h.name != only_host:
+            continue
+        dep = f"{fleet.name}-r<k>"
+        for st in retire_steps(h, fleet.router.hosts[0].runtime, dep, ["<its containers>"]):
+            out.print(f"    {h.name}: {command_line(st.argv)}", markup=False)
 
 
 def replace_loaded(loaded, rep):
@@ -110,11 +163,16 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
     from inkctl.scrub import arm
 
     t0 = time.monotonic()
-    require_trusted(loaded)
+    sources = _sources(loaded, fleet)
+    for src in sources:
+        require_trusted(src)
     _room_for_fds(sum(len(rep.hosts) for rep in fleet.replicas))
-    needed = sorted({n for rep in fleet.replicas for s in rep.plan.puts() if isinstance(s.content, EnvFile)
-                     for n in s.content.secret_names})
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    secrets = {}
+    for src in sources:  # a gateway's models: each recipe's own secrets section
+        reps = [rep for rep in fleet.replicas if (rep.source or loaded) is src]
+        needed = sorted({n for rep in reps for s in rep.plan.puts() if isinstance(s.content, EnvFile)
+                         for n in s.content.secret_names})
+        secrets.update(resolve_secrets(src.recipe.secrets, needed))
     scrub = arm(secret_values(secrets))
     if fmt == "json":
         sink = ScrubbingSink(JsonLines(), scrub)
@@ -159,18 +217,40 @@ def fleet_up(loaded, fleet, *, fmt: str, recipe: Path, hosts: Optional[Path], ac
         out = console()
         from inkctl.execute.deploy.runner import UpStatus
 
-        if outcome.status is UpStatus.ALREADY:
-            out.print(f"fleet {fleet.name} is already up at {fleet.url} (same recipe); nothing changed", markup=False)
+        if outcome.status is UpStatus.ALREADY and not outcome.retired:
+            what = "gateway" if fleet.gateway else "fleet"
+            out.print(f"{what} {fleet.name} is already up at {fleet.url} (same recipe); nothing changed", markup=False)
             return
-        out.print(f"fleet {fleet.name} is up: {fleet.url} ({len(fleet.replicas)} replicas, "
-                  f"{fleet.router_spec.kind} router, {fleet.router_spec.policy_name}; {total:.1f} s in all)", markup=False)
-        if first is not None:
+        if fleet.gateway:
+            out.print(f"gateway {fleet.name} is up: {fleet.url} ({total:.1f} s in all)", markup=False)
+            out.print(f"  {len(fleet.replicas)} models behind it, {fleet.router_spec.kind} router by model name",
+                      markup=False)
+        else:
+            out.print(f"fleet {fleet.name} is up: {fleet.url} ({len(fleet.replicas)} replicas, "
+                      f"{fleet.router_spec.kind} router, {fleet.router_spec.policy_name}; {total:.1f} s in all)",
+                      markup=False)
+        if first is not None and fleet.gateway:
+            out.print(f"  ready: one streamed completion per model came back, last TTFT "
+                      f"{first.ttft_s * 1000:.0f} ms", markup=False)
+        elif first is not None:
             out.print(f"  ready: a streamed completion came back through the router, TTFT {first.ttft_s * 1000:.0f} ms",
                       markup=False)
         for rep in fleet.replicas:
             o = outcome.replicas.get(rep.name)
             how = "already running" if o is not None and o.status is UpStatus.ALREADY else "up"
-            out.print(f"  replica {rep.index} {rep.name}: {how} at {rep.url} ({rep.gpus})", markup=False)
+            out.print(f"  {rep.label} {rep.name}: {how} at {rep.url} ({rep.gpus})", markup=False)
+        for dep, on in sorted(outcome.retired.items()):
+            out.print(f"  {dep}: no longer in the recipe, removed from {', '.join(on)}", markup=False)
+
+
+def _sources(loaded, fleet) -> list:
+    """Each recipe the fleet's groups come from, as loaded (one for replicas; one per model)."""
+    out: list = []
+    for rep in fleet.replicas:
+        src = rep.source or loaded
+        if all(src is not o for o in out):
+            out.append(src)
+    return out
 
 
 def _room_for_fds(hosts: int) -> None:
@@ -191,11 +271,12 @@ def _room_for_fds(hosts: int) -> None:
 def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
     from inkctl.execute.deploy.fleet import take_down_fleet
 
-    reports = take_down_fleet(fleet, accept_new=accept_new)
+    reports, retired = take_down_fleet(fleet, accept_new=accept_new)
     failed = {f"{plan.deployment} {h}": why for plan, rep in reports for h, why in rep.failed.items()}
     if fmt == "json":
         print(json.dumps({"fleet": fleet.name, "ok": not failed, "deployments": [
-            {"deployment": plan.deployment, "removed": rep.removed, "failed": rep.failed} for plan, rep in reports]}, indent=2))
+            {"deployment": plan.deployment, "removed": rep.removed, "failed": rep.failed} for plan, rep in reports],
+            "retired": retired}, indent=2))
     else:
         from inkctl.cli.render import console
 
@@ -204,6 +285,8 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
             for h, names in rep.removed.items():
                 out.print(f"{plan.deployment} {h}: removed {', '.join(names)}" if names
                           else f"{plan.deployment} {h}: nothing to remove", markup=False)
+        for dep, on in sorted(retired.items()):
+            out.print(f"{dep} (no longer in the recipe): removed from {', '.join(on)}", markup=False)
     if failed:
         lines = "\n".join(f"  {k}: {v}" for k, v in failed.items())
         raise InkctlError(f"fleet {fleet.name}: could not clean every host:\n{lines}",
@@ -211,7 +294,9 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
     if fmt == "text":
         from inkctl.cli.render import console
 
-        console().print(f"fleet {fleet.name} is down: {len(fleet.replicas)} replicas and the router", markup=False)
+        what = f"{len(fleet.replicas)} models' groups and the gateway" if fleet.gateway else \
+            f"{len(fleet.replicas)} replicas and the router"
+        console().print(f"{'gateway' if fleet.gateway else 'fleet'} {fleet.name} is down: {what}", markup=False)
 
 
 # --------------------------------------------------------------------------------- status
@@ -223,9 +308,9 @@ def fleet_states(loaded, fleet, accept_new: bool) -> list[dict]:
     from inkctl.execute.supervise.health import check_once
     from inkctl.execute.state.probe import deployment_containers
 
-    conn = connect_each(list(loaded.hosts), accept_new=accept_new)
-    groups = [(f"replica {rep.index}", rep.plan, rep.gpus, rep.url) for rep in fleet.replicas]
-    groups.append(("router", fleet.router, fleet.router.hosts[0].name, fleet.url))
+    conn = connect_each(list(fleet.hosts or loaded.hosts), accept_new=accept_new)
+    groups = [(rep.label, rep.plan, rep.gpus, rep.url) for rep in fleet.replicas]
+    groups.append(("gateway" if fleet.gateway else "router", fleet.router, fleet.router.hosts[0].name, fleet.url))
 
     def one(g) -> dict:
         label, plan, gpus, url = g
@@ -262,7 +347,8 @@ def fleet_status(loaded, fleet, *, fmt: str, accept_new: bool) -> None:
     rows = fleet_states(loaded, fleet, accept_new)
     ok = all(r["ok"] for r in rows)
     if fmt == "json":
-        print(json.dumps({"fleet": fleet.name, "url": fleet.url, "ok": ok, "groups": rows}, indent=2))
+        print(json.dumps({"fleet": fleet.name, "gateway": fleet.gateway, "url": fleet.url, "ok": ok, "groups": rows},
+                         indent=2))
     else:
         from rich.table import Table
         from rich.text import Text
@@ -278,11 +364,12 @@ def fleet_status(loaded, fleet, *, fmt: str, accept_new: bool) -> None:
             cs = " ".join(f"{c['host']}/{c['rank']}:{c['state']}" for c in r["containers"])
             t.add_row(r["group"], Text(r["state"], "green" if r["ok"] else "red"), r["gpus"], cs)
         out = console()
-        out.print(f"fleet {fleet.name}  {fleet.url}", markup=False)
+        what = "gateway" if fleet.gateway else "fleet"
+        out.print(f"{what} {fleet.name}  {fleet.url}", markup=False)
         out.print(t)
     if not ok:
         bad = [f"{r['group']} {r['state']}" for r in rows if not r["ok"]]
-        raise InkctlError(f"fleet {fleet.name} is not fully up: " + "; ".join(bad))
+        raise InkctlError(f"{'gateway' if fleet.gateway else 'fleet'} {fleet.name} is not fully up: " + "; ".join(bad))
 
 
 # ------------------------------------------------------------------------------------ top
@@ -305,9 +392,10 @@ def scrape(url: str, timeout: float = 3.0):
 
 def metrics_targets(fleet) -> list[tuple[str, str, str]]:
     """(group, kind, metrics URL) for every replica's engine head and the router's exporter."""
-    out = [(f"replica {rep.index}", rep.recipe.engine.kind, rep.url + "/metrics") for rep in fleet.replicas]
+    out = [(rep.label, rep.recipe.engine.kind, rep.url + "/metrics") for rep in fleet.replicas]
     host = fleet.router.hosts[0].address
-    out.append(("router", "router", f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))
+    out.append(("gateway" if fleet.gateway else "router", "router",
+                f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))
     return out
 
 
@@ -381,7 +469,10 @@ def top(
     from inkctl.execute.hosts.fanout import each
 
     fmt = output_format(output)
-    loaded, fleet = load_fleet(recipe, hosts, set_, "top")
+    if is_gateway(recipe):
+        loaded, fleet = load_gateway_fleet(recipe, hosts, "top")
+    else:
+        loaded, fleet = load_fleet(recipe, hosts, set_, "top")
     targets = metrics_targets(fleet)
     urls = [u for _, _, u in targets]
     from inkctl.cli.render import console
@@ -484,11 +575,14 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
         bad = 0
         while not stop.wait(how.interval):
             ok, seen = check_once(fleet.router.health_url, timeout=max(1.0, how.interval))
+            if ok and fleet.gateway:  # a gateway that answers but forgot its engines (restarted)
+                ok, seen = _registered_all(fleet)
             bad = 0 if ok else bad + 1
             if bad < 3:
                 continue
-            emit("failure", f"router: {fleet.router.health_url} did not answer 3 times ({seen})", cause="router",
-                 host=fleet.router.hosts[0].name, rank=None)
+            what = f"the gateway {seen}" if fleet.gateway and seen.startswith("lists") else \
+                f"{fleet.router.health_url} did not answer 3 times ({seen})"
+            emit("failure", f"router: {what}", cause="router", host=fleet.router.hosts[0].name, rank=None)
             bad = 0
             if not how.restart or not restart("the router", budget, set()):
                 with lock:
@@ -497,11 +591,15 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
                 stop.set()
                 return
 
-    threads = [threading.Thread(target=replica_loop, args=(r,), name=f"watch-{r.index}", daemon=True) for r in fleet.replicas]
-    threads.append(threading.Thread(target=router_loop, name="watch-router", daemon=True))
-    for t in threads:
-        t.start()
-    emit("ok", f"watching fleet {fleet.name}: {len(fleet.replicas)} replicas and the router at {fleet.url}")
+    from inkctl.execute.hosts.fanout import background
+
+    # one long-lived loop per replica and one for the router, on the one fan-out's followers
+    background(lambda rep: router_loop() if rep is None else replica_loop(rep), [*fleet.replicas, None],
+               name="watch", label=lambda rep: "router" if rep is None else str(rep.index))
+    if fleet.gateway:
+        emit("ok", f"watching gateway {fleet.name}: {len(fleet.replicas)} models and the gateway at {fleet.url}")
+    else:
+        emit("ok", f"watching fleet {fleet.name}: {len(fleet.replicas)} replicas and the router at {fleet.url}")
     try:
         while not stop.wait(0.25):
             pass
@@ -511,6 +609,20 @@ def fleet_watch(loaded, fleet, how, emit, *, supervise, run_hook) -> None:
         raise typer.Exit(EXIT_INTERRUPTED) from None
     if fatal:
         raise fatal[0]
+
+
+def _registered_all(fleet) -> tuple[bool, str]:
+    """Does the gateway list every group with its model? (ok, what is missing)."""
+    from inkctl.client.workers import registered
+    from inkctl.plan.step import Register
+
+    reg = next(s for s in fleet.router.steps() if isinstance(s, Register))
+    try:
+        have = registered(reg.url, timeout_s=5.0)
+    except InkctlError as e:
+        return False, e.message
+    missing = [m for u, m in reg.workers if have.get(u.rstrip("/")) != m]
+    return (not missing, "lists no engine for " + ", ".join(missing) if missing else "")
 
 
 def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
@@ -524,8 +636,10 @@ def _restart_group(loaded, fleet, only: set[str], accept_new: bool) -> None:
 
     reps = [r for r in fleet.replicas if r.name in only]
     each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
-    needed = sorted({n for r in reps for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
-    secrets = resolve_secrets(loaded.recipe.secrets, needed)
+    secrets = {}
+    for r in reps:  # a gateway's model: its own recipe's secrets
+        needed = sorted({n for s in r.plan.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names})
+        secrets.update(resolve_secrets((r.source or loaded).recipe.secrets, needed))
     from inkctl.weights.preflight import weights_check
 
     bring_up_fleet(loaded, fleet, Collect(), secrets, accept_new=accept_new, keep=False, timeout=None, skip=[],

@@ -188,6 +188,9 @@ def status(
 ) -> None:
     """Each rank's container: state, exit code, health, uptime, image, recipe hash. Exit 0 only when all run.
 
+    A fleet or a gateway file: one row per group (replica or model, and the router): its GPUs,
+    containers and state.
+
     With --slurm: the Slurm job's state, nodes, each rank's state and the head's health."""
     from inkctl.execute.state.probe import deployment_states
 
@@ -197,8 +200,15 @@ def status(
 
         return slurm_cli.status(recipe, set_, fmt)
     from inkctl.cli.options import overrides
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):
+        from inkctl.cli.fleet import fleet_status, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "status")
+        fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_status, load_fleet
 
@@ -226,7 +236,7 @@ def status(
         print(json.dumps({"deployment": plan.deployment, "recipe_hash": plan.recipe_hash, "ok": ok,
                           "health": health, "ranks": rows, "unreachable": errors}, indent=2))
     else:
-        _print_status(plan, rows, health)
+        _print_status(plan, rows, health, loaded.recipe)
     if not ok:
         raise InkctlError(_not_up(rows, errors, health))
 
@@ -242,11 +252,11 @@ def _not_up(rows: list[dict], errors: dict, health: dict) -> str:
     return text
 
 
-def _print_status(plan, rows: list[dict], health: dict) -> None:
+def _print_status(plan, rows: list[dict], health: dict, recipe=None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from inkctl.cli.render import console
+    from inkctl.cli.render import console, identity
 
     state_style = {"running": "green", "exited": "red", "missing": "yellow", "unreachable": "bold red"}
     # fits 80 columns: long host names wrap in their column; container, image and recipe share the
@@ -255,7 +265,7 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
     t.add_column("host", max_width=HOST_WIDTH - 6, overflow="fold")
     for col in ("rank", "state", "health", "uptime"):
         t.add_column(col, no_wrap=True)
-    t.add_column("container, image, recipe", ratio=1, min_width=16, overflow="fold")
+    t.add_column("container, image, deployment", ratio=1, min_width=16, overflow="fold")
     notes = []
     for r in rows:
         state = r["state"] + (f" ({r['exit_code']})" if r.get("exit_code") is not None else "")
@@ -268,11 +278,11 @@ def _print_status(plan, rows: list[dict], health: dict) -> None:
             what.append(f" {r['image']} ({r['image_id']})")
         rh = r.get("recipe_hash")
         if rh:
-            what.append(f" recipe {rh} current" if r["hash_matches"] else f" recipe {rh} (now {plan.recipe_hash})",
+            what.append(f" deployment {rh} current" if r["hash_matches"] else f" deployment {rh} (now {plan.recipe_hash})",
                         "green" if r["hash_matches"] else "yellow")
         t.add_row(r["host"], rank, Text(state, state_style.get(r["state"], "")), health_text, r.get("uptime") or "-", what)
     out = console()
-    out.print(f"{plan.deployment}  recipe {plan.recipe_hash}", markup=False)
+    out.print(f"{plan.deployment}  {identity(plan, recipe)}", markup=False)
     out.print(t)
     for n in notes:
         out.print(Text(n), soft_wrap=False)

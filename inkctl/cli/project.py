@@ -28,7 +28,7 @@ def init(
     wanted = name or DEFAULT
     src = bundled.find(wanted)
     if src is None:
-        raise UsageError(f"no bundled recipe named {wanted!r}", hint="one of: " + ", ".join(bundled.names()))
+        raise UsageError(f"no bundled recipe named {wanted!r}", hint=bundled.unknown_hint(wanted))
     loaded = load_recipe(src)
     recipe = loaded.recipe
     here = Path.cwd()

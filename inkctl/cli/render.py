@@ -268,7 +268,7 @@ def _put_body(step: Put) -> str:
 
 
 def step_json(s) -> dict:
-    from inkctl.plan.step import EnvFile, Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import EnvFile, Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     d: dict[str, Any] = {"kind": s.kind, "host": s.host, "rank": s.rank, "purpose": s.purpose}
     if isinstance(s, (Run, WaitFor)):
@@ -298,6 +298,8 @@ def step_json(s) -> dict:
                  answer_url=s.answer_url, model=s.model)
     if isinstance(s, Smoke):
         d.update(url=s.url, model=s.model, checks=[c.as_dict() for c in s.checks])
+    if isinstance(s, Register):
+        d.update(url=s.url, workers=[{"url": u, "model": m} for u, m in s.workers])
     return d
 
 
@@ -314,13 +316,19 @@ def plan_json(plan: Plan) -> dict:
     }
 
 
+def identity(plan: Plan, recipe) -> str:
+    """``recipe R`` or, with an inventory, ``recipe R (deployment D)``: the recipe's own hash (the same
+    with or without --hosts) and the deployment's (the containers' label, which covers the inventory).
+    `plan` and `status` say it the same way."""
+    alone = _recipe_alone_hash(plan, recipe) if recipe is not None and plan.hosts and not plan.hosts[0].placeholder else None
+    if alone is not None and alone != plan.recipe_hash:
+        return f"recipe {alone} (deployment {plan.recipe_hash})"
+    return f"recipe {plan.recipe_hash}"
+
+
 def _plan_head(out, plan: Plan, loaded) -> None:
     r = loaded.recipe if loaded else None
-    head = f"[bold]{escape(plan.deployment)}[/]  recipe {plan.recipe_hash}"
-    alone = _recipe_alone_hash(plan, r) if r is not None and plan.hosts and not plan.hosts[0].placeholder else None
-    if alone is not None and alone != plan.recipe_hash:
-        # the label on the containers covers the inventory too; the recipe's own hash does not change with --hosts
-        head = f"[bold]{escape(plan.deployment)}[/]  recipe {alone} (deployment {plan.recipe_hash})"
+    head = f"[bold]{escape(plan.deployment)}[/]  {identity(plan, r)}"
     if r is not None:
         head += (f"  {r.engine.kind} {escape(r.engine.version)}, TP={r.engine.args.tensor_parallel}"
                  f" PP={r.engine.args.pipeline_parallel}, {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")
@@ -396,7 +404,7 @@ def _put_summary(s: Put) -> str:
 
 
 def _print_concise(out, plan: Plan, only_host: str | None) -> None:
-    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
@@ -408,7 +416,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
         out.print(_step_text(s, files=False), markup=False)
     if puts:
         _print_files(out, puts, [h for h in hosts if only_host in (None, h)])
-    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke))):
+    for a in (s for s in steps if isinstance(s, (WaitHealth, Smoke, Register))):
         out.print(f"\n  [dim]# {escape(a.purpose)}[/]")
         out.print(_step_text(a), markup=False)
     out.print("\n[dim]stages: " + " -> ".join(st.name for st in plan.stages) + "; on failure, Ctrl-C or down every"
@@ -448,7 +456,7 @@ def _print_files(out, puts: list[Put], every: list[str]) -> None:
 
 
 def _step_text(s, files: bool = True) -> str:
-    from inkctl.plan.step import Put, Run, Smoke, WaitFor, WaitHealth
+    from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     pad = "    "
     if isinstance(s, Run):
@@ -481,6 +489,9 @@ def _step_text(s, files: bool = True) -> str:
     if isinstance(s, Smoke):
         return f"{pad}POST {s.url} model={s.model}, one streamed chat completion each:\n" + "\n".join(
             f"{pad}  {c.prompt!r} (max_tokens {c.max_tokens}): {c.expectation}" for c in s.checks)
+    if isinstance(s, Register):
+        return (f"{pad}at {s.url}:\n{pad}  register each engine with its model, remove any other:\n"
+                + "\n".join(f"{pad}    {m} -> {u}" for u, m in s.workers))
     return pad + repr(s)
 
 

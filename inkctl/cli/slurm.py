@@ -45,7 +45,7 @@ def _load(recipe: Path, set_):
 
 def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
        container: Optional[str] = None, pending_timeout: Optional[float] = None, timeout: Optional[float],
-       keep_on_failure: bool, fmt: str) -> None:
+       keep_on_failure: bool, fmt: str, results_dir: Path = Path("bench-results")) -> None:
     from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
     from inkctl.secret import resolve_secrets, secret_values
@@ -103,6 +103,7 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
             signal.signal(s, h)
     sr.remove_secrets(secrets_file)  # every rank has read it: its container runs
     total = time.monotonic() - t0
+    table = _boot(run, r.name, job.plan.recipe_hash, results_dir, fmt, say)
     if fmt == "json":
         print(json.dumps({"event": "finished", "ok": True, "deployment": r.name, "job": job_id, "nodes": list(run.nodes),
                           "url": run.url, "healthy_after_s": round(run.healthy_after_s or 0, 3),
@@ -112,9 +113,29 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
     say(f"  first request TTFT {(run.first_ttft_s or 0) * 1000:.0f} ms")
     for i, n in enumerate(run.nodes):
         say(f"  rank {i} ({'head' if i == 0 else 'worker'}) {n}")
+    if table:
+        say(table)
     if run.smoke:
         say(f"  smoke: {sum(1 for x in run.smoke if x.ok)}/{len(run.smoke)} checks passed")
     say(f"  output: {run.output}; stop it with: inkctl down {recipe} --slurm")
+
+
+def _boot(run, deployment: str, recipe_hash: str, results_dir: Path, fmt: str, say) -> str:
+    """The job's boot phases: saved and compared as `up` does them, one `boot_phases` event
+    (-o json, and the run's record); the table for the text summary."""
+    if run.boot is None:
+        return ""
+    from inkctl import runlog
+    from inkctl.cli.boottable import boot_table, keep
+    from inkctl.execute.events import BootPhases, JsonLines
+
+    record, slower, previous, problem = keep(results_dir, deployment, run.boot, recipe_hash)
+    if problem:
+        say(f"warning: {problem}")
+    sink = runlog.recording(JsonLines() if fmt == "json" else None)
+    if sink is not None:
+        sink.emit(BootPhases(deployment=deployment, record=record, slower=slower, previous=previous))
+    return boot_table(record, slower)
 
 
 def _already(job, r, say, fmt, recipe: Path) -> bool:

@@ -72,8 +72,15 @@ def watch(
                    max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
                    allow_socket_fallback=allow_socket_fallback)
     from inkctl.cli.options import overrides
+    from inkctl.recipe.gateway import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
+    if is_gateway_file(recipe):  # each model's group on its own, and the gateway (its engines listed)
+        from inkctl.cli.fleet import fleet_watch, load_gateway_fleet
+
+        lg, gw = load_gateway_fleet(recipe, hosts, "watch")
+        fleet_watch(lg, gw, how, Events(fmt), supervise=supervise, run_hook=_run_hook)
+        return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
         from inkctl.cli.fleet import fleet_watch, load_fleet
 

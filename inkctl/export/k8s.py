@@ -21,7 +21,7 @@ from inkctl.plan.stages.vllm_ray import SERVE_IN_HEAD
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
 from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, Smoke, WaitFor, WaitHealth
-from inkctl.recipe.fields import VAR_RE
+from inkctl.recipe.fields import referenced_vars
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
@@ -92,7 +92,7 @@ def k8s_name(recipe_name: str) -> str:
 
 def stand_in_hosts(recipe: Recipe, user_vars: dict[str, str]) -> list[Host]:
     """Hosts whose addresses and variables are tokens, so the plan's argv shows where each comes from."""
-    referenced = {m.group(1) for text in _strings(recipe.model_dump(mode="json")) for m in VAR_RE.finditer(text)}
+    referenced = referenced_vars(recipe.model_dump(mode="json"))
     vars_ = {n: var_token(n) for n in sorted(referenced - _BUILTIN_VARS)}
     vars_.update(RANK=RANK, HOST=POD_NAME)
     vars_.update(user_vars)
@@ -100,15 +100,6 @@ def stand_in_hosts(recipe: Recipe, user_vars: dict[str, str]) -> list[Host]:
                  vars=vars_, state_dir="/var/lib/inkctl") for i in range(recipe.hardware.nodes)]
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def k8s_plan(recipe: Recipe, options: K8sOptions, *, image: str | None = None,
@@ -173,8 +164,8 @@ class _Export:
         """What ``up`` does from the control machine around the containers, that no manifest does."""
         smoke = [s for s in self.plan.steps() if isinstance(s, Smoke)]
         if smoke:
-            self.gaps.append(Gap("smoke", smoke[0].purpose, "not run by Kubernetes: after the rollout, send them with "
-                                 "`kubectl port-forward` and a client (readiness alone does not prove an answer)", expressed=False))
+            self.gaps.append(Gap("smoke", smoke[0].purpose, "not run by Kubernetes: after the rollout, run `inkctl smoke RECIPE --url` "
+                                 "through a port-forward (readiness alone does not prove an answer)", expressed=False))
         if self.r.watchdog_on:
             self.gaps.append(Gap("watchdog", f"MemAvailable < {self.r.watchdog.mem_available_min_gib:g} GiB kills the boot",
                                  "inkctl's boot watchdog runs only under `up`: give the pods a memory limit "

@@ -25,7 +25,7 @@ from inkctl.plan import runtime
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.quote import command_line, shell_words
 from inkctl.plan.step import EnvFile, Plan, Run, WaitFor, WaitHealth
-from inkctl.recipe.fields import VAR_RE
+from inkctl.recipe.fields import referenced_vars
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
@@ -82,7 +82,7 @@ def job_name(deployment: str) -> str:
 
 def stand_in_hosts(recipe: Recipe, user_vars: dict[str, str]) -> tuple[list[Host], list[str]]:
     """Hosts whose values are tokens; the recipe's own ${VARS} without a value come from the job's environment."""
-    referenced = {m.group(1) for text in _strings(recipe.model_dump(mode="json")) for m in VAR_RE.finditer(text)}
+    referenced = referenced_vars(recipe.model_dump(mode="json"))
     from_env = sorted(referenced - _BUILTIN_VARS - set(user_vars))
     vars_ = {n: _var_token(n) for n in from_env}
     vars_.update(user_vars)
@@ -96,15 +96,6 @@ def _var_token(name: str) -> str:
     return f"inkctl-slurm-var-{name}"
 
 
-def _strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def export_slurm(recipe: Recipe, options: SlurmOptions, *, hosts: list[Host] | None = None, image: str | None = None,

@@ -24,6 +24,7 @@ from inkctl.plan.deploy import api_port, build_plan, deployment_dir, _url_host
 from inkctl.plan.step import Container, Plan, PlannedHost, Run, Stage, WaitHealth
 from inkctl.recipe.fleet import Fleet, Router
 from inkctl.recipe.hosts import Host
+from inkctl.recipe.loaded import Loaded
 from inkctl.recipe.model import Recipe
 
 ROUTER_ROLE = "router"
@@ -31,14 +32,23 @@ ROUTER_ROLE = "router"
 
 @dataclass(frozen=True)
 class Replica:
+    """One engine group of a fleet: a replica, or one model of a gateway (``model`` set,
+    ``source`` its recipe as loaded from its own file)."""
+
     index: int
     recipe: Recipe  # the engine group: its own name and ports, fleet removed
     hosts: tuple[Host, ...]  # with ``gpus`` set to the replica's subset on a shared host
     plan: Plan
+    model: str = ""
+    source: Loaded | None = None
 
     @property
     def name(self) -> str:
         return self.recipe.name
+
+    @property
+    def label(self) -> str:
+        return f"model {self.model}" if self.model else f"replica {self.index}"
 
     @property
     def url(self) -> str:
@@ -57,6 +67,12 @@ class FleetPlan:
     router: Plan
     router_spec: Router
     url: str  # the router's OpenAI-compatible base URL
+    hosts: tuple[Host, ...] = ()  # every inventory host (replicas of a larger fleet may be on any)
+
+    @property
+    def gateway(self) -> bool:
+        """Several models behind one endpoint (a gateway file), not replicas of one."""
+        return any(r.model for r in self.replicas)
 
     @property
     def plans(self) -> tuple[Plan, ...]:
@@ -110,11 +126,8 @@ def split_hosts(recipe: Recipe, hosts: list[Host], source: str = "") -> list[tup
                 break
             out.append((j, tuple(h.model_copy(update={"gpus": c[j]}) if c[j] is not None else h
                                  for h, c in zip(group, chunks))))
-        if len(out) == want and g + nodes < len(hosts):
-            extra = [h.name for h in hosts[g + nodes:]]
-            raise InkctlError(f"{at}: {counted(want, 'replica')} use the first {counted(g + nodes, 'host')}; "
-                              f"the inventory also lists {', '.join(extra)}",
-                              hint="list only the hosts the replicas use, or raise fleet.replicas", exit_code=2)
+        if len(out) == want:  # hosts after these are spare: replicas of a larger fleet there are removed
+            break
     if len(out) < want:
         slots = len(out)
         raise InkctlError(
@@ -132,14 +145,29 @@ def replica_recipe(recipe: Recipe, index: int, shift: int) -> Recipe:
     if len(name) > 63:
         raise InkctlError(f"name: {recipe.name!r} is too long for a fleet: replica names add '-r{index}' and "
                           "must stay within 63 characters", hint="shorten the recipe's name", exit_code=2)
-    r = recipe.model_copy(deep=True, update={"name": name, "fleet": None})
-    if shift:
-        d = shift * fleet.port_stride
+    return shifted(recipe.model_copy(deep=True, update={"name": name, "fleet": None}), shift * fleet.port_stride)
+
+
+PORT_ATTRS = ("master_port", "ray_port", "dist_init_port")
+
+
+def shifted(r: Recipe, d: int) -> Recipe:
+    """``r`` (a copy of its own) with the engine's ports moved up by ``d``."""
+    if d:
         r.engine.args.port += d
-        for attr in ("master_port", "ray_port", "dist_init_port"):
+        for attr in PORT_ATTRS:
             if hasattr(r.engine, attr):
                 setattr(r.engine, attr, getattr(r.engine, attr) + d)
     return r
+
+
+def engine_ports(r: Recipe) -> dict[int, str]:
+    """port -> what it is, for every port the engine group binds on its hosts."""
+    used = {api_port(r): "API port"}
+    for attr in PORT_ATTRS:
+        if hasattr(r.engine, attr):
+            used[getattr(r.engine, attr)] = attr
+    return used
 
 
 def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str = "", **plan_inputs) -> FleetPlan:
@@ -161,7 +189,28 @@ def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str 
     router_host = _router_host(recipe, hosts, source)
     router = router_plan(recipe, router_host, replicas, placeholder=placeholder)
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=fleet.router,
-                     url=(router.health_url or "").rsplit("/", 1)[0])
+                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()))
+
+
+def spare_hosts(fleet: FleetPlan) -> list[str]:
+    """Inventory hosts no replica uses (replicas of a larger fleet found there are removed)."""
+    used = {h.name for r in fleet.replicas for h in r.hosts} | {fleet.router.hosts[0].name}
+    return [h.name for h in fleet.hosts if h.name not in used]
+
+
+def retired_replica(name: str, replicas: int, deployment: str) -> bool:
+    """Is ``deployment`` a replica of fleet ``name`` beyond its ``replicas`` (a lowered count)?"""
+    prefix = f"{name}-r"
+    if not deployment.startswith(prefix) or not deployment[len(prefix):].isdigit():
+        return False
+    return int(deployment[len(prefix):]) >= replicas
+
+
+def retire_steps(host: Host, rt: str, deployment: str, containers: list[str] | tuple[str, ...]) -> tuple[Run, ...]:
+    """Remove a replica the recipe no longer has from one host: the one removal (``removal``)."""
+    from inkctl.plan.removal import removal
+
+    return removal(host.name, rt, list(containers), deployment_dir(host, deployment))
 
 
 def _renamed(plan: Plan, group: tuple[Host, ...]) -> Plan:
@@ -268,10 +317,7 @@ def _check_ports(recipe: Recipe, host: Host, replicas: list[Replica], placeholde
         return
     for rep in replicas:
         if any(h.name == host.name for h in rep.hosts):
-            used = {api_port(rep.recipe): "API port"}
-            for attr in ("master_port", "ray_port", "dist_init_port"):
-                if hasattr(rep.recipe.engine, attr):
-                    used[getattr(rep.recipe.engine, attr)] = attr
+            used = engine_ports(rep.recipe)
             for port in (r.port, r.prometheus_port):
                 if port in used:
                     raise InkctlError(

@@ -119,7 +119,21 @@ class Smoke:
     kind: str = "smoke"
 
 
-Step = Union[Run, Put, WaitFor, WaitHealth, Smoke]
+@dataclass(frozen=True)
+class Register:
+    """Tell a multi-model router which engine serves which model, from the control machine:
+    ``workers`` (engine URL, model) are registered at ``url`` (the router's ``/workers``), those
+    it lists beyond them removed. Run again, it changes nothing (a restarted router has none)."""
+
+    host: str
+    purpose: str
+    url: str
+    workers: tuple[tuple[str, str], ...]
+    rank: int | None = None
+    kind: str = "register"
+
+
+Step = Union[Run, Put, WaitFor, WaitHealth, Smoke, Register]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,14 @@ FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def referenced_vars(document: object) -> set[str]:
+    """Every ``${NAME}`` written anywhere in a dumped recipe (``recipe.model_dump(mode="json")``):
+    what an export must supply for hosts it does not know yet."""
+    if isinstance(document, str):
+        return set(VAR_RE.findall(document))
+    values = document.values() if isinstance(document, dict) else document if isinstance(document, list) else ()
+    return set().union(*(referenced_vars(v) for v in values))
+
 
 def empty_list() -> list:
     """``default_factory`` of a list field. A function of our own, not ``list``: pydantic reads the

@@ -47,9 +47,8 @@ def recipe_path(path: str | Path) -> Path:
 
     p = bundled.resolve(path)
     if not p.exists():
-        known = bundled.names()
-        hint = ("a recipe file, or a bundled recipe: " + ", ".join(known)) if known else "pass a recipe file"
-        raise UsageError(f"{path}: no such recipe file, and no bundled recipe of that name", hint=hint)
+        raise UsageError(f"{path}: no such recipe file, and no bundled recipe of that name",
+                         hint=bundled.unknown_hint(str(path)))
     return p
 
 
@@ -84,6 +83,9 @@ def _swapped(path: Path, e: RecipeInvalid, *, expected: str) -> RecipeInvalid:
     elif expected == "inventory" and set(keys) - {"hosts"} and set(keys) <= set(Recipe.model_fields):
         message = "this looks like a recipe, not an inventory (an inventory has only 'hosts:')"
         hint = "pass the recipe as the argument and the inventory with --hosts FILE"
+    elif expected == "recipe" and "models" in keys and "engine" not in keys:
+        message = "this is a gateway file (several recipes behind one endpoint), not a recipe"
+        hint = "plan, up, status and down take it; other commands, one of its recipes"
     else:
         return e
     return RecipeInvalid([Problem(message, file=str(path), line=1, col=1, hint=hint, code=code("wrong-document"))])

@@ -46,6 +46,7 @@ class Running:
     healthy_after_s: float | None = None
     first_ttft_s: float | None = None
     smoke: list = field(default_factory=list)
+    boot: dict | None = None  # execute.supervise.bootphases.boot_record, read from the job's output
 
 
 def job_dir_of(state: ctl.JobState, deployment: str) -> str:
@@ -219,6 +220,20 @@ def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel
     """From submitted to serving: running, healthy, answering. Raises naming the failing rank."""
     nodes = recipe.hardware.nodes
     st = wait_running(job_id, recipe.name, nodes, say, cancel, pending_timeout)
+    from inkctl.slurm.bootlog import JobLog
+
+    boot = JobLog(st.stdout, st.nodes, recipe.engine.kind, time.monotonic()).start() if st.stdout else None
+    try:
+        run = _serving(job, job_id, recipe, st, boot, timeout=timeout, say=say, cancel=cancel, api_key=api_key)
+    finally:
+        record = boot.stop() if boot is not None else None
+    run.boot = record
+    return run
+
+
+def _serving(job: SlurmJob, job_id: str, recipe, st: ctl.JobState, boot, *, timeout: float, say,
+             cancel: threading.Event, api_key: str | None) -> Running:
+    nodes = recipe.hardware.nodes
     head = st.nodes[0]
     try:
         addr = socket.gethostbyname(head)
@@ -241,6 +256,8 @@ def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel
             raise SlurmJobFailed(f"job {job_id} failed before the head answered: {why}",
                                  hint=f"its output: {st.stdout or run.output}")
         ok, seen = check_once(url, timeout=2.0)
+        if boot is not None and seen.startswith("HTTP "):
+            boot.mark("port_open")
         if ok:
             break
         if time.monotonic() - t0 > timeout:
@@ -250,11 +267,16 @@ def follow_up(job: SlurmJob, job_id: str, recipe, *, timeout: float, say, cancel
             say(f"waiting for {url}: {seen}")
             shown = seen
         time.sleep(POLL_S)
-    run.healthy_after_s = time.monotonic() - t0
+    healthy = time.monotonic()
+    run.healthy_after_s = healthy - t0
+    if boot is not None:
+        boot.mark("health", healthy)
     from inkctl.smoke.ready import first_answer
 
     first = first_answer(answer, recipe.model.name, max(30.0, timeout - run.healthy_after_s), api_key)
     run.first_ttft_s = first.ttft_s
+    if boot is not None:  # the readiness completion's first streamed token
+        boot.mark("first_token", healthy + first.first_token_s)
     if recipe.smoke.enabled:
         from inkctl.plan.smoke import smoke_checks
         from inkctl.smoke.run import run_checks

@@ -22,6 +22,7 @@ class FirstAnswer:
     after_s: float  # from the end of the health wait to the end of the first answer
     ttft_s: float  # TTFT of the request that answered
     tries: int
+    first_token_s: float = 0.0  # from the end of the health wait to that request's first token
 
 
 class NotAnswering(InkctlError):
@@ -41,10 +42,12 @@ async def _first(url: str, model: str, timeout_s: float, api_key: str | None) ->
         while True:
             tries += 1
             left = max(1.0, timeout_s - (time.monotonic() - t0))
+            sent = time.monotonic()
             out = await stream(pool, chat_body(model, [{"role": "user", "content": PROMPT}], 8), headers=headers,
                                timeout_s=left)
             if out.ok:
-                return FirstAnswer(after_s=time.monotonic() - t0, ttft_s=out.ttft, tries=tries)
+                return FirstAnswer(after_s=time.monotonic() - t0, ttft_s=out.ttft, tries=tries,
+                                   first_token_s=sent - t0 + out.ttft)
             if not _retryable(out.status, out.error) or time.monotonic() - t0 >= timeout_s:
                 raise NotAnswering(f"{url}: health passed but the first completion failed after {tries} "
                                    f"attempt(s): {out.error}",

@@ -8,4 +8,5 @@ distribute.py the hosts of a copy, their scan (who has what), the progress event
 relay.py      the chain: one onhost.py relay per host, the Hub once, every host writing and
               forwarding at once
 preflight.py  names and sizes of the pinned files on every host, for ``up`` and ``doctor``
+cachecopy.py  ``inkctl cache``'s copy: a compile cache host to host on the same relay
 """

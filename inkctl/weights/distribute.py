@@ -101,9 +101,11 @@ class Site:
     scan: dict = field(default_factory=dict)
     error: str = ""
     stop: threading.Event | None = None  # set on Ctrl-C: streams end, containers are removed
+    prefix: str = CONTAINER_PREFIX  # the containers' names: another copy (a compile cache) has its own
+    plain: tuple[str, str] | None = None  # a plain directory under ``cache`` and where its files arrive
 
     def container(self, what: str) -> str:
-        return f"{CONTAINER_PREFIX}-{what}"
+        return f"{self.prefix}-{what}"
 
     def argv(self, what: str, job: str, *extra: str, env_file: str | None = None,
              mode: str | None = None) -> tuple[str, ...]:
@@ -130,8 +132,9 @@ class Site:
 
 
 def _job(m: Manifest, site: Site, **extra) -> dict:
+    plain = {"layout": "plain", "dir": site.plain[0], "incoming": site.plain[1]} if site.plain else {}
     return {"repo": m.repo, "revision": m.revision, "ref": m.ref, "folder": repo_folder(m.repo), "cache": site.cache,
-            "files": [f.as_dict() for f in m.files], **extra}
+            "files": [f.as_dict() for f in m.files], **plain, **extra}
 
 
 def _lines(site: Site, argv: tuple[str, ...], on_event, stop: threading.Event | None = None) -> tuple[int, list[str]]:

@@ -1,7 +1,8 @@
 """Runs ON a host, inside the recipe's engine image: python3 onhost.py scan|fetch|serve|relay JOB.
 
 Standard library only (the engine image has Python; nothing is installed on the host, and no
-huggingface_hub version matters). inkctl uploads this file and a job (JSON: the manifest, the
+huggingface_hub version matters). The same relay moves a plain directory of files (a compile
+cache) when the job says ``"layout": "plain"``. inkctl uploads this file and a job (JSON: the manifest, the
 cache path, what to fetch and from where) to the host's state dir and runs it with the
 container runtime. Secrets (the copy token, the HF token) arrive in the environment from a
 0600 env file, never on a command line. Every answer is JSON lines on stdout.
@@ -91,6 +92,49 @@ class Layout:
             os.replace(tmp, path)
 
 
+class PlainLayout:
+    """A plain directory of files (a compile cache, ``job["layout"] == "plain"``): each file at
+    its own path under ``dir``. What this host fetches arrives under ``incoming`` (same paths),
+    whole and checked, and inkctl moves it into ``dir`` once every file is there: the directory
+    the engines read never holds a partial file."""
+
+    def __init__(self, job):
+        self.root = job["dir"]
+        self.incoming = job["incoming"]
+        self.files = {f["path"]: f for f in job["files"]}
+        self.want = set(job.get("want", []))
+
+    def blob(self, f):
+        return os.path.join(self.incoming if f["path"] in self.want else self.root, *f["path"].split("/"))
+
+    def link(self, f):
+        return self.blob(f)
+
+    def place(self, f):
+        """A wanted file whose content arrived under another path (two files, one hash): a copy."""
+        target = self.blob(f)
+        if os.path.exists(target):
+            return
+        for g in self.files.values():
+            if g["path"] in self.want and etag(g) == etag(f) and os.path.exists(self.blob(g)):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                with open(self.blob(g), "rb") as src, open(target + ".incomplete", "wb") as out:
+                    while True:
+                        block = src.read(CHUNK)
+                        if not block:
+                            break
+                        out.write(block)
+                os.replace(target + ".incomplete", target)
+                return
+
+    def write_ref(self):
+        pass
+
+
+def layout(job):
+    return PlainLayout(job) if job.get("layout") == "plain" else Layout(job)
+
+
 def etag(f):
     return f.get("sha256") or f["blob_id"]
 
@@ -149,7 +193,7 @@ def scan_one(lay, f, rehash):
 
 
 def scan(job, rehash):
-    lay = Layout(job)
+    lay = layout(job)
     files = sorted(lay.files.values(), key=lambda f: -f["size"])
     with ThreadPoolExecutor(max_workers=4 if rehash else 1) as pool:
         states = dict(zip((f["path"] for f in files), pool.map(lambda f: scan_one(lay, f, rehash), files)))
@@ -180,7 +224,8 @@ class Store:
             e = etag(f)
             if f["path"] in want and (e not in self.blobs or self.blobs[e].state != "want"):
                 self.blobs[e] = Blob(f, lay.blob(f), "want")
-            elif e not in self.blobs:
+            elif e not in self.blobs or (self.blobs[e].state == "absent" and os.path.exists(lay.blob(f))):
+                # (a plain layout holds one content under several paths: the one that exists)
                 self.blobs[e] = Blob(f, lay.blob(f), "have" if os.path.exists(lay.blob(f)) else "absent")
 
     def wanted(self):
@@ -593,7 +638,7 @@ def wait_for(path, deadline):
 
 
 def relay(job, serving=True, fetching=True):
-    lay = Layout(job)
+    lay = layout(job)
     store = Store(lay, job.get("want", []) if fetching else [])
     if serving:
         port = serve(store, job, os.environ[TOKEN_ENV].encode())

@@ -4,13 +4,15 @@
   format strings, with the durations set by FAKE_COMPILE_S / FAKE_GRAPHS_S / FAKE_READY_AFTER)
   and inkctl's milestones, in ``up -o json``'s ``boot_phases`` event and in the text table;
 - the compile cache: the second up of a recipe loads instead of compiling; a cache merged and
-  copied to another host makes a rank warm there; a corrupt cache is caught against its pin;
+  copied to another host, host to host (the control machine's link does not carry it), makes a
+  rank warm there; a corrupt cache is caught against its pin, and only its bad file moves again;
 - a GPU another process holds refuses the up (real nvidia-smi answers), --skip-check waives it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -26,7 +28,25 @@ pytestmark = pytest.mark.cluster
 BUSY = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi-busy"
 GB10_UUID = "GPU-a1b2c3d4-0b10-5e7f-8a9b-0c1d2e3f4a5b"  # tests/fixtures/nvidia-smi/profiles/gb10.csv
 
+FIRST_TOKEN_S = 2.0
 PHASES = {"FAKE_WEIGHTS_S": "1.5", "FAKE_COMPILE_S": "2.5", "FAKE_GRAPHS_S": "1", "FAKE_CACHED_COMPILE_S": "0.1"}
+
+
+BIG = 8 << 20  # a compiled kernel big enough to see which links carried it
+
+
+def link_bytes(cluster) -> dict[str, int]:
+    """Bytes counted on the control side: h1's and h2's veths (what each host sent and got) and
+    the bridge's own interface (what this machine itself sent or received)."""
+    from tests.cluster import net
+
+    def n(dev: str, what: str) -> int:
+        return int(Path(f"/sys/class/net/{dev}/statistics/{what}_bytes").read_text())
+
+    k = cluster.net_id
+    br = net.bridge(k)
+    return {"h1 sent": n(net.veth(1, k), "rx"), "h2 received": n(net.veth(2, k), "tx"),
+            "control": n(br, "rx") + n(br, "tx")}
 
 
 def events(stdout: str) -> list[dict]:
@@ -54,10 +74,14 @@ def cache_vars(tmp_path: Path, *names: str) -> dict:
 
 def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(cluster, inkctl, inventory, recipe,
                                                                                  tmp_path):
-    r = cached(tmp_path, recipe, "single", name="e2e-boot")
+    # the first token of the readiness completion comes FIRST_TOKEN_S after the request
+    r = recipe("single", name="e2e-boot", compile_cache={"enabled": True, "path": "${COMPILE_CACHE}"},
+               container={"env": {**PHASES, "FAKE_TTFT": str(FIRST_TOKEN_S)}}, watchdog=QUIET)
     inv = inventory("h1", vars=cache_vars(tmp_path, "h1"))
     res = tmp_path / "results"
-    first = inkctl("up", str(r), "--hosts", str(inv), "-o", "json", "--results-dir", str(res))
+    runs = tmp_path / "runs"
+    first = inkctl("up", str(r), "--hosts", str(inv), "-o", "json", "--results-dir", str(res),
+                   env={"INKCTL_RUNS_DIR": str(runs)})
     assert first.rc == 0, first
     ev = boot_event(first.stdout)
     (rank,) = ev["record"]["ranks"]
@@ -68,7 +92,15 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert s["graphs"] == 1.0  # "Graph capturing finished in %.0f secs"
     assert s["init_engine"] >= s["compile"] + 1.0 and s["model_load"] == pytest.approx(s["weights"], abs=0.01)
     m = ev["record"]["inkctl"]
-    assert 0 < m["container"] <= m["port_open"] <= m["health"] <= m["first_token"]
+    assert 0 < m["container"] <= m["port_open"] <= m["health"] < m["first_token"]
+    # measured, not the end of the health stage: the fake's first-token delay after health
+    assert FIRST_TOKEN_S <= m["first_token"] - m["health"] <= FIRST_TOKEN_S + 0.75, m
+    (fin,) = [e for e in events(first.stdout) if e["event"] == "finished"]
+    assert fin["first_ttft_s"] == pytest.approx(m["first_token"] - m["health"], abs=0.3), (fin, m)
+    # the same record in the run's record directory
+    (recorded,) = [json.loads(ln) for d in runs.iterdir() for ln in (d / "events.jsonl").read_text().splitlines()
+                   if '"boot_phases"' in ln]
+    assert recorded["record"]["inkctl"]["first_token"] == m["first_token"]
     assert m["health"] >= 1.5 + 2.5 + 1.0  # the boot waited for every phase
     assert ev["previous"] == "" and ev["slower"] == []
     assert inkctl("down", str(r), "--hosts", str(inv)).rc == 0
@@ -77,6 +109,8 @@ def test_boot_table_matches_the_configured_durations_and_the_second_up_is_warm(c
     assert second.rc == 0, second
     table = second.stdout[second.stdout.index("boot phase (s)"):]
     assert "torch.compile (warm)" in table and "weights loaded" in table and "first token" in table, table
+    rows = {ln[:22].strip(): ln[22:].split() for ln in table.splitlines()}
+    assert float(rows["first token"][0]) >= float(rows["health answering"][0]) + FIRST_TOKEN_S - 0.15, table
     assert all(len(line) <= 80 for line in table.splitlines()), table
     recs = sorted((res / "boots" / "e2e-boot").glob("*.json"))
     assert len(recs) == 2
@@ -106,10 +140,17 @@ def test_cache_merged_copied_to_a_fresh_host_is_warm_and_a_corrupt_one_is_caught
     assert [x["compile_cache"] for x in boot_event(up.stdout)["record"]["ranks"]] == ["cold", "cold"]
     assert inkctl("down", str(r), "--hosts", str(inv12)).rc == 0
 
-    # each host holds its own rank's artefacts; the merge gives both the union, then pin it
+    # each host holds its own rank's artefacts (h1 a big kernel too); the merge gives both the
+    # union, then pin it
+    (kdir,) = [d for d in (tmp_path / "cc-h1").iterdir() if d.is_dir()]
+    (kdir / "triton").mkdir(exist_ok=True)
+    (kdir / "triton" / "big-kernel.cubin").write_bytes(os.urandom(BIG))
     merged = inkctl("cache", str(r), "--hosts", str(inv12))
     assert merged.rc == 0, merged
-    assert "h1: copied: 1 of 2 files" in merged.stdout and "h2: copied: 1 of 2 files" in merged.stdout, merged
+    # (the fake's per-rank artefacts are byte for byte the same: h1 copies its own; the kernel
+    # goes host to host)
+    assert "h1: copied: 1 of 3 files (0 host to host)" in merged.stdout, merged
+    assert "h2: copied: 2 of 3 files (1 host to host)" in merged.stdout, merged
     pinned = inkctl("cache", str(r), "--hosts", str(inv12), "--lock")
     assert pinned.rc == 0 and "pinned compile-cache:vllm-sm121-" in pinned.stdout, pinned
     lock = json.loads(r.with_name(r.stem + ".lock.json").read_text())
@@ -119,14 +160,45 @@ def test_cache_merged_copied_to_a_fresh_host_is_warm_and_a_corrupt_one_is_caught
     shutil.rmtree(tmp_path / "cc-h2")
     v = inkctl("cache", str(r), "--hosts", str(inv12), "--verify")
     assert v.rc == 0 and "h2: absent" in v.stdout, v
-    copied = inkctl("cache", str(r), "--hosts", str(inv12))
-    assert copied.rc == 0 and "h2: copied: the pinned cache from h1 (2 files)" in copied.stdout, copied
+    before = link_bytes(cluster)
+    copied = inkctl("cache", str(r), "--hosts", str(inv12), "-o", "json")
+    moved = {k: link_bytes(cluster)[k] - v for k, v in before.items()}
+    assert copied.rc == 0, copied
+    rows = {x["host"]: x for x in json.loads(copied.stdout)["hosts"]}
+    assert rows["h2"]["status"] == "copied" and rows["h2"]["bytes"] >= BIG, rows
+    assert "the pinned cache from h1 (3 files)" in rows["h2"]["detail"], rows
+    # host to host: the bytes left h1 and reached h2 over their links; this machine (the
+    # bridge's own address) carried the commands and the progress lines, not the cache
+    assert moved["h1 sent"] >= BIG and moved["h2 received"] >= BIG, moved
+    assert moved["control"] < BIG // 4, moved
+    print(f"cache copy h1 -> h2, bytes on the links: {moved}")
+    assert (tmp_path / "cc-h2" / kdir.name / "triton" / "big-kernel.cubin").read_bytes() == \
+        (kdir / "triton" / "big-kernel.cubin").read_bytes()
+    assert not list((tmp_path / "cc-h2").glob(".incoming-*"))
+    for h in ("h1", "h2"):  # the relay containers are gone
+        assert cluster.docker(h, "ps", "-a", "--format", "{{.Names}}").stdout.count("inkctl-cache-") == 0
+    assert inkctl("cache", str(r), "--hosts", str(inv12), "--verify").rc == 0
     # ranks swapped: rank 0 now runs on h2, which never compiled it
     up2 = inkctl("up", str(r), "--hosts", str(inv21), "-o", "json", "--results-dir", str(res))
     assert up2.rc == 0, up2
     ranks = boot_event(up2.stdout)["record"]["ranks"]
     assert [(x["host"], x["compile_cache"]) for x in ranks] == [("h2", "warm"), ("h1", "warm")]
     assert inkctl("down", str(r), "--hosts", str(inv21)).rc == 0
+
+    # a file corrupted on h2 (same size): --verify names it, the copy sends that file alone again
+    big2 = tmp_path / "cc-h2" / kdir.name / "triton" / "big-kernel.cubin"
+    big2.write_bytes(bytes(BIG))
+    bad2 = inkctl("cache", str(r), "--hosts", str(inv12), "--verify")
+    assert bad2.rc != 0 and "h2: corrupt:" in bad2.stdout and "big-kernel.cubin" in bad2.stdout, bad2
+    stale = tmp_path / "cc-h2" / f".incoming-{kdir.name}" / "triton" / "left-by-an-interrupted-copy.cubin"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"stale")
+    fixed = inkctl("cache", str(r), "--hosts", str(inv12))
+    assert fixed.rc == 0 and "h2: copied: the pinned cache from h1 (3 files), 1 host to host" in fixed.stdout, fixed
+    assert "h1: ok: holds the pinned cache" in fixed.stdout, fixed
+    assert big2.read_bytes() == (kdir / "triton" / "big-kernel.cubin").read_bytes()
+    assert not stale.parent.parent.exists() and not list((tmp_path / "cc-h2").rglob(stale.name))
+    assert inkctl("cache", str(r), "--hosts", str(inv12), "--verify").rc == 0
 
     # another GPU architecture (h4: RTX PRO 6000, sm 12.0) never gets sm 12.1 kernels
     other = inkctl("cache", str(r), "--hosts", str(inventory("h1", "h4", vars=cv)))

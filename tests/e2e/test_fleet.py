@@ -7,7 +7,11 @@ an image built for the test hosts), on a cluster of five docker hosts with 8 H20
   ``watch --restart`` brings back only that replica, the others' containers untouched;
 - cut a host of one replica: the router keeps serving;
 - ``bench`` through the router records replicas and policy; ``top``; ``down`` leaves nothing;
-- bad input (more replicas than hosts or GPUs, an unknown router kind): located, nothing started.
+- bad input (more replicas than hosts or GPUs, an unknown router kind): located, nothing started;
+- the real vllm-router in front of two replicas; fleet.replicas lowered to 1: up removes the
+  second replica, the first keeps running untouched;
+- a gateway file: two models on GPU subsets of one host behind one vllm-router endpoint that
+  routes by the request's model; each model's requests reach its own engine.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -39,12 +44,14 @@ def cluster():
 
     c = Cluster.up(5, podman_hosts=(), profiles=PROFILES, net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 100)
     router_image.load(c, [h.name for h in c.hosts])
+    router_image.load(c, ["h5"], kind="vllm")  # vllm-router: the vllm fleet and the gateway, on h5
     yield c
     c.down()
 
 
-def _chat(url: str, prompt: str, max_tokens: int = 4, stream: bool = False, timeout: float = 20) -> dict | str:
-    body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": prompt}],
+def _chat(url: str, prompt: str, max_tokens: int = 4, stream: bool = False, timeout: float = 20,
+          model: str = "fake") -> dict | str:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": prompt}],
                        "max_tokens": max_tokens, "stream": stream}).encode()
     req = urllib.request.Request(url + "/v1/chat/completions", body, {"content-type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -216,3 +223,145 @@ def test_a_failing_replica_leaves_nothing(cluster, inkctl, inventory, recipe):
             assert containers(cluster, h) == []
     finally:
         cluster.docker("h2", "rm", "-f", squatter)
+
+
+def test_vllm_router_then_fewer_replicas(cluster, inkctl, inventory, recipe):
+    """The real vllm-router in front of two replicas on h5; then fleet.replicas 2 -> 1: up
+    removes replica 1 (containers and files), replica 0 is untouched, the router is replaced by
+    one that knows only replica 0; down leaves nothing."""
+    inv = inventory("h5", h5={"gpus": "0,1,2,3"})
+    rec = recipe("fleet", name="e2e-fleetv",
+                 fleet={"router": {"kind": "vllm", "policy": "round_robin", "port": 30081, "prometheus_port": 29001,
+                                   "image": "vllm/vllm-router:latest"}})
+    r = inkctl("up", rec, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    assert "vllm router" in r.stdout and no_traceback(r.out)
+    a = cluster.hosts[4].address
+    url = f"http://{a}:30081"
+    heads = [f"http://{a}:18000", f"http://{a}:18010"]
+    router_argv = cluster.docker("h5", "inspect", "--format", "{{json .Config.Entrypoint}} {{json .Args}}",
+                                 "inkctl-e2e-fleetv-router-r0", check=True).stdout
+    assert '["vllm-router"]' in router_argv and heads[0] in router_argv and heads[1] in router_argv
+    before = [_served(u) for u in heads]
+    for i in range(8):
+        assert "choices" in _chat(url, f"{i} a prompt of its own {i * 104729}")
+    after = [_served(u) for u in heads]
+    assert [y - x for x, y in zip(before, after)] == [4, 4], (before, after)
+
+    r0 = _ids(cluster, "h5", "e2e-fleetv-r0")
+    plan = inkctl("plan", rec, "--hosts", inv, "--set", "fleet.replicas=1")
+    assert plan.rc == 0, plan
+    assert "e2e-fleetv-r<k>, k >= 1, are removed" in plan.stdout
+    assert "docker rm --force '<its containers>'" in plan.stdout
+    down1 = inkctl("up", rec, "--hosts", inv, "--set", "fleet.replicas=1", timeout=240)
+    assert down1.rc == 0, down1
+    assert "e2e-fleetv-r1: no longer in the recipe, removed from h5" in down1.stdout, down1.stdout
+    assert containers(cluster, "h5", "e2e-fleetv-r1") == []
+    assert cluster.exec("h5", ["test", "-e", "/var/lib/inkctl/e2e-fleetv-r1"]).returncode != 0
+    assert _ids(cluster, "h5", "e2e-fleetv-r0") == r0  # untouched
+    router_argv = cluster.docker("h5", "inspect", "--format", "{{json .Args}}", "inkctl-e2e-fleetv-router-r0",
+                                 check=True).stdout
+    assert heads[0] in router_argv and heads[1] not in router_argv
+    assert all("choices" in _chat(url, f"after {i}") for i in range(4))
+    again = inkctl("up", rec, "--hosts", inv, "--set", "fleet.replicas=1", timeout=120)
+    assert again.rc == 0 and "already up" in again.stdout, again
+
+    d = inkctl("down", rec, "--hosts", inv, timeout=120)
+    assert d.rc == 0, d
+    assert containers(cluster, "h5") == []
+
+
+def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
+    """tests/e2e/recipes/gateway.yaml: alpha on h5's GPUs 0,1 and beta on 2,3 behind one
+    vllm-router endpoint; each model's requests reach its own engine only; status shows every
+    group with its GPUs; up again changes nothing; down leaves nothing."""
+    from tests.e2e.conftest import RECIPES
+
+    gw = RECIPES / "gateway.yaml"
+    inv = inventory("h5", h5={"gpus": "0,1,2,3,4,5,6,7"})
+    r = inkctl("up", gw, "--hosts", inv, timeout=300)
+    assert r.rc == 0, r
+    assert "gateway e2e-gw is up" in r.stdout and "one streamed completion per model" in r.stdout
+    assert no_traceback(r.out) and max(map(len, r.stdout.splitlines())) <= 80, r.stdout
+    a = cluster.hosts[4].address
+    url = f"http://{a}:30090"
+    engines = {"alpha": f"http://{a}:18100", "beta": f"http://{a}:18110"}
+    for name, gpus in (("inkctl-e2e-gw-alpha-r0", "0,1"), ("inkctl-e2e-gw-beta-r0", "2,3")):
+        got = cluster.docker("h5", "inspect", "--format", "{{json .HostConfig.DeviceRequests}}", name, check=True).stdout
+        assert json.loads(got)[0]["DeviceIDs"] == gpus.split(","), got
+    # nothing about the engines on the gateway's command line: they are registered with their model
+    args = cluster.docker("h5", "inspect", "--format", "{{json .Args}}", "inkctl-e2e-gw-gateway-r0", check=True).stdout
+    assert "--enable-igw" in args and "http://" not in args
+
+    before = {m: _served(u) for m, u in engines.items()}
+    for i in range(5):
+        assert _chat(url, f"alpha question {i}", model="alpha")["model"] == "alpha"
+    for i in range(3):
+        assert _chat(url, f"beta question {i}", model="beta")["model"] == "beta"
+    streamed = _chat(url, "a streamed one", model="beta", stream=True)
+    assert '"model": "beta"' in streamed and "[DONE]" in streamed
+    after = {m: _served(u) for m, u in engines.items()}
+    assert {m: after[m] - before[m] for m in engines} == {"alpha": 5, "beta": 4}, (before, after)
+
+    st = inkctl("status", gw, "--hosts", inv, "-o", "json")
+    assert st.rc == 0, st
+    doc = json.loads(st.stdout)
+    assert [(g["group"], g["gpus"], g["state"]) for g in doc["groups"]] == [
+        ("model alpha", "h5:0,1", "up"), ("model beta", "h5:2,3", "up"), ("gateway", "h5", "up")]
+    text = inkctl("status", gw, "--hosts", inv)
+    assert text.rc == 0 and "model alpha" in text.stdout and "h5:2,3" in text.stdout, text
+
+    # the gateway restarted by hand knows no engine: up registers them again
+    cluster.docker("h5", "restart", "inkctl-e2e-gw-gateway-r0", check=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # poll until it answers again (its list is empty now)
+        try:
+            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    again = inkctl("up", gw, "--hosts", inv, timeout=180)
+    assert again.rc == 0 and "already up" in again.stdout, again
+    assert _chat(url, "after the restart", model="alpha")["model"] == "alpha"
+
+    # watch: the gateway answers /health but lists no engine (as a restarted one, without the
+    # restart's refused connections: its list emptied through its own API): --restart registers
+    # them again; the models' containers and the gateway's are not touched
+    groups = [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway")]
+    p = inkctl.start("watch", gw, "--hosts", inv, "--restart", "--interval", "0.5", "--backoff", "0", "-o", "json")
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any('"ok"' in x and "watching gateway" in x for x in list(lines)):
+            time.sleep(0.2)
+        for engine in engines.values():
+            req = urllib.request.Request(f"{url}/workers/{urllib.parse.quote(engine, safe='')}", method="DELETE")
+            assert urllib.request.urlopen(req, timeout=10).status < 300
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any('"restarted"' in x for x in list(lines)):
+            time.sleep(0.25)
+    finally:
+        p.send_signal(2)
+        p.wait(60)
+        reader.join(10)
+    events = [json.loads(x) for x in lines if x.startswith("{")]
+    failures = [e["message"] for e in events if e["event"] == "failure"]
+    assert failures and "router: the gateway lists no engine for alpha" in failures[0], events
+    assert any(e["event"] == "restarted" for e in events), events
+    assert _chat(url, "after watch", model="beta")["model"] == "beta"
+    assert [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway")] == groups
+
+    t = inkctl("top", gw, "--hosts", inv, "-n", "1", "-o", "json")
+    assert t.rc == 0, t
+    rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
+    assert [x["group"] for x in rows] == ["model alpha", "model beta", "gateway"]
+    assert rows[0]["requests"] >= 5 and rows[1]["requests"] >= 4
+
+    d = inkctl("down", gw, "--hosts", inv, timeout=120)
+    assert d.rc == 0, d
+    assert "gateway e2e-gw is down" in d.stdout
+    assert containers(cluster, "h5") == []
+    for dep in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway"):
+        assert cluster.exec("h5", ["test", "-e", f"/var/lib/inkctl/{dep}"]).returncode != 0, dep

@@ -479,3 +479,46 @@ def test_podman_node_serves_under_slurm(sl, slurm, cluster, recipe):
     assert down.rc == 0, down
     assert _no_jobs(slurm) == []
     assert containers(cluster, PODMAN_HOST, "e2e-slurm-podman") == []
+
+
+def test_up_shows_each_ranks_boot_phases_from_the_jobs_output(sl, slurm, recipe, tmp_path):
+    """The ranks' lines in the job's output ('R: ', srun --label) give the boot table `up` gives
+    over SSH: each rank's phases as the fake prints them (vLLM's format strings), inkctl's
+    milestones, and the readiness completion's first token after the fake's FAKE_TTFT."""
+    env = {"FAKE_WEIGHTS_S": "1.5", "FAKE_GRAPHS_S": "1", "FAKE_TTFT": "1.5"}
+    rec = recipe("vllm-native-2", name="e2e-slurm-boot", container={"env": env})
+    res, runs = tmp_path / "res", tmp_path / "runs"
+    nodes = [slurm.node(h) for h in PARTITION_HOSTS]
+    up = sl("up", rec, "--slurm", "--partition", slurm.partition, "--time", "10:00", "--results-dir", str(res))
+    try:
+        assert up.rc == 0, up
+        table = up.stdout[up.stdout.index("boot phase (s)"):].split("\n  smoke:")[0]
+        assert f"r0 {nodes[0]}"[:11] in table and f"r1 {nodes[1]}"[:11] in table, table
+        for label in ("container started", "weights loaded", "CUDA graphs", "health answering", "first token"):
+            assert label in table, table
+        assert all(len(line) <= 80 for line in table.splitlines()), table
+    finally:
+        assert sl("down", rec, "--slurm").rc == 0
+    (saved,) = sorted((res / "boots" / "e2e-slurm-boot").glob("*.json"))
+    first = json.loads(saved.read_text())
+    assert [(x["host"], x["rank"]) for x in first["ranks"]] == [(nodes[0], 0), (nodes[1], 1)], first
+    for x in first["ranks"]:
+        assert 1.5 <= x["seconds"]["weights"] <= 2.0 and x["seconds"]["graphs"] == 1.0, x
+
+    again = sl("up", rec, "--slurm", "--partition", slurm.partition, "--time", "10:00", "--results-dir", str(res),
+               "-o", "json", env={"INKCTL_RUNS_DIR": str(runs)})
+    try:
+        assert again.rc == 0, again
+        (ev,) = [json.loads(ln) for ln in again.stdout.splitlines() if '"boot_phases"' in ln]
+        m = ev["record"]["inkctl"]
+        assert 0 <= m["container"] <= m["port_open"] <= m["health"] < m["first_token"], m
+        assert 1.5 <= m["first_token"] - m["health"] <= 1.5 + 0.75, m
+        assert m["health"] >= 1.5 + 1.0  # the boot waited for the phases the ranks reported
+        assert ev["previous"] == f"e2e-slurm-boot/{saved.stem}", ev
+        (recorded,) = [json.loads(ln) for d in runs.iterdir() for ln in (d / "events.jsonl").read_text().splitlines()
+                       if '"boot_phases"' in ln]
+        assert recorded["record"]["ranks"] == ev["record"]["ranks"]
+    finally:
+        assert sl("down", rec, "--slurm").rc == 0
+    cmp = sl("results", "--boots", "--results-dir", str(res), *sorted(str(p) for p in saved.parent.glob("*.json")))
+    assert cmp.rc == 0 and "weights loaded" in cmp.stdout and "first token" in cmp.stdout, cmp

@@ -44,6 +44,12 @@ def test_up_is_ready_when_it_answers_then_smoke_and_bench_the_deployment(cluster
     assert prov["hosts"]["h1"]["gpus"] and prov["hosts"]["h1"]["driver"]  # from the host's nvidia-smi
     boot = prov["boot"]  # how the deployment measured booted: up's boot record
     assert boot["id"].startswith("e2e-smoke/") and "weights" in boot["ranks"][0]["seconds"] and boot["inkctl"]["health"] > 0
+    assert boot["inkctl"]["first_token"] > boot["inkctl"]["health"]
+    (run,) = json.loads(inkctl("results", "--results-dir", str(tmp_path / "runs"), "-o", "json").stdout)
+    shown = inkctl("results", run["id"], "--results-dir", str(tmp_path / "runs"))
+    assert shown.rc == 0 and f"booted as {boot['id']}:" in shown.stdout, shown
+    table = shown.stdout[shown.stdout.index("boot phase (s)"):]
+    assert "weights loaded" in table and "first token" in table, table
 
 
 def test_a_reasoning_recipe_on_an_engine_without_the_parser_fails_smoke_and_rolls_back(cluster, inkctl, inventory, recipe):

@@ -74,8 +74,8 @@ def test_replica_recipe_hash_ignores_the_router(tmp_path):
 
 @pytest.mark.parametrize("replicas,hosts,text", [
     (3, [Host(name="h1", address="a", gpus="0,1,2,3")], "3 replicas of 1 host x 2 GPUs need more than the inventory has"),
-    (2, [Host(name="h1", address="a"), Host(name="h2", address="b"), Host(name="h3", address="c")],
-     "the inventory also lists h3"),
+    (4, [Host(name="h1", address="a"), Host(name="h2", address="b"), Host(name="h3", address="c")],
+     "4 replicas of 1 host x 2 GPUs need more than the inventory has: its 3 hosts hold 3 replicas"),
     (1, [Host(name="h1", address="a", gpus="0")], "fewer than one replica needs"),
 ])
 def test_bad_inventories_are_located(tmp_path, replicas, hosts, text):
@@ -132,3 +132,93 @@ def test_export_k8s_of_a_fleet(tmp_path):
     assert docs["router-service.yaml"]["spec"]["ports"][0]["port"] == 30080
     assert docs["router-role.yaml"]["rules"][0]["verbs"] == ["get", "list", "watch"]
     assert check_all([d for _, d in m.documents]) == []
+
+
+def test_hosts_beyond_the_replicas_are_spare_and_searched_for_retired_replicas(tmp_path):
+    """Lowering fleet.replicas keeps the inventory: the hosts no replica uses are spare, and
+    up/down remove replicas NAME-r<k>, k >= replicas, found there (the one removal)."""
+    from inkctl.plan.fleet import retire_steps, retired_replica, spare_hosts
+
+    r = _recipe(tmp_path, fleet={"replicas": 2})
+    hosts = [Host(name="h1", address="a"), Host(name="h2", address="b"), Host(name="h3", address="c")]
+    f = build_fleet(r, hosts)
+    assert [[h.name for h in rep.hosts] for rep in f.replicas] == [["h1"], ["h2"]]
+    assert spare_hosts(f) == ["h3"] and [h.name for h in f.hosts] == ["h1", "h2", "h3"]
+    assert [retired_replica("e2e-fleet", 2, d) for d in
+            ("e2e-fleet-r0", "e2e-fleet-r1", "e2e-fleet-r2", "e2e-fleet-r10", "e2e-fleet-router", "e2e-fleet-rx",
+             "other-r5")] == [False, False, True, True, False, False, False]
+    steps = retire_steps(hosts[2], "docker", "e2e-fleet-r2", ["inkctl-e2e-fleet-r2-r0"])
+    assert [s.argv for s in steps] == [("docker", "rm", "--force", "inkctl-e2e-fleet-r2-r0"),
+                                       ("rm", "-rf", "--", "/var/lib/inkctl/e2e-fleet-r2")]
+
+
+GATEWAY = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "gateway.yaml"
+
+
+def _gateway(tmp_path, text: str | None = None, hosts='[{name: h5, address: 10.0.0.5, gpus: "0,1,2,3,4,5,6,7"}]'):
+    import shutil
+
+    from inkctl.plan.gateway import build_gateway
+    from inkctl.recipe.gateway import load_gateway
+
+    for name in ("gw-alpha.yaml", "gw-beta.yaml"):
+        shutil.copy(GATEWAY.parent / name, tmp_path / name)
+    g = tmp_path / "gateway.yaml"
+    g.write_text(text if text is not None else GATEWAY.read_text())
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(f"hosts: {hosts}\n")
+    return build_gateway(load_gateway(g, inv))
+
+
+def test_gateway_places_two_models_on_gpu_subsets_and_registers_them(tmp_path):
+    from inkctl.plan.step import Register, WaitHealth
+
+    f = _gateway(tmp_path)
+    assert f.gateway and [(g.model, g.name, g.gpus) for g in f.replicas] == [
+        ("alpha", "e2e-gw-alpha", "h5:0,1"), ("beta", "e2e-gw-beta", "h5:2,3")]
+    assert [g.url for g in f.replicas] == ["http://10.0.0.5:18100", "http://10.0.0.5:18110"]  # beta's ports shifted
+    assert f.router.deployment == "e2e-gw-gateway" and f.url == "http://10.0.0.5:30090"
+    argv = f.router.stages[0].steps[0].argv
+    assert "--enable-igw" in argv and "--worker-urls" not in argv and not any("http://" in a for a in argv)
+    assert [st.name for st in f.router.stages] == ["launch", "health", "register", "answer"]
+    reg = f.router.stages[2].steps[0]
+    assert isinstance(reg, Register) and reg.url == "http://10.0.0.5:30090/workers"
+    assert reg.workers == (("http://10.0.0.5:18100", "alpha"), ("http://10.0.0.5:18110", "beta"))
+    answers = f.router.stages[3].steps
+    assert all(isinstance(a, WaitHealth) for a in answers) and [a.model for a in answers] == ["alpha", "beta"]
+
+
+@pytest.mark.parametrize("change,text", [
+    (('"2,3"', '"1,2"'), "models[1] and models[0] both use GPU 1 on h5"),
+    ((', gpus: "2,3"', ""), "models[1] and models[0] both use all its GPUs on h5"),
+    ((', gpus: "2,3"', ""), "models[1] (gw-beta.yaml): host h5: gpus '0,1,2,3,4,5,6,7' selects 8 GPUs"),
+    (("[h5], gpus: \"2,3\"", "[h9], gpus: \"2,3\""), "models[1].hosts[0]: 'h9' is not a host of the inventory"),
+    (("port: 30090", "port: 18110"), "models[1]'s API port 18110 on h5 is also the gateway's port"),
+    (("gw-beta.yaml", "gw-alpha.yaml"), "have the same name 'e2e-gw-alpha'"),
+])
+def test_gateway_collisions_are_located_in_the_gateway_file(tmp_path, change, text):
+    bad = GATEWAY.read_text().replace(*change)
+    hosts = "[{name: h5, address: 10.0.0.5}]" if "all its GPUs" in text else '[{name: h5, gpus: "0,1,2,3,4,5,6,7"}]'
+    with pytest.raises(InkctlError) as e:
+        _gateway(tmp_path, bad, hosts)
+    assert text in e.value.message and e.value.message.startswith(str(tmp_path / "gateway.yaml") + ":")
+
+
+def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
+    from inkctl.errors import RecipeInvalid
+    from inkctl.recipe.gateway import is_gateway_file
+
+    assert is_gateway_file(GATEWAY) and not is_gateway_file(RECIPE)
+    with pytest.raises(RecipeInvalid) as e:
+        load_recipe(GATEWAY)
+    p = e.value.problems[0]
+    assert p.message.startswith("this is a gateway file") and (p.line, p.col) == (1, 1)
+
+
+def test_gateway_plan_json_shows_the_registrations(tmp_path):
+    from inkctl.cli.render import plan_json
+
+    f = _gateway(tmp_path)
+    steps = [s for st in plan_json(f.router)["stages"] for s in st["steps"] if s["kind"] == "register"]
+    assert steps[0]["workers"] == [{"url": "http://10.0.0.5:18100", "model": "alpha"},
+                                   {"url": "http://10.0.0.5:18110", "model": "beta"}]

@@ -308,3 +308,32 @@ def test_push_of_a_recipe_without_a_build_is_refused():
     r = subprocess.run([sys.executable, "-m", "inkctl", "build", "examples/vllm-single-docker.yaml", "--push", "registry.invalid:5000"],
                        cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 2 and "--push: inkctl builds no image for this recipe" in r.stderr
+
+
+@pytest.mark.parametrize("name,service", [("qwen3-235b-a22b-fp8-8x-h200-dp-ep-vllm", "qwen3-235b-fp8-dp8-ep"),
+                                          ("tests/e2e/recipes/fleet.yaml", None)])
+def test_export_to_a_directory_says_what_to_run_next_within_80_columns(tmp_path: Path, name: str,
+                                                                       service: str | None) -> None:
+    """After `export k8s --out DIR`: apply DIR, port-forward the endpoint's Service (a fleet's: the
+    router's), and the smoke that Kubernetes does not run, each a command that names what exists."""
+    root = Path(__file__).resolve().parents[2]
+    recipe = name if "/" not in name else str(root / name)
+    if "/" in name and not (root / name).exists():
+        pytest.skip(f"{name} is not in this checkout")
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "80"}
+    r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", recipe, "--out", "k8s"], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = (r.stdout + r.stderr).splitlines()
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    nxt = r.stdout[r.stdout.index("next: "):].replace("\\\n", " ")
+    steps = [shlex.split(line.removeprefix("next:")) for line in nxt.splitlines()]
+    assert steps[0] == ["kubectl", "apply", "-f", "k8s"]
+    svc = steps[1][2].removeprefix("svc/")
+    services = [d for f in (tmp_path / "k8s").iterdir() for d in yaml.safe_load_all(f.read_text())
+                if d and d["kind"] == "Service"]
+    assert svc in {s["metadata"]["name"] for s in services}
+    if service:
+        assert svc == service
+    port = steps[1][3].split(":")[0]
+    assert steps[2][:2] == ["inkctl", "smoke"] and steps[2][-2:] == ["--url", f"http://127.0.0.1:{port}"]

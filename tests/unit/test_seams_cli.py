@@ -158,3 +158,20 @@ def test_the_recipe_hash_shown_does_not_change_with_hosts():
     m = re.search(r"recipe ([0-9a-f]{12}) \(deployment ([0-9a-f]{12})\)", with_hosts.stdout)
     assert m and m.group(1) == a and m.group(2) != a, with_hosts.stdout
     assert f"inkctl.recipe-hash={m.group(2)}" in " ".join(with_hosts.stdout.split())
+
+
+def test_a_mistyped_recipe_name_gets_the_nearest_names_not_the_whole_list(tmp_path: Path) -> None:
+    """A prefix of a bundled name (what a user types from memory) offers the names it starts,
+    in a hint short enough to read; the whole list stays with `inkctl recipes`."""
+    from inkctl import bundled
+
+    for argv in (["plan", "qwen3-235b"], ["init", "qwen3-235b"]):
+        r = inkctl(*argv, cwd=tmp_path)
+        assert r.returncode == 2, r.stderr
+        hint = r.stderr.split("hint: ", 1)[1]
+        offered = [n for n in bundled.names() if n in hint]
+        assert offered and all(n.startswith("qwen3-235b") for n in offered), hint
+        assert "`inkctl recipes` lists all" in hint
+    r = inkctl("plan", "no-such-thing", cwd=tmp_path)
+    assert "`inkctl recipes` lists" in r.stderr and "vllm-single-docker" not in r.stderr
+    assert not list(tmp_path.iterdir())  # init wrote nothing

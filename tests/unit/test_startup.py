@@ -234,13 +234,17 @@ def test_manifest_digest_and_the_merge_of_per_rank_caches():
     assert present and files == {"vllm/rank_0_0/x.bin": "a" * 64, "triton/k.so": "b" * 64}
     assert cachesync.parse_manifest("@@absent\n") == (False, {})
     assert cachesync.digest(files) == cachesync.digest(dict(reversed(list(files.items()))))
-    h1 = cachesync.HostCache("h1", "/c", True, {"r0": "a" * 64, "shared": "c" * 64})
-    h2 = cachesync.HostCache("h2", "/c", True, {"r1": "b" * 64, "shared": "d" * 64})
-    fresh = cachesync.HostCache("h3", "/c")
-    union, moves = cachesync.merge_plan([h1, h2, fresh])
-    assert union == {"r0": ("a" * 64, "h1"), "shared": ("c" * 64, "h1"), "r1": ("b" * 64, "h2")}
-    assert sorted(moves) == [("h1", "h2", ["r0", "shared"]), ("h1", "h3", ["r0", "shared"]), ("h2", "h1", ["r1"]),
-                             ("h2", "h3", ["r1"])]
+    h1 = cachesync.HostCache("h1", "/c/k", True, {"r0": "a" * 64, "shared": "c" * 64})
+    h2 = cachesync.HostCache("h2", "/c/k", True, {"r1": "b" * 64, "shared": "d" * 64})
+    fresh = cachesync.HostCache("h3", "/c/k")
+    from inkctl.weights import cachecopy
+
+    sizes = {"h1": {"r0": 10, "shared": 3}, "h2": {"r1": 20, "shared": 4}}
+    # the union: the first holder (the source) wins a path two hosts hold differently
+    assert cachecopy.target([h1, h2, fresh], sizes, union=True) == {
+        "r0": ("a" * 64, 10), "shared": ("c" * 64, 3), "r1": ("b" * 64, 20)}
+    assert cachecopy.target([h2, h1], sizes, union=False) == {"r1": ("b" * 64, 20), "shared": ("d" * 64, 4)}
+    assert cachecopy.incoming("/c/vllm-sm90-ab/") == "/c/.incoming-vllm-sm90-ab"
 
 
 def test_boot_records_saved_listed_and_the_previous_one_found(tmp_path):

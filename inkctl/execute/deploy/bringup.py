@@ -284,8 +284,9 @@ def _boot_record(plan, outcome, reader, engine: str) -> dict:
             marks["port_open"] = before_health + outcome.port_open_s
         if outcome.healthy_after_s is not None:
             marks["health"] = before_health + outcome.healthy_after_s
-        if outcome.first_answer is not None and "health" in outcome.stage_seconds:
-            marks["first_token"] = before_health + outcome.stage_seconds["health"]
+        if outcome.first_answer is not None and outcome.healthy_after_s is not None:
+            # the readiness completion's first streamed token, not the end of its answer
+            marks["first_token"] = before_health + outcome.healthy_after_s + outcome.first_answer.first_token_s
     return boot_record(engine, reader.phases() if reader is not None else [], marks)
 
 

@@ -22,6 +22,7 @@ class FleetOutcome:
     replicas: dict[str, Outcome] = field(default_factory=dict)  # deployment -> its outcome
     router: Outcome | None = None
     seconds: float = 0.0
+    retired: dict[str, list[str]] = field(default_factory=dict)  # replica -> hosts it was removed from
 
     @property
     def status(self) -> UpStatus:
@@ -45,7 +46,9 @@ class LockedSink:
 
 
 def replica_loaded(loaded, replica):
-    return replace(loaded, recipe=replica.recipe, hosts=list(replica.hosts))
+    """What ``bring_up`` of one group reads: its recipe as loaded (a gateway's model: from its
+    own file, whose directory holds its lock and hotfixes), with the group's name, ports, hosts."""
+    return replace(replica.source or loaded, recipe=replica.recipe, hosts=list(replica.hosts))
 
 
 def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None,
@@ -73,12 +76,9 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
             errors[rep.name] = e
             interrupt.set()  # the others stop and roll back what they started
 
-    threads = [threading.Thread(target=one, args=(r,), name=f"replica-{r.index}", daemon=True) for r in todo]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.25)
+    from inkctl.execute.hosts.fanout import each
+
+    each(one, todo, name="replica", cancel=interrupt)  # one() keeps each failure; Ctrl-C sets interrupt
     if errors:
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise _first(errors, fleet)
@@ -87,6 +87,8 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     except BaseException:
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise
+    if only is None and not fleet.gateway:
+        out.retired = retire(fleet, sink, accept_new=accept_new)
     out.seconds = time.monotonic() - t0
     return out
 
@@ -133,6 +135,7 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
     from inkctl.execute.state.probe import deployment_states
     from inkctl.execute.deploy.runner import Runner, launch
     from inkctl.plan import runtime
+    from inkctl.plan.step import Register
 
     plan = fleet.router
     host = next(h for h in (loaded.hosts or []) if h.name == plan.hosts[0].name)
@@ -146,6 +149,10 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
             raise InkctlError(f"router host {host.name}: {next(iter(states.failed.values())).reason}")
         there = [c for hc in states.ok.values() for c in hc.containers]
         if any(c.running and c.recipe_hash == plan.recipe_hash for c in there) and check_once(plan.health_url)[0]:
+            after = [i for i, st in enumerate(plan.stages) if any(isinstance(s, Register) for s in st.steps)]
+            if after:  # a gateway keeps its engines in memory only: registered again, answers checked
+                launch(Runner(replace(plan, stages=plan.stages[after[0]:]), res.transports, sink, cancel=interrupt),
+                       keep_on_failure=True)
             return Outcome(seconds=0.0, url=fleet.url, status=UpStatus.ALREADY)
         if there:  # another version, or a dead one: replaced
             tr = res.transports[host.name]
@@ -156,12 +163,66 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
         close_all(res.transports)
 
 
-def take_down_fleet(fleet, *, accept_new: bool = False):
-    """The router first (no more traffic), then every replica at once: [(plan, TakeDown)]."""
+def take_down_fleet(fleet, *, accept_new: bool = False, sink=None):
+    """The router first (no more traffic), then every replica at once, then the replicas of an
+    earlier, larger fleet still on the hosts: ([(plan, TakeDown)], {replica: [hosts]})."""
     from inkctl.execute.hosts.fanout import each
     from inkctl.execute.deploy.takedown import take_down
 
-    router_hosts = [h for r in fleet.replicas for h in r.hosts if h.name == fleet.router.hosts[0].name][:1]
+    every = list(fleet.hosts) or [h for r in fleet.replicas for h in r.hosts]
+    router_hosts = [h for h in every if h.name == fleet.router.hosts[0].name][:1]
     first = [(fleet.router, take_down(fleet.router, router_hosts, accept_new=accept_new))] if router_hosts else []
     rest = each(lambda r: (r.plan, take_down(r.plan, list(r.hosts), accept_new=accept_new)), fleet.replicas, name="down")
-    return first + rest
+    retired = {} if fleet.gateway else retire(fleet, sink, accept_new=accept_new)
+    return first + rest, retired
+
+
+def retire(fleet, sink, *, accept_new: bool = False) -> dict[str, list[str]]:
+    """Remove the replicas the recipe no longer has (``NAME-r<k>``, k >= fleet.replicas; a
+    lowered fleet.replicas) from every host of the inventory: found by label, removed by the
+    one removal (``plan.removal``, the steps ``inkctl plan`` shows). replica -> its hosts."""
+    from inkctl.execute.events import Info
+    from inkctl.execute.hosts.connect import close_all, connect_each
+    from inkctl.execute.hosts.fanout import on_hosts
+    from inkctl.execute.hosts.transport import HostError
+    from inkctl.execute.deploy.takedown import remove_from_host
+    from inkctl.execute.state.deployed import parse_ps
+    from inkctl.plan import runtime
+    from inkctl.plan.fleet import retired_replica, retire_steps
+
+    hosts = list(fleet.hosts)
+    if not hosts:
+        return {}
+    rt = fleet.router.hosts[0].runtime
+    conn = connect_each(hosts, accept_new=accept_new)
+    by_name = {h.name: h for h in hosts}
+
+    def one(name: str) -> dict[str, list[str]]:
+        tr = conn.transports[name]
+        res = tr.run(list(runtime.ps(rt)), timeout=60)
+        if not res.ok:
+            raise HostError(name, "runtime", f"{rt} ps failed: {res.err_text().strip()[-200:]}")
+        found: dict[str, list[str]] = {}
+        for c in parse_ps(name, res.text()):
+            dep = c.deployment or ""
+            if retired_replica(fleet.name, len(fleet.replicas), dep):
+                found.setdefault(dep, []).append(c.name)
+        for dep, names in sorted(found.items()):
+            remove_from_host(tr, retire_steps(by_name[name], rt, dep, names))
+        return found
+
+    try:
+        res = on_hosts(one, list(conn.transports), name="retire")
+    finally:
+        close_all(conn.transports)
+    out: dict[str, list[str]] = {}
+    for host, found in res.ok.items():
+        for dep in found:
+            out.setdefault(dep, []).append(host)
+    if sink is not None:
+        for dep, on in sorted(out.items()):
+            sink.emit(Info(text=f"{dep} is no longer in the recipe (fleet.replicas {len(fleet.replicas)}): "
+                                f"removed from {', '.join(on)}"))
+        for host, why in [*((n, e.reason) for n, e in conn.errors.items()), *((n, e.reason) for n, e in res.failed.items())]:
+            sink.emit(Info(text=f"{host}: could not look for replicas to remove: {why}", level="warning"))
+    return out

@@ -26,7 +26,7 @@ from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import pagecache
 from inkctl.plan.quote import command_line
-from inkctl.plan.step import EnvFile, Plan, Put, Run, Smoke, Stage, WaitFor, WaitHealth
+from inkctl.plan.step import EnvFile, Plan, Put, Register, Run, Smoke, Stage, WaitFor, WaitHealth
 
 RUN_TIMEOUT_S = 300.0  # one remote command (docker run --detach returns in seconds)
 TEARDOWN_TIMEOUT_S = 60.0
@@ -159,6 +159,11 @@ class Runner:
 
             outcome.smoke = run_smoke(step)
             self.sink.emit(SmokeFinished(url=step.url, results=outcome.smoke))
+        elif isinstance(step, Register):
+            from inkctl.client.workers import register_workers
+
+            for change in register_workers(step.url, step.workers):
+                self.sink.emit(Info(f"gateway: {change}"))
         else:
             raise InkctlError(f"unknown step {step!r}")
 
