@@ -103,6 +103,46 @@ def _light(args: list[str]) -> Callable[[], int] | None:
     return None if kwargs is None else (lambda: validate(**kwargs))
 
 
+def _run_light(light: Callable[[], int]) -> int:
+    """What typer's main does around a command, done around one run without it: end of input is
+    an abort, Ctrl-C exit status 130, a closed pipe (``| head``) exit status 1 and nothing more."""
+    import errno
+
+    try:
+        return light()
+    except EOFError:
+        print(file=sys.stderr)
+        print("inkctl: aborted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        if e.errno != errno.EPIPE:
+            raise
+        sys.stdout, sys.stderr = _Pacified(sys.stdout), _Pacified(sys.stderr)
+        sys.exit(1)
+
+
+class _Pacified:
+    """A stream whose flush says nothing of a closed pipe (what click puts in place of stdout
+    and stderr then, so that the interpreter's last flush prints no traceback)."""
+
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        import errno
+
+        try:
+            self.wrapped.flush()
+        except OSError as e:
+            if e.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.wrapped, attr)
+
+
 def _register(argv: list[str]) -> None:
     import os
 
@@ -226,7 +266,7 @@ def _failed(message: str, hint: str | None = None) -> None:
 def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
     try:
         if light is not None:
-            rv = light()
+            rv = _run_light(light)
         else:
             import typer.main
 

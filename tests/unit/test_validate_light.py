@@ -131,3 +131,19 @@ def test_a_text_composed_once_is_read_anew_each_time(tmp_path):
     changed = document.parse(p, str(p))
     assert changed.data == {"name": "c"}
     assert [x.message for x in changed.problems] == ["duplicate key 'name' (first defined at line 1)"]
+
+
+def test_a_closed_pipe_ends_both_paths_alike():
+    """`inkctl validate -o json ... | head -1`: stdout closes while validate writes; typer's main
+    (through click) exits 1 and says nothing; the light path does the same."""
+    runner = ("import sys\nfrom inkctl.cli import app\n"
+              "if sys.argv[1] == 'typer':\n    app._light = lambda args: None\n"
+              "sys.argv[1:2] = []\napp.run()")
+    got = []
+    for way in ("light", "typer"):
+        p = subprocess.Popen([sys.executable, "-c", runner, way, "validate", "-o", "json", "recipes/", "examples/"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        p.stdout.close()  # type: ignore[union-attr]
+        err = p.stderr.read()  # type: ignore[union-attr]
+        got.append((p.wait(), err))
+    assert got[0] == got[1] == (1, "")
