@@ -122,8 +122,10 @@ class Record:
             def rewrite(p: Path = p) -> None:
                 text = p.read_text(encoding="utf-8", errors="replace")
                 clean = scrub.text(text)
-                if clean != text:
-                    p.write_text(clean, encoding="utf-8")
+                if clean != text:  # whole or not at all: `inkctl runs` may be reading it
+                    tmp = p.with_name(p.name + ".scrubbed")
+                    tmp.write_text(clean, encoding="utf-8")
+                    tmp.replace(p)
 
             self._guard(name, rewrite)
 
@@ -281,10 +283,14 @@ def events(path: Path) -> list[dict]:
 
 
 def _prune(base: Path) -> None:
+    """The oldest records beyond KEEP go; never one whose command still runs (a watch started
+    days ago, another up started this second): its record is still being written."""
     import shutil
 
     dirs = sorted((p for p in base.iterdir() if p.is_dir()), key=lambda p: p.name)
     for d in dirs[:max(0, len(dirs) - (KEEP - 1))]:
+        if read(d).get("status") == "running":
+            continue
         shutil.rmtree(d, ignore_errors=True)
 
 

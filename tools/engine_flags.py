@@ -6,11 +6,17 @@ inkctl ships (inkctl/recipe/engine_releases/<engine>-<version>.json).
 How: a throwaway venv; the release's wheel installed with --no-deps (a full install pulls a
 CUDA torch of several GB); then the parser is built the way the server builds it
 (vLLM: ``make_arg_parser(FlexibleArgumentParser())``; SGLang: ``ServerArgs.add_cli_args``), and
-whenever an import fails for a missing module, that one module's package is installed and the
-build tried again. torch comes from the CPU build on this machine's disk (torch==2.13.0).
-What the parser has, per option string: whether the release marks it deprecated (argparse's
-``deprecated=True``, a ``Deprecated*`` action class, or help text starting with/containing
-"deprecated"), its first help line.
+whenever an import fails for a missing module, that one module's package is installed (at the version
+the release's own requirements pin, when they name it) and the build tried again. The packages in
+PINNED_FIRST are installed at the release's pin before the first try: a venv reused across releases
+keeps another release's transformers, whose registry refuses an older release's model configs.
+torch comes from the CPU build on this machine's disk (torch==2.13.0).
+What the parser has, per option string: whether it takes a value (and argparse's nargs), its
+choices, whether the release marks it deprecated, its first help line. Deprecated is any of:
+argparse's own ``deprecated=True`` (Python 3.13+); vLLM's FlexibleArgumentParser, which takes
+``deprecated=True`` on older Pythons too and keeps those actions in its class-level
+``_deprecated`` set; a ``Deprecated*`` action class; help text that starts with "deprecated" or
+says "[deprecated]", "(deprecated" or "is deprecated" (SGLang's "Deprecated alias for ...").
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ PACKAGE_OF = {"torch": "torch==2.13.0", "PIL": "pillow", "yaml": "pyyaml", "zmq"
               "prometheus_client": "prometheus-client", "partial_json_parser": "partial-json-parser",
               "tiktoken": "tiktoken", "gguf": "gguf", "mistral_common": "mistral-common", "pybase64": "pybase64",
               "compressed_tensors": "compressed-tensors", "depyf": "depyf", "lark": "lark", "xgrammar": "xgrammar",
-              "llguidance": "llguidance", "outlines_core": "outlines-core", "diskcache": "diskcache",
+              "llguidance": "llguidance", "lmformatenforcer": "lm-format-enforcer", "outlines_core": "outlines-core", "diskcache": "diskcache",
               "regex": "regex", "cachetools": "cachetools", "watchfiles": "watchfiles", "numba": "numba",
               "triton": "triton", "huggingface_hub": "huggingface-hub", "pydantic": "pydantic",
               "tokenizers": "tokenizers", "einops": "einops", "psutil": "psutil", "requests": "requests",
@@ -42,10 +48,24 @@ PACKAGE_OF = {"torch": "torch==2.13.0", "PIL": "pillow", "yaml": "pyyaml", "zmq"
               "orjson": "orjson", "numpy": "numpy", "packaging": "packaging", "tqdm": "tqdm",
               "starlette": "starlette", "interegular": "interegular", "sgl_kernel": None, "flashinfer": None}
 
+# installed at the release's own pin before the parser is built (see the module's docstring)
+PINNED_FIRST = ("transformers",)
+
+REQUIRES = r'''
+import importlib.metadata as m, json, sys
+print(json.dumps(m.requires(sys.argv[1]) or []))
+'''
+
 DUMP = r'''
 import argparse, json, sys
 engine = sys.argv[1]
 if engine == "vllm":
+    # the parser's defaults build a DeviceConfig, which asks the platform; a CUDA wheel on a machine
+    # without GPUs finds none, and releases before 0.28 take the CPU platform only from a CPU
+    # build (not from VLLM_TARGET_DEVICE): the CPU platform is set as vLLM's own resolution would
+    import vllm.platforms
+    from vllm.platforms.cpu import CpuPlatform
+    vllm.platforms._current_platform = CpuPlatform()
     from vllm.entrypoints.openai.cli_args import make_arg_parser
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -66,6 +86,7 @@ for a in parser._actions:
     for s in a.option_strings:
         if s.startswith("--") and s != "--help":
             out[s] = {"deprecated": deprecated, "takes_value": a.nargs != 0,
+                      "nargs": None if a.nargs is None else str(a.nargs),
                       "choices": sorted(str(c) for c in a.choices) if a.choices else None,
                       "help": " ".join(helptext.split())[:160]}
 print("@@FLAGS " + json.dumps(out, sort_keys=True))
@@ -73,8 +94,23 @@ print("@@FLAGS " + json.dumps(out, sort_keys=True))
 
 
 def _pip(py: Path, *args: str) -> None:
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args], check=False,
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", *args], check=False,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def release_pins(py: Path, engine: str) -> dict[str, str]:
+    """The release's own requirements, by normalised package name: 'transformers' ->
+    'transformers==5.12.1' (markers and extras-only requirements left out)."""
+    p = subprocess.run([str(py), "-c", REQUIRES, engine], capture_output=True, text=True, check=True)
+    out: dict[str, str] = {}
+    for req in json.loads(p.stdout):
+        spec, _, marker = req.partition(";")
+        if "extra ==" in marker:
+            continue
+        name = re.match(r"[A-Za-z0-9._-]+", spec.strip())
+        if name:
+            out[name.group(0).lower().replace("_", "-")] = spec.strip().replace(" ", "")
+    return out
 
 
 def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, tries: int = 120) -> dict:
@@ -89,6 +125,11 @@ def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, t
     if wheel_dir:
         wheel = next(iter(sorted(wheel_dir.glob(f"{engine}-{version}-*.whl"))), None)
     _pip(py, "--no-deps", "--force-reinstall", str(wheel) if wheel else f"{engine}=={version}")
+    pins = release_pins(py, engine)
+    for name in PINNED_FIRST:
+        if name in pins:
+            print(f"  installing {pins[name]} (the release's pin)", file=sys.stderr)
+            _pip(py, pins[name])
     script = venv / "dump.py"
     script.write_text(DUMP)
     missing_seen: list[str] = []
@@ -102,12 +143,15 @@ def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, t
             flags = json.loads(line[len("@@FLAGS "):])
             return {"engine": engine, "version": version, "source": f"{engine}=={version} wheel from PyPI, its own "
                     "argument parser built on CPU (tools/engine_flags.py)", "modules_installed": missing_seen,
+                    "pinned": {n: pins[n] for n in PINNED_FIRST if n in pins},
                     "flags": flags}
         m = re.search(r"No module named '([^'.]+)", p.stderr)
         if not m:
             raise SystemExit(f"{engine} {version}: the parser did not build:\n{p.stderr[-3000:]}")
         mod = m.group(1)
         pkg = PACKAGE_OF.get(mod, mod.replace("_", "-"))
+        if pkg is not None and "==" not in pkg:
+            pkg = pins.get(pkg.lower(), pkg)
         if pkg is None or mod in missing_seen:
             raise SystemExit(f"{engine} {version}: {mod} is needed and cannot be installed on CPU:\n{p.stderr[-1500:]}")
         missing_seen.append(mod)

@@ -69,17 +69,36 @@ def point_name(point: Point) -> str:
 
 def new_run_dir(base: Path, model: str, when: datetime) -> Path:
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", model.split("/")[-1])[:60]
-    d = base / f"{when.strftime('%Y%m%d-%H%M%S')}-{slug}"
-    n = 1
-    while d.exists():
-        n += 1
-        d = base / f"{when.strftime('%Y%m%d-%H%M%S')}-{slug}-{n}"
-    d.mkdir(parents=True)
-    return d
+    stem = f"{when.strftime('%Y%m%d-%H%M%S')}-{slug}"
+    base.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10000):  # made, not looked for: two benches of one model in one second
+        d = base / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            d.mkdir()
+            return d
+        except FileExistsError:
+            continue
+    raise OSError(f"no free name for {stem} in {base}")
 
 
 def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+    """Written aside, then renamed: ``results`` run meanwhile reads the old file or the new one."""
+    replace_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def replace_text(path: Path, text: str) -> None:
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def llama_benchy(points: list[Point], *, model: str, prompt_size: int, response_size: int, when: datetime) -> dict:

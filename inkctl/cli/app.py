@@ -198,6 +198,7 @@ def main(argv: list[str] | None = None) -> None:
     light = None if os.environ.get("_INKCTL_COMPLETE") else _light(args)
     if light is None:
         _register(args)
+    _fold_pipes(args)
     record = _record(args)
     code: int | str | None = 0
     try:
@@ -213,6 +214,42 @@ def main(argv: list[str] | None = None) -> None:
             from inkctl import runlog
 
             runlog.finish(code if isinstance(code, int) else (0 if code is None else 1))
+
+
+# commands whose text output fits a screen also in a pipe or a file (a terminal folds it already);
+# left whole: what other programs read (-o json/yaml, export, schema, completion) and engine
+# log lines (`inkctl logs > file; grep`), which are the engines' own, not inkctl's
+FOLDED = ("plan", "validate", "recipes", "up", "down", "status", "doctor", "smoke", "bench", "results", "init",
+          "runs", "lock", "build", "weights", "cache", "images", "lease", "import", "watch")
+
+
+def _fold_pipes(args: list[str]) -> None:
+    """stdout and stderr that are no terminal: every line folded to $COLUMNS (else 80) columns."""
+    words = [a for a in args if not a.startswith("-")]
+    if not words or words[0] not in FOLDED or _machine_format(args):
+        return
+    from inkctl.cli.render import Folded, _isatty, screen_width
+
+    width = screen_width()
+    if not _isatty(sys.stdout):
+        sys.stdout = Folded(sys.stdout, width)
+    if not _isatty(sys.stderr):
+        sys.stderr = Folded(sys.stderr, width)
+
+
+def _machine_format(args: list[str]) -> bool:
+    """-o json / --output yaml / -ojson / --output=json: output for programs, never folded."""
+    for i, a in enumerate(args):
+        value = None
+        if a in ("-o", "--output") and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--output="):
+            value = a.split("=", 1)[1]
+        elif a.startswith("-o") and len(a) > 2 and not a.startswith("--"):
+            value = a[2:]
+        if value is not None and value.lower() != "text":
+            return True
+    return False
 
 
 def _no_plugin_loader() -> None:

@@ -60,16 +60,21 @@ def boot_compare(a_id: str, a: dict, b_id: str, b: dict) -> str:
 def keep(results_dir, deployment: str, record: dict, recipe_hash: str) -> tuple[dict, tuple[str, ...], str, str]:
     """A boot saved under ``results_dir`` (``bench.boots``) and compared with the deployment's
     previous one: (the record, with its path once saved; the phases slower than before; the
-    previous boot's id or ""; why it could not be saved or "")."""
+    previous boot's id or ""; why it could not be read or saved, or ""). The record is a
+    by-product of a boot that went well: nothing wrong with the records beside it fails an up."""
     from inkctl.bench import boots
     from inkctl.execute.supervise.bootphases import slower_than
 
     record = dict(record)
-    before = boots.previous(results_dir, deployment)
-    slower = tuple(slower_than(record, before[1])) if before else ()
-    problem = ""
+    problems = []
+    try:  # another up of the recipe may be writing its record at this moment, a file may be cut short
+        before = boots.previous(results_dir, deployment)
+        slower = tuple(slower_than(record, before[1])) if before else ()
+    except (OSError, ValueError, TypeError, AttributeError) as e:
+        before, slower = None, ()
+        problems.append(f"could not read the previous boot record under {results_dir}: {e}")
     try:
         record["path"] = str(boots.save(results_dir, deployment, {**record, "recipe_hash": recipe_hash}))
-    except OSError as e:
-        problem = f"could not save the boot record under {results_dir}: {e}"
-    return record, slower, before[0] if before else "", problem
+    except (OSError, ValueError, TypeError) as e:
+        problems.append(f"could not save the boot record under {results_dir}: {e}")
+    return record, slower, before[0] if before else "", "; ".join(problems)

@@ -93,17 +93,16 @@ def _source(states, from_, pin):
 
 
 def _lock(loaded, doc, pin_key, source, fmt) -> None:
-    from inkctl.recipe.lockfile import FORMAT, HEADER, lock_path, render
+    from inkctl.recipe.lockfile import FORMAT, HEADER, editing, lock_path, read_lock, render, replace_lock
 
-    doc = doc or {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name, "recipe_file": loaded.path.name,
-                  "pins": {}, "hosts": {}}
-    old = doc["pins"].get(pin_key)
-    doc["pins"][pin_key] = source.digest
-    doc["pins"] = dict(sorted(doc["pins"].items()))
-    path = lock_path(loaded)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render(doc))
-    tmp.replace(path)
+    with editing(loaded):  # read again under the lock: a pin written meanwhile by another command stays
+        doc = read_lock(loaded) or {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name,
+                                    "recipe_file": loaded.path.name, "pins": {}, "hosts": {}}
+        old = doc["pins"].get(pin_key)
+        doc["pins"][pin_key] = source.digest
+        doc["pins"] = dict(sorted(doc["pins"].items()))
+        path = lock_path(loaded)
+        replace_lock(path, render(doc))
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pin": pin_key, "sha256": source.digest, "from": source.host,
                           "files": len(source.files), "previous": old}, indent=2))

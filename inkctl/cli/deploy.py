@@ -194,7 +194,9 @@ def up(
 
 def _boot(plan, outcome, results_dir: Path, sink) -> None:
     """The boot's phases: compared with the recipe's previous boot, saved, sent as an event
-    (once, also when up stays attached)."""
+    (once, also when up stays attached). The record is a by-product of a boot that went well:
+    whatever is wrong with the records beside it (another up of the recipe writing its own at
+    the same moment, a file cut short) is a warning, never a failed up."""
     if outcome.boot is None or outcome.boot.get("saved"):
         return
     from inkctl.cli.boottable import keep

@@ -212,13 +212,16 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
         from inkctl.execute.hosts.connect import close_all
 
         close_all(transports)
-    pins.update({k: v for k, v in old.items() if k.startswith(("push:", "compile-cache:"))})  # `build --push` and `cache --lock` pins: not observed here
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
     if draft is not None:
         pins[f"model:{draft.repo}"] = draft.revision
-    path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None,
-                      models={"draft": draft.as_dict()} if draft else None)
+    from inkctl.recipe.lockfile import editing
+
+    with editing(loaded):  # `build --push` and `cache --lock` pins are not observed here: kept as the file has them now
+        pins.update({k: v for k, v in read_pins(loaded).items() if k.startswith(("push:", "compile-cache:"))})
+        path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None,
+                          models={"draft": draft.as_dict()} if draft else None)
     diff = changes(old, pins) if old else []
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pins": pins, "changed": diff}, indent=2, sort_keys=True))

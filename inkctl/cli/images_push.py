@@ -30,8 +30,10 @@ def push_to_hosts_cmd(
     output: str = OutputOpt,
 ) -> None:
     """Stream the image the recipe runs (a built one if patches.mode is build) from the host
-    that has it to every host that lacks it: a chain over the cluster network, each host
-    loading and forwarding at once (docker or podman, mixed). Hosts that have it are skipped."""
+    that has it (or this machine's docker daemon, when no host has it) to every host that
+    lacks it: a chain over the cluster network, each host loading and forwarding at once
+    (docker or podman, mixed). Hosts that have it are skipped; layers every host has are
+    not sent; a relay host that dies is named and the hosts after it go on."""
     fmt = output_format(output)
     loaded, plan, image = load_target(recipe, hosts, set_, "images push-to-hosts")
     from inkctl.api.signals import on_signals, restore
@@ -71,11 +73,26 @@ def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str,
     sink = sink or (JsonLines() if fmt == "json" else _Lines())
     transports = connect_all(list(loaded.hosts), accept_new=accept_new)
     try:
-        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop)
+        return push_to_hosts(nodes_for(loaded, plan, transports), ref, source=source, sink=sink, stop=stop,
+                             local=_local_daemon)
     finally:
         close_all(transports)
         if own:
             sink.close()
+
+
+def _local_daemon():
+    """This machine's docker daemon (the SDK), the source when no host has the image; None when
+    there is none to reach."""
+    import logging
+
+    from inkctl.execute.image.local_daemon import LocalDaemon
+
+    try:
+        return LocalDaemon()
+    except InkctlError as e:
+        logging.getLogger(__name__).debug("no local docker daemon: %s", e.message)
+        return None
 
 
 class _Lines:
@@ -87,10 +104,17 @@ class _Lines:
         self.out = console()
 
     def emit(self, event) -> None:
-        from inkctl.execute.image.relay import ImageHostDone, ImageStarted
+        from inkctl.execute.image.relay import ImageHostDone, ImageLayers, ImageReattached, ImageStarted
 
         if isinstance(event, ImageStarted):
             self.out.print(f"{event.host}: receiving from {event.source}", markup=False, highlight=False)
+        elif isinstance(event, ImageLayers):
+            what = (f"the whole image: {event.whole}" if event.whole else
+                    f"has {event.have} of {event.of} layers" if event.have else "has none of its layers")
+            self.out.print(f"{event.host}: {what}", markup=False, highlight=False)
+        elif isinstance(event, ImageReattached):
+            self.out.print(f"{event.host}: {event.dead} went away ({event.why}); now from the host before it",
+                           markup=False, highlight=False)
         elif isinstance(event, ImageHostDone):
             what = (f"loaded, {_mib(event.bytes)} at {_mib(int(event.rate))}/s" if event.ok
                     else f"FAILED: {event.error}")
@@ -114,4 +138,7 @@ def _summary(out) -> None:
     if out.had:
         c.print(f"  already there: {', '.join(out.had)}", markup=False)
     if out.sent:
-        c.print(f"  sent to {', '.join(out.sent)} in {out.seconds:.1f} s", markup=False)
+        c.print(f"  sent to {', '.join(out.sent)} in {out.seconds:.1f} s "
+                f"({_mib(out.source_bytes)} from {out.source})", markup=False)
+    for h, dead in out.reattached:
+        c.print(f"  {h} reattached around {dead}", markup=False)

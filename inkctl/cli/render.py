@@ -103,7 +103,9 @@ _ANSI = None
 def fold(line: str, width: int) -> list[str]:
     """One line as screen lines of at most WIDTH visible columns: broken between words, the rest
     indented 4 more than the line; a word wider than the screen is cut where the screen ends.
-    (Shell commands are broken where a copy still runs by ``_shell``, before they get here.)"""
+    An ``inkctl ...`` command in the line stays copy-pasteable: a break inside it ends with
+    `` \\`` (the shell's line continuation); the command ends at a word ending in ``;`` or ``,``
+    or at a lone ``/``. (A plan's argv is broken by ``_shell`` before it gets here.)"""
     import re
 
     global _ANSI
@@ -119,18 +121,81 @@ def fold(line: str, width: int) -> list[str]:
     hang = " " * min(indent + 4, width // 3)
     out: list[str] = []
     cur = " " * indent
+    in_cmd = False  # the words so far are inside an inkctl command
     for word in line.lstrip(" ").split(" "):
-        if cur.strip() and vis(cur) + 1 + vis(word) > width:
-            out.append(cur)
+        bare = _ANSI.sub("", word)
+        if in_cmd and (bare == "/" or bare.startswith("(")):  # prose again: "X / Y", "X (what it does)"
+            in_cmd = False
+        room = width - (2 if in_cmd else 0)  # a break inside a command needs room for " \\"
+        if cur.strip() and vis(cur) + 1 + vis(word) > room:
+            out.append(cur + (" \\" if in_cmd else ""))
             cur = hang
         elif cur.strip():
             cur += " "
         cur += word
+        if bare in ("inkctl", "$"):
+            in_cmd = True
+        elif in_cmd and bare.endswith((";", ",")):
+            in_cmd = False
         while vis(cur) > width and "\x1b" not in cur:  # one word wider than the screen
             out.append(cur[:width])
             cur = hang + cur[width:]
     out.append(cur)
     return out
+
+
+def screen_width() -> int:
+    """The width output must fit where no terminal says it: COLUMNS, else 80."""
+    import os
+
+    try:
+        cols = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        cols = 0
+    return cols if cols >= 20 else 80
+
+
+class Folded:
+    """A text stream that folds every line it is given to ``width`` (``fold``) before passing it
+    on: what a command prints to a pipe or a file fits a screen as it does on a terminal. A
+    line is passed on when it ends; ``flush`` passes on what there is of it and remembers the
+    column, so the rest of the line is folded as if it had come at once."""
+
+    def __init__(self, stream, width: int):
+        self.stream, self.width = stream, width
+        self._pending = ""  # the unfinished line
+        self._column = 0  # what of the unfinished line was already passed on (flush)
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        if "\n" in self._pending:
+            *lines, self._pending = self._pending.split("\n")
+            out = []
+            for line in lines:
+                out += self._fold(line)
+                self._column = 0
+            self.stream.write("".join(x + "\n" for x in out))
+        return len(text)
+
+    def _fold(self, line: str) -> list[str]:
+        col = self._column
+        got = fold(" " * col + line, self.width)
+        got[0] = got[0][col:]
+        return got
+
+    def flush(self) -> None:
+        if self._pending:
+            *done, last = self._fold(self._pending)
+            self.stream.write("".join(x + "\n" for x in done) + last)
+            self._column = len(last) if done else self._column + len(last)
+            self._pending = ""
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name: str) -> Any:  # fileno, encoding, errors, buffer ...: the stream's own
+        return getattr(self.stream, name)
 
 
 def relative(text: str) -> str:
@@ -243,7 +308,9 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
         if len(words) <= limit:
             fitted.append((own_line, words))
             continue
-        parts = [quote(a) for a in shlex_split(words)]
+        raw = shlex_split(words)
+        parts = [_script(a, limit) if len(quote(a)) > limit and k and raw[k - 1] == "-c" else quote(a)
+                 for k, a in enumerate(raw)]
         fitted.append((own_line, parts[0]))
         fitted += [(False, w) for w in parts[1:]]
     units = fitted
@@ -254,6 +321,38 @@ def _shell(argv: tuple[str, ...], width: int = 78) -> str:
         else:
             lines.append(words)
     return " \\\n      ".join(lines)
+
+
+def _script(script: str, limit: int) -> str:
+    """An ``sh -c`` script wider than a line, quoted, broken at spaces outside its own quotes with
+    a backslash-newline inside the quotes: the shell that runs the script joins those lines again
+    (a line continuation), so the copy runs the same script."""
+    from shlex import quote
+
+    words: list[str] = []
+    cur, q, esc = "", None, False
+    for ch in script:
+        if esc:
+            cur, esc = cur + ch, False
+        elif ch == "\\" and q != "'":
+            cur, esc = cur + ch, True
+        elif q is not None:
+            cur, q = cur + ch, (None if ch == q else q)
+        elif ch in "'\"":
+            cur, q = cur + ch, ch
+        elif ch == " ":
+            words, cur = words + [cur], ""
+        else:
+            cur += ch
+    words.append(cur)
+    lines = [""]
+    for w in words:
+        shown = len(quote(w))  # how wide it prints once quoted
+        if lines[-1] and len(quote(lines[-1])) + 1 + shown > limit - 4:
+            lines.append(w)
+        else:
+            lines[-1] = f"{lines[-1]} {w}" if lines[-1] else w
+    return quote(" \\\n        ".join(lines))
 
 
 def _put_body(step: Put) -> str:

@@ -16,7 +16,7 @@ class Mount(Strict):
     source: HostPath = Field(description="Path on the host; may use ${VARS} from the host inventory (e.g. ${HF_HOME}, ${HOME}).")
     target: ContainerPath = Field(description="Path inside the container.")
     read_only: bool = Field(False, description="Mount read-only (':ro').")
-    required: bool = Field(True, description="Preflight fails when the source is missing on a host.")
+    required: bool = Field(True, description="Preflight fails when the mount's source path is missing on a host.")
 
 
 class Volume(Strict):

@@ -109,15 +109,15 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
         where = f"{ENGINE_WORDS[engine]} {table.version}" + ("" if exact else f" (the closest table to {release})")
         info = table.flags.get(flag)
         if info is None:
-            had = [t.version for t in tables(engine) if flag in t.flags and t.key < table.key]
+            had = [t for t in tables(engine) if flag in t.flags and t.key < table.key]
             if had:
-                out.append(Problem(f"{flag} is gone in {where}: the last release with it is {had[-1]}",
-                                   path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1]}"))
+                out.append(Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
+                                   path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1].version}"))
             else:
                 out.append(Problem(f"{flag} is not a flag of {where}", path=path_of(i),
                                    hint="check the spelling against the engine's --help for this release"))
         elif info.get("deprecated"):
-            out.append(Problem(f"{flag} is deprecated in {where}", path=path_of(i),
+            out.append(Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path_of(i),
                                hint=info.get("help") or "see the release's --help", severity="warning"))
         else:
             value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
@@ -125,6 +125,39 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
             if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
                 out.append(Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path_of(i)))
     return out
+
+
+def _adjacent(a: FlagTable, b: FlagTable) -> bool:
+    """b is the release right after a (0.5.19 -> 0.5.20): no release between them can be missing."""
+    return a.key[:2] == b.key[:2] and b.key[2] == a.key[2] + 1 and b.key[3:] in ((), (0,))
+
+
+def deprecated_since(engine: str, flag: str, table: FlagTable) -> str:
+    """'since 0.5.16': the oldest table of the run of tables up to ``table`` that mark the flag
+    deprecated. Where the table before that run is not the release right before it, the
+    deprecation came in one of the releases between: 'since 0.14.1 or a release after 0.11.2';
+    where the run starts at the oldest table: 'since 0.11.2 or earlier'."""
+    older = [t for t in tables(engine) if t.key <= table.key]
+    since = table
+    for t in reversed(older):
+        if not t.flags.get(flag, {}).get("deprecated"):
+            return f"since {since.version}" + ("" if _adjacent(t, since) else f" or a release after {t.version}")
+        since = t
+    return f"since {since.version} or earlier"
+
+
+def removed_in(engine: str, flag: str, last: FlagTable) -> str:
+    """Where the tables show the flag go: 'removed in 0.5.20 (0.5.19 has it)' when the two are
+    consecutive releases, else 'removed after 0.11.2, by 0.14.1'."""
+    after = [t for t in tables(engine) if t.key > last.key]
+    if not after:
+        return f"the last release with it is {last.version}"
+    first = after[0]
+    dep = last.flags[flag].get("deprecated")
+    was = f", deprecated {deprecated_since(engine, flag, last)}" if dep else ""
+    if _adjacent(last, first):
+        return f"removed in {first.version} ({last.version} has it{was})"
+    return f"removed after {last.version}, by {first.version}" + (f" ({last.version} has it{was})" if was else "")
 
 
 def _cross_hint(flag: str) -> str:

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,10 +84,46 @@ def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | No
     if models:
         doc["models"] = models
     path = lock_path(loaded)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(render(doc))
-    tmp.replace(path)
+    replace_lock(path, render(doc))
     return path
+
+
+def replace_lock(path: Path, text: str) -> None:
+    """Write the lock file whole under a temp name of its own, then rename it over the old one:
+    a reader sees the old file or the new one, and two writers never share a temp file (a fixed
+    ``.tmp`` name let the second one's rename find it gone)."""
+    import os
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+@contextmanager
+def editing(loaded: Loaded) -> Iterator[None]:
+    """Hold the recipe directory's lock-file lock while reading, changing and writing the lock
+    file, so that two commands that pin (``lock``, ``cache --lock``, ``build --push``) at the
+    same time keep each other's pins. An advisory lock on the directory: no file is left behind."""
+    import fcntl
+    import os
+
+    try:
+        fd = os.open(lock_path(loaded).parent, os.O_RDONLY)
+    except OSError:  # an unreadable directory: the write itself will say what is wrong
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 # --- what can be checked without hosts ---------------------------------------------------

@@ -176,11 +176,11 @@ class Capabilities(Strict):
 class Provenance(Strict):
     """Where this recipe comes from and how far it is trusted."""
 
-    source: str = Field(description="Who or what reported it (a post, a registry record).")
+    source: str = Field(description="Who or what reported it (a blog post, a guide, a model card).")
     status: Literal["draft", "candidate", "verified", "retired"] = Field("draft", description="draft: untested; candidate: evidence, not a contract; verified: reproduced; retired.")
-    captured: Optional[date] = Field(None, strict=False, description="When the source was captured (YYYY-MM-DD).")
-    urls: list[str] = Field(default_factory=empty_list, description="Links to the source.")
-    notes: list[str] = Field(default_factory=empty_list, description="Facts from the source worth keeping next to the recipe.")
+    captured: Optional[date] = Field(None, strict=False, description="When that report was read (YYYY-MM-DD).")
+    urls: list[str] = Field(default_factory=empty_list, description="Links to that report.")
+    notes: list[str] = Field(default_factory=empty_list, description="Facts from that report worth keeping next to the recipe.")
 
 
 class Measurement(Strict):

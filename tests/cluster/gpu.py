@@ -7,7 +7,9 @@
 - a CDI spec /etc/cdi/nvidia.yaml so ``podman run --device nvidia.com/gpu=all`` works.
 """
 
+import json
 import os
+import shutil
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROFILES_DIR = os.path.join(HERE, "..", "fixtures", "nvidia-smi", "profiles")
@@ -102,3 +104,39 @@ def _write(path, text, mode):
         f.write(text)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
+
+
+AMD_FIXTURES = os.path.join(HERE, "..", "fixtures", "amd-smi")
+AMD_ANSWERS = {"static.json": "mi300x-static-asic-vram.json", "metric.json": "mi300x-metric-mem-usage.json",
+               "rocm-smi.json": "mi300x-rocm-smi.json"}
+
+
+def install_amd(bin_dir, tool="amd-smi", used=None):
+    """Make a host an AMD MI300X x8 host for the launch probe: ``amd-smi`` (or ``rocm-smi`` alone,
+    ROCm without amd-smi) in bin_dir replaying tests/fixtures/amd-smi/ (amd_smi.py). ``used``:
+    {GPU index: MB in use}, to make GPUs busy. The host's nvidia-smi stays: the probe asks the
+    vendor's tool that the recipe's accelerator names. Undone by ``remove_amd``."""
+    answers = os.path.join(bin_dir, "amd-smi.d")
+    os.makedirs(answers, exist_ok=True)
+    for name, fixture in AMD_ANSWERS.items():
+        with open(os.path.join(AMD_FIXTURES, fixture)) as f:
+            _write(os.path.join(answers, name), f.read(), 0o644)
+    set_amd_used(bin_dir, used)
+    with open(os.path.join(HERE, "amd_smi.py")) as f:
+        src = f.read().replace("#!/usr/bin/python3", f"#!{PYTHON}", 1)
+    _write(os.path.join(bin_dir, tool), src, 0o755)
+
+
+def set_amd_used(bin_dir, used):
+    path = os.path.join(bin_dir, "amd-smi.d", "used.json")
+    if used:
+        _write(path, json.dumps({str(k): v for k, v in used.items()}), 0o644)
+    elif os.path.exists(path):
+        os.remove(path)
+
+
+def remove_amd(bin_dir):
+    for tool in ("amd-smi", "rocm-smi"):
+        if os.path.exists(os.path.join(bin_dir, tool)):
+            os.remove(os.path.join(bin_dir, tool))
+    shutil.rmtree(os.path.join(bin_dir, "amd-smi.d"), ignore_errors=True)

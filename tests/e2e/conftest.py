@@ -168,6 +168,14 @@ def _clean_hosts(request):
             cluster.docker(h.name, "rm", "--force", *ids)
 
 
+def unfold(text: str) -> str:
+    """Text as the shell reads it: a line that ends with ` \\` continues on the next (how inkctl
+    folds a command in a message wider than the screen, so that it pastes as one command)."""
+    import re
+
+    return re.sub(r" \\\n\s*", " ", text)
+
+
 def no_traceback(text: str) -> bool:
     """inkctl printed no Python traceback of its own. Engine logs that inkctl quotes (lines
     behind '|') may hold the engine's tracebacks: those are the user's evidence, not a bug."""

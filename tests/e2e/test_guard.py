@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.proc import wait_for
-from tests.e2e.conftest import containers, finish, no_traceback
+from tests.e2e.conftest import containers, finish, no_traceback, unfold
 
 pytestmark = pytest.mark.cluster
 PORT = 18000
@@ -388,6 +388,7 @@ def test_detach_leaves_the_boot_running_and_says_how_to_follow_it(cluster, inkct
     assert f.end() == 0, f.text
     out = "".join(f.out)
     assert "detached: e2e-detach was left booting on h1" in out, f.text
+    out = unfold(out)  # a command folded over lines pastes as one
     assert f"inkctl status {rec}" in out and f"inkctl logs -f {rec}" in out and f"inkctl down {rec}" in out
     assert "rolling back" not in f.text
     assert containers(cluster, "h1", "e2e-detach") == ["inkctl-e2e-detach-r0 running"]
@@ -415,7 +416,7 @@ exec {real("docker")} "$@"
     assert f.end(timeout=30) == 130, f.text
     assert time.monotonic() - t0 < 10, f.text  # at once, not after the hanging docker rm
     assert "interrupted again during the rollback: containers of this run may be left:" in f.text
-    assert "h2: inkctl-e2e-twice-int-r1" in f.text and f"remove them with: inkctl down {rec} --hosts {inv}" in f.text
+    assert "h2: inkctl-e2e-twice-int-r1" in f.text and f"remove them with: inkctl down {rec} --hosts {inv}" in unfold(f.text)
     assert "Traceback" not in f.text
     hang.unlink()
     no_lock_anywhere(cluster, "e2e-twice-int")  # released even then
@@ -483,7 +484,7 @@ exec {real("docker")} "$@"
     assert "could NOT remove:\n  h2:" in err and "Traceback" not in err, err
     assert containers(cluster, "h1", "e2e-cut") == [] and not state_dir(cluster, "h1", "e2e-cut").exists()
     no_lock_anywhere(cluster, "e2e-cut", ("h1",))
-    assert f"once the host is back, run: inkctl down {rec} --hosts {inv}" in err, err  # h2 kept the lock: it was cut off
+    assert f"once the host is back, run: inkctl down {rec} --hosts {inv}" in unfold(err), err  # h2 kept the lock: it was cut off
     assert lock_dir(cluster, "h2", "e2e-cut").exists()
     d = inkctl("down", rec, "--hosts", inv)  # once h2 is back, down finishes the job (the lock's holder is gone)
     assert d.rc == 0, d

@@ -1,7 +1,9 @@
 """Two failures seen once in about six runs on unseen hosts, kept as loops (issue 18):
 
 - two ``up`` runs on different hosts at the same time, from one directory: both must end with
-  their summary and exit 0 (one ended after its smoke summary with "internal error");
+  their summary and exit 0 (one ended after its smoke summary with "internal error"); two
+  recipes, and one recipe on two hosts (their boot records and run records share directories:
+  the collisions themselves are made to happen in tests/unit/test_concurrent_runs.py);
 - a ``watch`` started right after an earlier ``watch`` on the same hosts stopped: it must not
   declare a host lost that answers (one said "h3 lost ... no answer for 4.5 s" 27 ms after its
   first "ok").
@@ -46,6 +48,32 @@ def test_two_ups_on_different_hosts_at_once_both_finish(cluster, home, inkctl, i
             assert "is up" in out or "ready" in out, out
         for r, inv in ((a, inv_a), (b, inv_b)):
             assert inkctl("down", r, "--hosts", inv, timeout=120).rc == 0
+
+
+def test_one_recipe_up_on_two_hosts_at_once_from_one_directory(cluster, home, inkctl, inventory, recipe, tmp_path):
+    """The same recipe on h1 and on h2 at once, from one directory: one deployment name, so one
+    boot-record directory, written by both within the same second; one run-record directory.
+    Both finish; every boot record and run record is there, whole."""
+    rec = recipe("single", name="e2e-twin", watchdog={"enabled": False})
+    invs = inventory("h1"), inventory("h2")
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "INKCTL_", "E2E_"))}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT), NO_COLOR="1", XDG_STATE_HOME=str(state))
+    for i in range(LOOPS):
+        procs = [subprocess.Popen([sys.executable, "-m", "inkctl", "up", str(rec), "--hosts", str(inv)], cwd=tmp_path,
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL) for inv in invs]
+        outs = [p.communicate(timeout=240) for p in procs]
+        for p, (out, err) in zip(procs, outs):
+            assert p.returncode == 0 and no_traceback(out + err), f"loop {i}: rc={p.returncode}\n{out}\n{err}"
+            assert "smoke: 1/1 checks passed" in out, out
+        for inv in invs:
+            assert inkctl("down", rec, "--hosts", inv, timeout=120).rc == 0
+    records = sorted((tmp_path / "bench-results" / "boots" / "e2e-twin").glob("*.json"))
+    assert len(records) == 2 * LOOPS
+    assert all(isinstance(json.loads(r.read_text()), dict) for r in records)
+    runs = [json.loads((d / "run.json").read_text()) for d in (state / "inkctl" / "runs").iterdir()]
+    assert sorted(r["status"] for r in runs if r["command"] == "up") == ["ok"] * (2 * LOOPS)
 
 
 def _events(f) -> list[dict]:

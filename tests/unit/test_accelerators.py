@@ -124,3 +124,47 @@ def test_preflight_reads_amd_gpus_through_amd_smi():
     with pytest.raises(PreflightFailed) as ei:
         run(r, [Replay("h1", preflight=answer(gpus=("", "", 127)))])
     assert by_check(ei.value.results)["gpus"].detail == "neither amd-smi nor rocm-smi found"
+
+
+def test_busy_amd_gpus_fail_gpu_free_and_the_inventorys_gpus_narrow_it():
+    """AMD hosts: gpu-free reads the memory in use (amd-smi metric --mem-usage, or rocm-smi's used
+    VRAM), as amd-smi lists no compute processes the way nvidia-smi does."""
+    from tests.unit.test_preflight import Replay, answer, by_check, hosts, recipe as h200_recipe
+
+    from inkctl.execute.deploy.preflight import PreflightFailed, run_preflight
+    from inkctl.plan.deploy import build_plan
+
+    static = (f"amd-smi\n{(AMD / 'mi300x-static-asic-vram.json').read_text()}", "", 0)
+    idle = json.loads((AMD / "mi300x-metric-mem-usage.json").read_text())
+    busy = json.loads(json.dumps(idle))
+    busy["gpu_data"][3]["mem_usage"]["used_vram"]["value"] = 150000
+    r = h200_recipe(hardware={"accelerator": "MI300X", "gpus_per_host": 8, "memory_gib": 192},
+                    container={"runtime": "docker", "gpus": "rocm"})
+
+    def check(r, metric, gpus=None, amdgpus=static):
+        hs = hosts(1)
+        if gpus:
+            hs = [hs[0].model_copy(update={"gpus": gpus})]
+        t = Replay("h1", preflight=answer(gpus=("", "", 127), gpuapps=("", "", 127), amdgpus=amdgpus,
+                                          amdmem=(json.dumps(metric), "", 0)))
+        try:
+            return by_check(run_preflight(r, build_plan(r, hs), {"h1": t}))["gpu-free"]
+        except PreflightFailed as e:
+            return by_check(e.results)["gpu-free"]
+
+    ok = check(r, idle)
+    assert (ok.status, ok.detail) == ("ok", "no GPU memory in use on any GPU (amd-smi metric --mem-usage)")
+    bad = check(r, busy)
+    assert bad.status == "fail" and bad.detail == (
+        "1 GPU(s) the plan needs on h1 already hold memory: GPU 3 146.5 of 192.0 GiB in use (amd-smi metric --mem-usage)")
+    assert "on h1: amd-smi process" in bad.hint and "--skip-check gpu-free" in bad.hint
+    # the inventory gives the ranks GPUs 4-7 (ROCR_VISIBLE_DEVICES): GPU 3's user is someone else's
+    r4 = h200_recipe(hardware={"accelerator": "MI300X", "gpus_per_host": 4, "memory_gib": 192},
+                     engine__args__tensor_parallel=4, container={"runtime": "docker", "gpus": "rocm"})
+    fine = check(r4, busy, gpus="4,5,6,7")
+    assert (fine.status, fine.detail) == ("ok", "no GPU memory in use on GPUs 4,5,6,7 (amd-smi metric --mem-usage)")
+    # rocm-smi (no amd-smi): the used VRAM of its own answer
+    rocm = json.loads((AMD / "mi300x-rocm-smi.json").read_text())
+    rocm["card2"]["VRAM Total Used Memory (B)"] = str(100 * 2**30)
+    bad = check(r, idle, amdgpus=(f"rocm-smi\n{json.dumps(rocm)}", "", 0))
+    assert bad.status == "fail" and "GPU 2 100.0 of 192.0 GiB in use (rocm-smi --showmeminfo vram)" in bad.detail

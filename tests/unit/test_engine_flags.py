@@ -1,6 +1,8 @@
 """The engine-version tables (inkctl/recipe/engine_releases/, dumped from the releases' own parsers by
-tools/engine_flags.py): every planned engine command of every bundled recipe that targets a release
-is accepted by that release's table; validate names gone, deprecated and cross-engine flags."""
+tools/engine_flags.py): every release a bundled recipe or example targets has its table; every
+planned engine command of those recipes parses against it (each flag the release has, a value
+where it takes one, none where it does not, a value among its choices); validate names gone,
+deprecated (since when) and cross-engine flags. CI reads the dumped tables; it installs no wheel."""
 
 from __future__ import annotations
 
@@ -44,6 +46,75 @@ def targeted(paths):
             yield p
 
 
+# the releases dumped (tools/engine_flags.py): every one a bundled recipe or example targets, and
+# SGLang's 0.5.13.post1-0.5.19 besides (consecutive releases), so that validate can say in which
+# release a flag was deprecated and in which it was removed
+DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0"),
+          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")}
+# targeted but not dumpable: PyPI has SGLang 0.5.0 only as 0.5.0rc0..rc2 (the image tag v0.5.0
+# exists; its wheel does not), so examples/sglang-2node-podman.yaml is checked by no table
+NO_WHEEL = {("sglang", "0.5.0")}
+
+
+def test_every_targeted_release_has_its_table():
+    assert {e: tuple(t.version for t in tables(e)) for e in DUMPED} == DUMPED
+    missing = []
+    for p in RECIPES:
+        r = load_recipe(p).recipe
+        release = targeted_release(r)
+        if release and not table_for(r.engine.kind, release)[1] and (r.engine.kind, release) not in NO_WHEEL:
+            missing.append((p.name, r.engine.kind, release))
+    assert missing == [], "dump them: python tools/engine_flags.py ENGINE VERSION"
+
+
+def parse_with_table(table, argv: list[str]) -> list[str]:
+    """argv (from the engine's first option on) read the way argparse reads it, with the release's
+    table for its parser: each option known; its values as its nargs says (one by default, none,
+    '?' at most one, '*' any, '+' at least one); none glued to an option that takes none; each
+    value among the choices. Returns what argparse would refuse."""
+    def is_value(tok: str) -> bool:
+        return not tok.startswith("--")
+
+    refused, i = [], 0
+    while i < len(argv):
+        flag, eq, glued = argv[i].partition("=")
+        i += 1
+        if not flag.startswith("--"):
+            refused.append(f"{flag}: a stray value")
+            continue
+        info = table.flags.get(flag)
+        if info is None:
+            refused.append(f"{flag}: unrecognized arguments")
+            continue
+        nargs = info.get("nargs") or ("0" if not info["takes_value"] else None)
+        if nargs == "0":
+            if eq:
+                refused.append(f"{flag}: ignored explicit argument {glued!r}")
+            continue
+        values = [glued] if eq else []
+        if not eq:
+            most = {None: 1, "?": 1, "*": len(argv), "+": len(argv)}.get(nargs, int(nargs) if (nargs or "").isdigit() else 1)
+            while len(values) < most and i < len(argv) and is_value(argv[i]):
+                values.append(argv[i])
+                i += 1
+        least = {None: 1, "?": 0, "*": 0, "+": 1}.get(nargs, int(nargs) if (nargs or "").isdigit() else 1)
+        if len(values) < least:
+            refused.append(f"{flag}: expected {'one argument' if least == 1 else f'{least} arguments'}")
+            continue
+        for v in values:
+            if info["choices"] and v not in info["choices"]:
+                refused.append(f"{flag}: invalid choice: {v!r}")
+    return refused
+
+
+def test_parse_with_table_refuses_what_argparse_refuses():
+    t = {x.version: x for x in tables("sglang")}["0.5.20"]
+    assert parse_with_table(t, ["--tp-size", "2", "--disable-custom-all-reduce", "--moe-runner-backend=marlin"]) == []
+    assert parse_with_table(t, ["--tp-size", "--disable-custom-all-reduce=1", "--moe-runner-backend", "x", "--nope"]) == [
+        "--tp-size: expected one argument", "--disable-custom-all-reduce: ignored explicit argument '1'",
+        "--moe-runner-backend: invalid choice: 'x'", "--nope: unrecognized arguments"]
+
+
 def test_the_tables_are_the_parsers_dumps():
     sg = {t.version: t for t in tables("sglang")}
     assert "0.5.20" in sg
@@ -61,40 +132,69 @@ def test_every_planned_argv_is_accepted_by_the_targeted_release(path):
     r = load_recipe(path).recipe
     commands = engine_commands(path)
     assert commands, "no engine command planned"
+    table, exact = table_for(r.engine.kind, targeted_release(r) or "")
+    assert exact and table is not None
     for argv in commands:
         problems = [p for p in check_argv(r, argv, lambda i: f"argv[{i}]") if p.severity == "error"]
         assert problems == [], [p.message for p in problems]
-
-
-# releases bundled recipes target whose wheels were not dumped yet (tools/engine_flags.py can):
-# their recipes are not checked by test_every_planned_argv_is_accepted_by_the_targeted_release
-NOT_DUMPED = {("vllm", "0.11.2"), ("vllm", "0.14.1"), ("vllm", "0.25.0"), ("vllm", "0.28.0")} - {(t.engine, t.version) for e in ("vllm", "sglang") for t in tables(e)}
-
-
-def test_the_catalog_targets_releases_with_tables():
-    """Each bundled recipe that names a release has its table, or is listed in NOT_DUMPED."""
-    missing = []
-    for p in (ROOT / "recipes").glob("*.yaml"):
-        r = load_recipe(p).recipe
-        release = targeted_release(r)
-        if release and not table_for(r.engine.kind, release)[1] and (r.engine.kind, release) not in NOT_DUMPED:
-            missing.append((p.name, release))
-    assert missing == []
+        first = next(i for i, a in enumerate(argv) if a.startswith("--"))  # after `vllm serve MODEL`
+        assert parse_with_table(table, argv[first:]) == [], (table.version, argv)
 
 
 def _validate(*args):
     return subprocess.run([sys.executable, "-m", "inkctl", "validate", *args], capture_output=True, text=True)
 
 
-def test_bundled_sglang_recipe_fails_for_release_0_5_20():
-    p = _validate(str(ROOT / "recipes" / "inkling-small-2x-rtxpro6000-sglang.yaml"), "--set", "engine.version=0.5.20")
-    out = " ".join((p.stdout + p.stderr).split())
-    assert p.returncode != 0
-    assert "engine.args.extra[2]: --disable-piecewise-cuda-graph is not a flag of SGLang 0.5.20" in out
-    assert "engine.args.extra[3]: --cuda-graph-max-bs is not a flag of SGLang 0.5.20" in out
+def test_bundled_sglang_recipe_is_told_since_when_its_flags_are_deprecated_and_where_they_went():
+    """The issue's case: --disable-piecewise-cuda-graph and --cuda-graph-max-bs. The issue says
+    deprecated from 0.5.16; SGLang's own parsers say 0.5.14 (DeprecatedStoreConstAction /
+    DeprecatedAliasStoreAction, "Deprecated alias for ..."; 0.5.13.post1 has them plain), and both
+    flags are gone from 0.5.20's parser."""
+    recipe = str(ROOT / "recipes" / "inkling-small-2x-rtxpro6000-sglang.yaml")
+
+    def validate(release):
+        p = _validate(recipe, "--set", f"engine.version={release}")
+        return p.returncode, " ".join((p.stdout + p.stderr).split())
+
+    rc, out = validate("0.5.13.post1")
+    assert rc == 0 and "piecewise" not in out and "cuda-graph-max-bs" not in out, out
+    rc, out = validate("0.5.14")
+    assert rc == 0, out
+    assert "warning INK209 " in out, out
+    assert "engine.args.extra[2]: --disable-piecewise-cuda-graph is deprecated in SGLang 0.5.14 (since 0.5.14)" in out, out
+    assert "engine.args.extra[3]: --cuda-graph-max-bs is deprecated in SGLang 0.5.14 (since 0.5.14)" in out, out
+    assert "hint: Deprecated alias for --cuda-graph-max-bs-decode." in out, out  # the release's own help line
+    rc, out = validate("0.5.16")
+    assert rc == 0 and "--cuda-graph-max-bs is deprecated in SGLang 0.5.16 (since 0.5.14)" in out, out
+    rc, out = validate("0.5.20")
+    assert rc != 0, out
+    assert ("engine.args.extra[2]: --disable-piecewise-cuda-graph is gone in SGLang 0.5.20: removed in 0.5.20 "
+            "(0.5.19 has it, deprecated since 0.5.14)") in out, out
+    assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.20: removed in 0.5.20 "
+            "(0.5.19 has it, deprecated since 0.5.14)") in out, out
+    assert "hint: remove it, or target SGLang 0.5.19" in out, out
     # a later release is checked against the closest older table, said so
-    p = _validate(str(ROOT / "recipes" / "inkling-small-2x-rtxpro6000-sglang.yaml"), "--set", "engine.version=0.5.23")
-    assert "(the closest table to 0.5.23)" in " ".join(p.stdout.split())
+    rc, out = validate("0.5.23")
+    assert rc != 0 and "gone in SGLang 0.5.20 (the closest table to 0.5.23): removed in 0.5.20" in out, out
+
+
+def test_vllm_deprecations_are_in_the_tables_and_validate_warns():
+    """vLLM marks deprecated arguments with add_argument(..., deprecated=True) (its
+    FlexibleArgumentParser below Python 3.13): the dumps carry them; validate warns, and fails once
+    the release has dropped the flag."""
+    v = {t.version: t.flags for t in tables("vllm")}
+    assert v["0.14.1"]["--disable-log-requests"]["deprecated"]
+    assert v["0.11.2"]["--task"]["deprecated"] and v["0.11.2"]["--disable-log-requests"]["deprecated"]
+    assert not any(v["0.28.0"][f]["deprecated"] for f in ("--tensor-parallel-size", "--data-parallel-size", "--headless"))
+    # the bundled MI300X recipe (vLLM 0.14.1, its source's flags) passes one
+    mi300x = str(ROOT / "recipes" / "qwen3-235b-a22b-fp8-4x-mi300x-vllm.yaml")
+    p = _validate(mi300x)
+    out = " ".join((p.stdout + p.stderr).split())
+    assert p.returncode == 0, out
+    assert "engine.args.extra[0]: --disable-log-requests is deprecated in vLLM 0.14.1 (since " in out, out
+    p = _validate(mi300x, "--set", "engine.version=v0.28.0", "--set", "engine.image.ref=vllm/vllm-openai-rocm:v0.28.0")
+    out = " ".join((p.stdout + p.stderr).split())
+    assert p.returncode != 0 and "engine.args.extra[0]: --disable-log-requests is gone in vLLM 0.28.0: removed " in out, out
 
 
 def test_deprecated_warns_and_cross_engine_fails(tmp_path):
@@ -129,3 +229,45 @@ def test_deprecated_warns_and_cross_engine_fails(tmp_path):
 
 def test_flag_of():
     assert flag_of("--a=1") == "--a" and flag_of("value") is None and flag_of("--") is None
+
+
+def test_the_dump_finds_flags_vllm_deprecates_through_its_own_parser(tmp_path):
+    """tools/engine_flags.py's parser dump, on a parser built the way vLLM's FlexibleArgumentParser
+    builds one below Python 3.13 (it pops ``deprecated=True`` and keeps the action in a class-level
+    ``_deprecated`` set): those actions, and help text marked "[DEPRECATED]", come out deprecated.
+    The real releases' answers are in the tables (test_vllm_deprecations_are_in_the_tables)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("engine_flags_tool", ROOT / "tools" / "engine_flags.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    pkg = tmp_path / "vllm"
+    for d in ("", "utils", "entrypoints", "entrypoints/openai", "platforms"):
+        (pkg / d).mkdir(parents=True, exist_ok=True)
+        (pkg / d / "__init__.py").write_text("")
+    (pkg / "platforms" / "cpu.py").write_text("class CpuPlatform:\n    pass\n")
+    (pkg / "utils" / "argparse_utils.py").write_text(
+        "from argparse import ArgumentParser\n"
+        "class FlexibleArgumentParser(ArgumentParser):\n"
+        "    _deprecated = set()\n"
+        "    def add_argument(self, *args, **kwargs):\n"
+        "        deprecated = kwargs.pop('deprecated', False)\n"
+        "        action = super().add_argument(*args, **kwargs)\n"
+        "        if deprecated:\n"
+        "            FlexibleArgumentParser._deprecated.add(action)\n"
+        "        return action\n")
+    (pkg / "entrypoints" / "openai" / "cli_args.py").write_text(
+        "def make_arg_parser(p):\n"
+        "    p.add_argument('--task', default='auto', deprecated=True, help='The task to use the model for.')\n"
+        "    p.add_argument('--disable-log-requests', action='store_true', help='[DEPRECATED] Disable logging requests.')\n"
+        "    p.add_argument('--port', type=int, default=8000, help='Port number.')\n"
+        "    return p\n")
+    p = subprocess.run([sys.executable, "-c", tool.DUMP, "vllm"], capture_output=True, text=True,
+                       env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    line = next(ln for ln in p.stdout.splitlines() if ln.startswith("@@FLAGS "))
+    import json
+
+    flags = json.loads(line[len("@@FLAGS "):])
+    assert {f: flags[f]["deprecated"] for f in flags} == {"--task": True, "--disable-log-requests": True, "--port": False}
+    assert flags["--port"]["nargs"] is None and flags["--disable-log-requests"]["nargs"] == "0"

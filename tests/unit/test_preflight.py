@@ -75,11 +75,11 @@ NET_SPARK = "enP7s7 up 0x1003\nenp1s0f1np1 up 0x1003\nlo unknown 0x9\n"
 
 def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
            image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), net=(NET_CLUSTER, "", 0),
-           hcas=("", "", 0), gpuapps=None, amdgpus=("", "", 127), seconds=0.05) -> Result:
+           hcas=("", "", 0), gpuapps=None, amdgpus=("", "", 127), amdmem=("", "", 127), seconds=0.05) -> Result:
     gpuapps = gpuapps or (UUIDS8 + "@@apps\n", "", 0)
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
-    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("amdgpus", amdgpus), ("meminfo", meminfo), ("image", image),
+    for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("amdgpus", amdgpus), ("amdmem", amdmem), ("meminfo", meminfo), ("image", image),
                             ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))

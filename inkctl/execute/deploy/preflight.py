@@ -330,6 +330,12 @@ def planned_gpus(plan: Plan, host: str) -> list[int] | None:
     out: list[int] = []
     for c in _containers(plan, host):
         opts = list(c.options)
+        if "/dev/kfd" in opts:  # ROCm: /dev/dri holds every card, ROCR_VISIBLE_DEVICES selects them
+            rocr = dict(c.env).get("ROCR_VISIBLE_DEVICES")
+            if rocr is None:
+                return None
+            out += [int(x) for x in rocr.split(",") if x.strip().isdigit()]
+            continue
         for flag, value in zip(opts, opts[1:]):
             if flag == "--gpus":
                 v = value.strip('"')
@@ -347,6 +353,9 @@ def planned_gpus(plan: Plan, host: str) -> list[int] | None:
 def _gpu_free(h: _Host, s: Sections) -> None:
     """No other process holds memory on a GPU the plan gives this host's ranks: a leftover
     engine or someone else's job makes the boot die of CUDA out-of-memory minutes later."""
+    if h.recipe.hardware.vendor == "amd":
+        _amd_gpu_free(h, s)
+        return
     out, err, rc = s.get("gpuapps")
     if rc == 127:
         h.put("gpu-free", NOT_RUN, "nvidia-smi not found")
@@ -369,6 +378,53 @@ def _gpu_free(h: _Host, s: Sections) -> None:
           + "; ".join(x.describe() for x in ours),
           f"stop them (on {h.name}: ps -o pid,user,cmd -p {pids or 'PID'}; a leftover inkctl deployment: "
           "inkctl down), choose free GPUs (the inventory's gpus), or --skip-check gpu-free to boot anyway")
+
+
+# An AMD GPU with more than this share of its memory in use is taken: amd-smi and rocm-smi list
+# no compute processes the way nvidia-smi does, so the memory is the evidence (an idle MI300X
+# reports a few hundred MiB of its 192 GiB in use).
+AMD_BUSY_SHARE = 0.1
+
+
+def _amd_gpu_free(h: _Host, s: Sections) -> None:
+    """gpu-free for AMD hosts: the memory in use on the GPUs the plan gives this host's ranks,
+    from ``amd-smi metric --mem-usage`` (or rocm-smi's used VRAM, where it answered instead)."""
+    from inkctl.execute.state import gpu_amd
+
+    out, _, rc = s.get("amdgpus")
+    tool = out.partition("\n")[0].strip()
+    try:
+        if tool == "amd-smi":
+            mout, merr, mrc = s.get("amdmem")
+            if mrc != 0:
+                h.put("gpu-free", WARN, f"amd-smi metric --mem-usage failed: {_last_line(merr, mout) or f'exit {mrc}'}",
+                      "run on the host: " + " ".join(gpu_amd.AMD_SMI_MEM))
+                return
+            used = gpu_amd.parse_mem_usage(mout)
+            source = "amd-smi metric --mem-usage"
+        elif tool == "rocm-smi" and rc == 0:
+            used = {g.index: (g.memory_total_mib - g.memory_free_mib, g.memory_total_mib)
+                    for g in gpu_amd.parse("rocm-smi", out.partition("\n")[2])
+                    if g.memory_total_mib and g.memory_free_mib is not None}
+            source = "rocm-smi --showmeminfo vram"
+        else:
+            h.put("gpu-free", NOT_RUN, "no answer from amd-smi or rocm-smi (see gpus)")
+            return
+    except gpu_probe.GpuProbeError as e:
+        h.put("gpu-free", WARN, e.message, e.hint)
+        return
+    planned = planned_gpus(h.plan, h.name)
+    which = ("GPU " if planned is not None and len(planned) == 1 else "GPUs ") + ",".join(map(str, planned)) \
+        if planned is not None else "any GPU"
+    busy = [(i, u, t) for i, (u, t) in sorted(used.items()) if (planned is None or i in planned) and u > AMD_BUSY_SHARE * t]
+    if not busy:
+        h.put("gpu-free", OK, f"no GPU memory in use on {which} ({source})")
+        return
+    gib = gpu_probe.MIB_PER_GIB
+    h.put("gpu-free", FAIL, f"{len(busy)} GPU(s) the plan needs on {h.name} already hold memory: "
+          + "; ".join(f"GPU {i} {u / gib:.1f} of {t / gib:.1f} GiB in use" for i, u, t in busy) + f" ({source})",
+          f"stop what runs there (on {h.name}: amd-smi process), choose free GPUs (the inventory's gpus), "
+          "or --skip-check gpu-free to boot anyway")
 
 
 def _meminfo(s: Sections) -> gpu_probe.MemInfo | None:

@@ -101,16 +101,17 @@ class KnownHosts:
             else:
                 host_field = name
             line = f"{host_field} {key.get_name()} {key.get_base64()}\n"
-            existed = path.exists()
-            prefix = ""
-            if existed and path.stat().st_size:
-                with open(path, "rb") as f:
-                    f.seek(-1, os.SEEK_END)
-                    if f.read(1) != b"\n":
-                        prefix = "\n"
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            with os.fdopen(fd, "a") as f:
-                f.write(prefix + line)
+            import fcntl
+
+            # another inkctl (an up on other hosts, started at the same moment) may append too:
+            # the file's lock makes "does it end with a newline?" and the write one step
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "r+b") as f:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+                size = os.fstat(f.fileno()).st_size
+                prefix = b"\n" if size and os.pread(f.fileno(), 1, size - 1) != b"\n" else b""
+                f.write(prefix + line.encode())
+                f.flush()
             self.accepted.append(line)
             return line
 

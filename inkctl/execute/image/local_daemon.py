@@ -94,6 +94,10 @@ class LocalDaemon:
             lines.append(f"{type(e).__name__}: {e}\n")
         return BuildOutcome(ok, "".join(lines), len(context), time.monotonic() - t0)
 
+    def layers(self, ref: str) -> list[str]:
+        """The image's layers (diff ids, the lowest first)."""
+        return list((self.client.api.inspect_image(ref).get("RootFS") or {}).get("Layers") or [])
+
     def save(self, tag: str) -> Iterator[bytes]:
         """``docker save TAG`` as a stream of chunks (nothing written to disk)."""
         return self.client.api.get_image(tag, chunk_size=SAVE_CHUNK)

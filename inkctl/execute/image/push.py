@@ -14,7 +14,7 @@ import re
 from inkctl.errors import InkctlError
 from inkctl.execute.hosts.transport import HostError
 from inkctl.plan import runtime
-from inkctl.recipe.lockfile import read_lock, write_lock
+from inkctl.recipe.lockfile import editing, read_lock, write_lock
 from inkctl.recipe.source import Loaded
 
 REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")
@@ -72,7 +72,8 @@ def push_from_daemon(daemon, tag: str, registry: str) -> str:
 
 def record(loaded: Loaded, tag: str, pushed: str) -> None:
     """Pin the pushed digest in the lock file, keeping every other pin."""
-    doc = read_lock(loaded) or {}
-    pins = {str(k): str(v) for k, v in (doc.get("pins") or {}).items()}
-    pins[push_key(tag)] = pushed
-    write_lock(loaded, pins, doc.get("hosts") or {})
+    with editing(loaded):  # another command's pin written meanwhile stays
+        doc = read_lock(loaded) or {}
+        pins = {str(k): str(v) for k, v in (doc.get("pins") or {}).items()}
+        pins[push_key(tag)] = pushed
+        write_lock(loaded, pins, doc.get("hosts") or {}, model=doc.get("model"), models=doc.get("models"))

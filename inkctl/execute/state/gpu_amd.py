@@ -12,6 +12,10 @@ Formats, as the tools print them:
 - ``rocm-smi --showproductname --showmeminfo vram --json``: an object keyed ``card0``, ``card1``
   ... with ``Card Series``, ``GFX Version``, ``VRAM Total Memory (B)`` and
   ``VRAM Total Used Memory (B)`` as strings; a ``system`` key may sit beside the cards.
+- ``amd-smi metric --mem-usage --json``: the memory in use (``amd-smi static`` has none), one
+  object per GPU (``gpu``, ``mem_usage.total_vram``/``used_vram`` as ``{"value": N, "unit": "MB"}``),
+  bare or wrapped in ``gpu_data`` as ``static`` is. Preflight's gpu-free check reads it (or
+  rocm-smi's used VRAM) for AMD hosts, where nvidia-smi's list of compute processes does not exist.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from inkctl.execute.state.gpu import Gpu, GpuProbeError
 
 AMD_SMI = ("amd-smi", "static", "--asic", "--vram", "--json")
 ROCM_SMI = ("rocm-smi", "--showproductname", "--showmeminfo", "vram", "--json")
+AMD_SMI_MEM = ("amd-smi", "metric", "--mem-usage", "--json")
 _UNIT_MIB = {"B": 1 / 2**20, "KB": 1 / 1024, "MB": 1, "MIB": 1, "GB": 1024, "GIB": 1024}
 
 
@@ -69,6 +74,29 @@ def parse_rocm_smi(doc) -> list[Gpu]:
                         memory_free_mib=None if total is None or used is None else total - used,
                         driver=str((doc.get("system") or {}).get("Driver version", "-"))))
     return gpus
+
+
+def parse_mem_usage(text: str) -> dict[int, tuple[int, int]]:
+    """``amd-smi metric --mem-usage --json`` -> {GPU index: (MiB in use, MiB in all)}; GPUs
+    whose figures are 'N/A' are left out."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "no output")
+        raise GpuProbeError(f"amd-smi metric did not answer JSON: {first[:100]!r}",
+                            hint="run on the host: " + " ".join(AMD_SMI_MEM)) from None
+    items = doc.get("gpu_data") if isinstance(doc, dict) else doc
+    if not isinstance(items, list):
+        raise GpuProbeError("amd-smi metric answered neither a list of GPUs nor {'gpu_data': [...]}")
+    out: dict[int, tuple[int, int]] = {}
+    for n, item in enumerate(items):
+        mem = item.get("mem_usage") if isinstance(item, dict) else None
+        if not isinstance(mem, dict):
+            continue
+        used, total = _size_mib(mem.get("used_vram")), _size_mib(mem.get("total_vram"))
+        if used is not None and total:
+            out[int(item.get("gpu", n))] = (used, total)
+    return out
 
 
 def _size_mib(size) -> int | None:

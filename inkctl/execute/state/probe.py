@@ -55,6 +55,8 @@ HOST_PROBE = "\n".join([
     "sec amdgpus",  # the tool's name first, then its JSON (execute/state/gpu_amd.py)
     f"if command -v amd-smi >/dev/null 2>&1; then echo amd-smi; {command_line(gpu_amd.AMD_SMI)}; rc $?;"
     f" elif command -v rocm-smi >/dev/null 2>&1; then echo rocm-smi; {command_line(gpu_amd.ROCM_SMI)}; rc $?; else rc 127; fi",
+    "sec amdmem",  # the memory in use on AMD GPUs (amd-smi static has none; rocm-smi's answer above does)
+    f"if command -v amd-smi >/dev/null 2>&1; then {command_line(gpu_amd.AMD_SMI_MEM)}; rc $?; else rc 127; fi",
     "sec meminfo",
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",

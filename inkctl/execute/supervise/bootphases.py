@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 _NUM = r"(\d+(?:\.\d+)?)"
@@ -132,11 +132,15 @@ class PhaseReader:
             p = self.ranks.get((watched.host, watched.rank))
             if p is None:
                 p = self.ranks[(watched.host, watched.rank)] = RankPhases(watched.host, watched.rank)
-        p.feed(line, self.engine)
+            p.feed(line, self.engine)
         return None
 
     def phases(self) -> list[RankPhases]:
-        return [self.ranks[k] for k in sorted(self.ranks, key=lambda k: k[1])]
+        """Each rank's phases as they are now: copies, taken under the lock the followers feed
+        under (a log line can still arrive from a stream that has not seen its stop yet)."""
+        with self._lock:
+            return [replace(self.ranks[k], seconds=dict(self.ranks[k].seconds))
+                    for k in sorted(self.ranks, key=lambda k: k[1])]
 
 
 def boot_record(engine: str, ranks: list[RankPhases], inkctl: dict[str, float]) -> dict:
@@ -146,10 +150,17 @@ def boot_record(engine: str, ranks: list[RankPhases], inkctl: dict[str, float]) 
 
 
 def slowest(record: dict) -> dict[str, float]:
-    """Per phase, the slowest rank's seconds (what the boot waited for); inkctl's as they are."""
-    out: dict[str, float] = dict(record.get("inkctl") or {})
-    for r in record.get("ranks") or []:
-        for k, v in (r.get("seconds") or {}).items():
+    """Per phase, the slowest rank's seconds (what the boot waited for); inkctl's as they are.
+    A record of another shape (an older inkctl, a file edited by hand) gives what it can."""
+    def numbers(d) -> dict[str, float]:
+        if not isinstance(d, dict):
+            return {}
+        return {k: float(v) for k, v in d.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+    out = numbers(record.get("inkctl")) if isinstance(record, dict) else {}
+    ranks = record.get("ranks") if isinstance(record, dict) else None
+    for r in ranks if isinstance(ranks, list) else []:
+        for k, v in numbers(r.get("seconds") if isinstance(r, dict) else None).items():
             out[k] = max(out.get(k, 0.0), v)
     return out
 

@@ -3,7 +3,9 @@
 Single node: load, then open HTTP (connection refused until then, as the brief for inkctl wants).
 Native multi-node (``--nnodes N --node-rank R --master-addr A --master-port P``): rank 0 listens
 on P and waits for the N-1 others before loading; ranks > 0 (``--headless``) join it and serve no
-HTTP. Ray (``--distributed-executor-backend ray``): waits for the local Ray head (and, with
+HTTP. Native multi-node data parallel (``--data-parallel-size N --data-parallel-size-local L
+--data-parallel-address A --data-parallel-rpc-port P``, ``--data-parallel-start-rank S --headless``
+on the other hosts): the same rendezvous on P, one peer per host. Ray (``--distributed-executor-backend ray``): waits for the local Ray head (and, with
 FAKE_GPUS_PER_NODE, for tp*pp GPUs), and dies like vLLM when a Ray node is lost after start.
 """
 
@@ -65,6 +67,8 @@ def main(argv):
 
     if backend == "ray":
         nodes_at_start = wait_for_ray(tp * pp, log)
+    elif dp_nodes(args) > 1:
+        data_parallel_rendezvous(args, headless, log)
     elif nnodes > 1:
         master, mport = args.get("master-addr") or "127.0.0.1", args.int("master-port", 29501)
         if rank == 0:
@@ -101,6 +105,41 @@ def main(argv):
     if backend == "ray":
         watch_ray(nodes_at_start, log)
     block_forever()
+
+
+def dp_nodes(args):
+    """Hosts a multi-node data-parallel deployment spans: --data-parallel-size over
+    --data-parallel-size-local (the ranks of this host); 1 when every rank is local."""
+    dp = args.int("data-parallel-size", 1)
+    local = args.int("data-parallel-size-local", dp)
+    if local < 1 or dp % local:
+        fatal(None, f"data_parallel_size ({dp}) must be a multiple of data_parallel_size_local ({local})", code=2)
+    return dp // local
+
+
+def data_parallel_rendezvous(args, headless, log):
+    """vLLM's native multi-node DP: the head (the API server) binds --data-parallel-rpc-port on
+    --data-parallel-address and waits for every host's ranks; a --headless host starts its
+    ranks at --data-parallel-start-rank and connects to the head, retrying until it answers."""
+    dp, local = args.int("data-parallel-size", 1), args.int("data-parallel-size-local", 1)
+    addr = args.get("data-parallel-address")
+    port = args.int("data-parallel-rpc-port", 29550)
+    start = args.int("data-parallel-start-rank", 0)
+    if not addr or addr is True:
+        fatal(log, "--data-parallel-address is required when --data-parallel-size-local < --data-parallel-size",
+              exc="ValueError")
+    if headless != (start > 0):
+        fatal(log, f"data-parallel start rank {start} with headless={headless}: the head starts rank 0, "
+              "every other host runs --headless from its own start rank", exc="ValueError")
+    if start % local:
+        fatal(log, f"--data-parallel-start-rank {start} is not a multiple of --data-parallel-size-local {local}",
+              exc="ValueError")
+    log(f"Data parallel: size {dp}, local ranks {start}..{start + local - 1}, coordinator {addr}:{port}",
+        src="core.py:612")
+    if headless:
+        join_rendezvous(addr, port, start // local, dp // local, log)
+    else:
+        serve_rendezvous(port, dp // local, log)
 
 
 def compile_and_capture(log, model, tp, pp, rank):
