@@ -7,41 +7,66 @@ a traceback shows only with ``--debug``.
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional
-
-import typer
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from inkctl import __version__
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
-app = typer.Typer(
-    name="inkctl",
-    help="Bring up giant MoE models on unusual hardware from a validated recipe.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=True,
-    rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
+if TYPE_CHECKING:
+    import typer
+
+    app: typer.Typer  # made on first use (__getattr__): `inkctl validate` runs without typer
 
 STATE = {"debug": False}
 # commands that touch no host log nothing: they leave the logging module unimported (start-up)
 PAPER = ("validate", "plan", "schema", "recipes")
 
 
+def __getattr__(name: str) -> Any:
+    """``app``, the typer application every command module registers on, made when one first
+    asks for it: a command that runs without typer (``_light``) never imports it."""
+    if name != "app":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _app()
+
+
+def _app() -> typer.Typer:
+    made = globals().get("app")
+    if made is None:
+        made = globals()["app"] = _make_app()
+    return made
+
+
+def _make_app() -> typer.Typer:
+    import typer
+
+    made = typer.Typer(
+        name="inkctl",
+        help="Bring up giant MoE models on unusual hardware from a validated recipe.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        add_completion=True,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    @made.callback()
+    def _root(
+        debug: bool = typer.Option(False, "--debug", help="Write the debug log to stderr and show tracebacks for unexpected errors (also: INKCTL_DEBUG=1)."),
+        version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    ) -> None:
+        if debug:
+            _debug_on()
+
+    return made
+
+
 def _version(value: bool) -> None:
     if value:
+        import typer
+
         typer.echo(f"inkctl {__version__}")
         raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    debug: bool = typer.Option(False, "--debug", help="Write the debug log to stderr and show tracebacks for unexpected errors (also: INKCTL_DEBUG=1)."),
-    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
-) -> None:
-    if debug:
-        _debug_on()
 
 
 def _debug_on() -> None:
@@ -65,6 +90,57 @@ COMMAND_MODULES = {
     "runs": "inkctl.cli.runs",
     "import": "inkctl.cli.importing",
 }
+
+
+def _light(args: list[str]) -> Callable[[], int] | None:
+    """The command, ready to run without typer, when ARGS need no parser: ``validate`` with paths,
+    --strict, -o (what CI runs on every push). Anything else: None, and typer parses ARGS."""
+    if not args or args[0] != "validate":
+        return None
+    from inkctl.cli.validate import plain_arguments, validate
+
+    kwargs = plain_arguments(args[1:])
+    return None if kwargs is None else (lambda: validate(**kwargs))
+
+
+def _run_light(light: Callable[[], int]) -> int:
+    """What typer's main does around a command, done around one run without it: end of input is
+    an abort, Ctrl-C exit status 130, a closed pipe (``| head``) exit status 1 and nothing more."""
+    import errno
+
+    try:
+        return light()
+    except EOFError:
+        print(file=sys.stderr)
+        print("inkctl: aborted", file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
+    except KeyboardInterrupt:
+        return 130
+    except OSError as e:
+        if e.errno != errno.EPIPE:
+            raise
+        sys.stdout, sys.stderr = _Pacified(sys.stdout), _Pacified(sys.stderr)
+        sys.exit(1)
+
+
+class _Pacified:
+    """A stream whose flush says nothing of a closed pipe (what click puts in place of stdout
+    and stderr then, so that the interpreter's last flush prints no traceback)."""
+
+    def __init__(self, wrapped: Any):
+        self.wrapped = wrapped
+
+    def flush(self) -> None:
+        import errno
+
+        try:
+            self.wrapped.flush()
+        except OSError as e:
+            if e.errno != errno.EPIPE:
+                raise
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.wrapped, attr)
 
 
 def _register(argv: list[str]) -> None:
@@ -119,12 +195,14 @@ def main(argv: list[str] | None = None) -> None:
         from inkctl.cli.logconfig import configure
 
         configure(debug=STATE["debug"])
-    _register(args)
+    light = None if os.environ.get("_INKCTL_COMPLETE") else _light(args)
+    if light is None:
+        _register(args)
     _fold_pipes(args)
     record = _record(args)
     code: int | str | None = 0
     try:
-        _dispatch(args)
+        _dispatch(args, light)
     except SystemExit as e:
         code = e.code
         raise
@@ -222,16 +300,19 @@ def _failed(message: str, hint: str | None = None) -> None:
     runlog.note(error=message, hint=hint)
 
 
-def _dispatch(args: list[str]) -> None:
+def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
     try:
-        import typer.main
+        if light is not None:
+            rv = _run_light(light)
+        else:
+            import typer.main
 
-        from inkctl.cli.helptext import polish
+            from inkctl.cli.helptext import polish
 
-        command = typer.main.get_command(app)
-        polish(command)
-        # `inkctl` alone: the help, and success (click's no_args_is_help exits 2 since 8.2)
-        rv = command.main(args=args or ["--help"], prog_name="inkctl", standalone_mode=False)
+            command = typer.main.get_command(_app())
+            polish(command)
+            # `inkctl` alone: the help, and success (click's no_args_is_help exits 2 since 8.2)
+            rv = command.main(args=args or ["--help"], prog_name="inkctl", standalone_mode=False)
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:

@@ -24,64 +24,11 @@ def validate(
 ) -> None:
     """Validate recipes (and gateway files, their recipes and how their models fit together):
     a line per file, every problem located; non-zero if any fails."""
-    from inkctl.cli.render import plain, print_problems
-    from inkctl.cli.validate_gateway import validate_gateway
-    from inkctl.recipe.gateway import is_gateway_file
-    from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
+    from inkctl.cli.validate import validate as run_validate
 
-    fmt = output_format(output)
-    results: list[tuple] = []
-    for path in expand_paths(paths):
-        try:
-            if is_inventory(path):
-                load_inventory(path)
-                results.append((path, True, [], []))
-                continue
-            if is_gateway_file(path):
-                problems, warnings = validate_gateway(path, hosts)
-                results.append((path, not problems and not (strict and warnings), problems, warnings))
-                continue
-            loaded = load_recipe(path, overrides(set_), hosts)
-            if hosts is not None:
-                _check_hosts(loaded)
-            problems, warnings = [], loaded.warnings
-            ok = not (strict and warnings)
-        except InkctlError as e:
-            from inkctl.errors import Problem, RecipeInvalid
-
-            problems = e.problems if isinstance(e, RecipeInvalid) else []
-            warnings = []
-            if not problems:
-                from inkctl.codes import code
-
-                problems = [Problem(e.message, file=str(path), hint=e.hint, code=code("cannot-load"))]
-            ok = False
-        results.append((path, ok, problems, warnings))
-    if fmt == "json":
-        doc = [_result_json(p, ok, pr, wa, strict) for p, ok, pr, wa in results]
-        print(json.dumps({"ok": all(r[1] for r in results), "strict": strict, "recipes": doc}, indent=2))
-    else:
-        out = plain()
-        for path, ok, problems, warnings in results:
-            mark = "[green]ok[/]" if ok else "[red]FAIL[/]"
-            extra = f" ({len(warnings)} warning{'s' if len(warnings) != 1 else ''})" if warnings else ""
-            out.print(f"{mark} {path}{extra}")
-            print_problems(problems + warnings, strict=strict)
-    if not all(r[1] for r in results):
-        raise typer.Exit(EXIT_INVALID)
-
-
-def _result_json(path, ok: bool, problems: list, warnings: list, strict: bool) -> dict:
-    """One recipe's result: ``errors`` is every problem that fails it (warnings that --strict turns into
-    failures among them, marked ``"strict": true``); ``warnings`` those that do not."""
-    def item(p, fails: bool) -> dict:
-        return {**p.as_dict(), "fails": fails, "strict": fails and p.severity != "error"}
-
-    warnings = warnings + [p for p in problems if p.severity != "error"]
-    errors = [item(p, True) for p in problems if p.severity == "error"]
-    errors += [item(w, True) for w in warnings] if strict else []
-    return {"recipe": str(path), "ok": ok, "errors": errors,
-            "warnings": [] if strict else [item(w, False) for w in warnings]}
+    code = run_validate(paths, strict=strict, output=output, set_=set_, hosts=hosts, check_hosts=_check_hosts)
+    if code:
+        raise typer.Exit(code)
 
 
 def _check_hosts(loaded) -> None:

@@ -6,6 +6,8 @@ from typing import List, Optional
 
 import typer
 
+from inkctl.cli.values import output_format as output_format
+from inkctl.cli.values import overrides as overrides
 from inkctl.errors import UsageError
 
 HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
@@ -18,16 +20,6 @@ OutputOpt = typer.Option("text", "--output", "-o", help="text or json.")
 
 AcceptOpt = typer.Option(False, "--accept-new-host-keys",
                          help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
-
-
-def output_format(value: str) -> str:
-    if value not in ("text", "json"):
-        raise UsageError(f"--output must be 'text' or 'json', not {value!r}")
-    return value
-
-
-def overrides(values: Optional[List[str]]) -> list[str]:
-    return list(values or [])
 
 
 def load_target(recipe, hosts, set_: Optional[List[str]], command: str):

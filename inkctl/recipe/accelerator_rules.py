@@ -3,7 +3,6 @@ container's GPU exposure against the vendor (ROCm devices for AMD, the NVIDIA ru
 
 from __future__ import annotations
 
-import difflib
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
@@ -23,6 +22,8 @@ def accelerator_findings(r: "Recipe") -> list[Problem]:
     known = lookup(hw.accelerator)
     if known is None:
         if hw.arch is None:
+            import difflib  # here: a known accelerator, the usual case, needs no suggestion (start-up)
+
             near = difflib.get_close_matches(hw.accelerator, known_names(), n=1)
             hint = (f"did you mean {near[0]!r}? " if near else "") + (
                 f"Known: {', '.join(known_names())}; or declare this GPU: "

@@ -15,9 +15,8 @@ schema is refused.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -69,9 +68,9 @@ class _Node:
 
 
 
-@dataclass(frozen=True)
-class Located:
-    """Where one path of a document was written."""
+class Located(NamedTuple):
+    """Where one path of a document was written. (A named tuple: a document records one for every
+    path, and a tuple is made several times faster than a frozen dataclass.)"""
 
     line: int  # 1-based, where the value starts
     col: int
@@ -232,6 +231,25 @@ def _compose(text: str, file: str) -> _Node | None:
         loader.dispose()
 
 
+# The node trees of the last few documents composed, by file name and text. `inkctl validate`
+# reads a file to tell a recipe from an inventory, again to load it, and a third time to place a
+# warning found late; the text is read each time, and an unchanged text is not composed again.
+# A tree is never changed once composed: each reading builds its own data from it.
+_COMPOSED: dict[tuple[str, str], _Node | None] = {}
+_KEEP = 16
+
+
+def _composed(text: str, file: str) -> _Node | None:
+    key = (file, text)
+    if key in _COMPOSED:
+        return _COMPOSED[key]
+    root = _compose(text, file)
+    if len(_COMPOSED) >= _KEEP:
+        _COMPOSED.clear()
+    _COMPOSED[key] = root
+    return root
+
+
 def _syntax(e: yaml.MarkedYAMLError, text: str, file: str) -> RecipeInvalid:
     """PyYAML's parse error, with the offending character named (libyaml omits it) and a hint."""
     mark = e.problem_mark or e.context_mark
@@ -389,7 +407,7 @@ class _Builder:
 def parse(source: str | bytes | Path, filename: str | None, *, mapping: bool = True) -> Document:
     """Read, compose and build; ``mapping``: the document must be a non-empty mapping."""
     text, file = _read(source, filename)
-    root = _compose(text, file)
+    root = _composed(text, file)
     if mapping:
         if root is None or (root.kind == "scalar" and root.value is None and not root.error):
             raise _fatal("not-a-mapping", file, "the document is empty", 1, 1, "a recipe is a YAML mapping of fields, e.g. 'engine: ...'")
