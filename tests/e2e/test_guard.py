@@ -62,7 +62,7 @@ def test_watchdog_kills_a_boot_below_the_floor_and_rolls_back(cluster, inkctl, i
     rec = recipe("vllm-native-2", name="e2e-dog", container={"env": {"FAKE_READY_AFTER": "30"}},
                  watchdog={"enabled": True, "mem_available_min_gib": 100000, "consecutive": 2, "interval_s": 0.5})
     r = inkctl("up", rec, "--hosts", inventory("h1", "h2"), env={"PYTHONFAULTHANDLER": "1"})
-    assert r.rc == 1, r
+    assert r.rc == 1, (r, r.stderr)
     assert r.seconds < 20, r  # well before the 60 s health timeout (and the 30 s boot)
     m = re.search(r"watchdog: MemAvailable ([\d.]+) GiB < 100000 GiB for 2 reads on (h[12]) \(rank ([01])\)", r.stderr)
     assert m, r
@@ -514,7 +514,7 @@ def test_a_full_disk_during_a_build_names_the_host(cluster, inkctl, inventory, t
     finally:
         subprocess.run(["mount", "-o", f"remount,size={old}", host.data_root], check=True)
         built.clean()
-    assert r.rc == 1, r
+    assert r.rc == 1, (r, r.stderr)
     assert "h4:" in r.stderr and "no space left on device" in r.stderr.lower(), r
     assert "Traceback" not in r.out
     assert cluster.docker("h4", "image", "inspect", tag).returncode != 0  # nothing tagged

@@ -13,6 +13,7 @@ never blocks the health display.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from inkctl.execute.hosts.fanout import Background, background
 from inkctl.plan import runtime as container_runtime
 from inkctl.plan.step import Plan
+
+log = logging.getLogger(__name__)
 
 GIB_KIB = 1024 * 1024
 MEMINFO = ("cat", "/proc/meminfo")
@@ -114,29 +117,45 @@ class Watchdog:
     def _watch(self, host: str) -> None:
         tr = self.transports[host]
         watch = MemoryWatch(self.threshold_gib, self.consecutive)
+        killed: set[str] = set()
+        tripped = False
         while not self.stop_event.is_set():
             t0 = time.monotonic()
             try:
                 res = tr.run(MEMINFO, timeout=max(5.0, self.interval_s * 2))
                 gib = mem_available_gib(res.text()) if res.ok else None
-            except Exception:  # a lost host is the runner's to report; the watchdog keeps quiet
+            except Exception as e:  # a lost host is the runner's to report; the watchdog keeps quiet
+                log.debug("watchdog: %s: no reading: %s", host, e)
                 gib = None
             if gib is not None:
                 if self.on_reading:
                     self.on_reading(host, gib)
-                if watch.observe(gib):
-                    self._trip(host, watch)
-                    return
+                tripped = watch.observe(gib) or tripped
+            if tripped and self._kill(host, killed):
+                self._report(host, watch, killed)
+                return
+            # tripped, but a rank's container is not there yet (the launch is slower than the
+            # readings): the trip stands; kill each one as it appears, report once all are killed
             self.stop_event.wait(max(0.0, self.interval_s - (time.monotonic() - t0)))
+        if tripped:  # the run ended first (its own failure, or Ctrl-C): the cause still counts
+            self._report(host, watch, killed)
 
-    def _trip(self, host: str, watch: MemoryWatch) -> None:
-        mine = [c for c in self.plan.containers if c.host == host]
+    def _kill(self, host: str, killed: set[str]) -> bool:
+        """Kill this host's ranks not killed yet, one by one; True once every one is."""
         runtime = self.plan.host(host).runtime
-        killed = []
-        if mine:
-            res = self.transports[host].run(container_runtime.kill(runtime, *[c.name for c in mine]), timeout=30)
-            killed = [c.name for c in mine] if res.ok else []
+        for c in self.plan.containers:
+            if c.host == host and c.name not in killed:
+                try:
+                    if self.transports[host].run(container_runtime.kill(runtime, c.name), timeout=30).ok:
+                        killed.add(c.name)
+                except Exception as e:
+                    log.debug("watchdog: %s: kill %s: %s", host, c.name, e)
+        return all(c.name in killed for c in self.plan.containers if c.host == host)
+
+    def _report(self, host: str, watch: MemoryWatch, killed: set[str]) -> None:
+        mine = [c for c in self.plan.containers if c.host == host]
         trip = Trip(host=host, ranks=tuple(c.rank for c in mine), threshold_gib=self.threshold_gib,
-                    consecutive=self.consecutive, series=tuple(watch.series), killed=tuple(killed))
+                    consecutive=self.consecutive, series=tuple(watch.series),
+                    killed=tuple(c.name for c in mine if c.name in killed))
         self.trips.append(trip)
         self.on_trip(trip)
