@@ -171,10 +171,21 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{a.engine}-{a.version}.json"
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    write_index()
     n = len(table["flags"])
     d = sum(1 for f in table["flags"].values() if f["deprecated"])
     print(f"{path.relative_to(ROOT)}: {n} flags, {d} deprecated")
 
 
+def write_index() -> None:
+    """The flag names of every table in one small file, what validate reads at start-up."""
+    sys.path.insert(0, str(ROOT))
+    from inkctl.recipe.engine_versions import INDEX, index_of
+
+    index = index_of(p for p in OUT.glob("*.json") if p.name != INDEX)
+    (OUT / INDEX).write_text(json.dumps(index, separators=(",", ":"), sort_keys=True) + "\n")
+
+
 if __name__ == "__main__":
     main()
+

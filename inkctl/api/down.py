@@ -45,7 +45,7 @@ def down(target: Target, *, accept_new: bool = False, fleet: Callable[[Loaded], 
     (``DownResult.failure``); it is in the run's record."""
     from inkctl import runlog
     from inkctl.execute.deploy.takedown import take_down
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
     from inkctl.scrub import arm_for
 
     if is_gateway_file(target.recipe):

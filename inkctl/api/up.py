@@ -79,7 +79,7 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
     (its message scrubbed) on failure, with exit code 130 when interrupted."""
     t0 = time.monotonic()
     from inkctl.execute.deploy.bringup import warm_imports
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
     if is_gateway_file(target.recipe):  # several models behind one endpoint

@@ -46,7 +46,7 @@ def watch(target: Target, how: Watching, emit: Emit, *, fleet: Callable[[Loaded,
     is handed, loaded, to ``fleet(loaded, emit)`` (the fleet's own supervision), a gateway file
     to ``gateway(target, emit)``. Returns when stopped (Ctrl-C); raises InkctlError on a
     failure it does not restart from."""
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
     from inkctl.scrub import arm_for
 
     if is_gateway_file(target.recipe):  # each model's group on its own, and the gateway

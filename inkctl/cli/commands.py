@@ -59,7 +59,7 @@ def plan(
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
 
     if is_gateway_file(recipe):
         return _plan_gateway(recipe, hosts, fmt, host, full)

@@ -41,7 +41,7 @@ def k8s(
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
 
     if is_gateway_file(recipe):  # several recipes behind one endpoint: no Kubernetes form yet
         raise InkctlError(f"{recipe}:1:1: export k8s of a gateway file is not supported yet",

@@ -57,7 +57,7 @@ def load_fleet(recipe, hosts, set_, command: str, *, need_hosts: bool = True):
 
 
 def is_gateway(recipe: Path) -> bool:
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
 
     return is_gateway_file(recipe)
 

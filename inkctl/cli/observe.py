@@ -200,7 +200,7 @@ def status(
 
         return slurm_cli.status(recipe, set_, fmt)
     from inkctl.cli.options import overrides
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
     from inkctl.recipe.source import load_recipe
 
     if is_gateway_file(recipe):

@@ -18,7 +18,7 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
     With ``hosts``, ``check_hosts(loaded)`` plans each recipe on them (``cli/commands.py`` passes
     it: planning a fleet needs ``cli/fleet.py``, a command module)."""
     from inkctl.cli.render import plain, print_problems
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
     from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
 
     fmt = output_format(output)

@@ -30,9 +30,18 @@ ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
 
 @dataclass(frozen=True)
 class FlagTable:
+    """One release's flags. ``names`` comes from the small index (every check that asks only
+    whether a release has a flag); ``flags`` (help, choices, deprecation) reads the release's own
+    file, once, when asked: validate reads one or two of the tables, not all of them."""
+
     engine: str
     version: str
-    flags: dict[str, dict]
+    names: frozenset[str]
+    file: str
+
+    @property
+    def flags(self) -> dict[str, dict]:
+        return _flags(self.file)
 
     @property
     def key(self) -> tuple[int, ...]:
@@ -47,11 +56,28 @@ def release_key(text: str) -> tuple[int, ...] | None:
 
 
 @functools.lru_cache(maxsize=None)
-def tables(engine: str) -> tuple[FlagTable, ...]:
-    out = []
-    for p in sorted(TABLES.glob(f"{engine}-*.json")):
+def _flags(file: str) -> dict[str, dict]:
+    return json.loads((TABLES / file).read_text())["flags"]
+
+
+def index_of(table_files) -> dict[str, dict]:
+    """What ``INDEX`` holds, from the tables themselves: per file, engine, version and flag names
+    (tools/engine_flags.py writes it; tests/unit/test_engine_flags.py checks it is current)."""
+    out = {}
+    for p in sorted(table_files):
         doc = json.loads(p.read_text())
-        out.append(FlagTable(doc["engine"], doc["version"], doc["flags"]))
+        out[p.name] = {"engine": doc["engine"], "version": doc["version"], "names": sorted(doc["flags"])}
+    return out
+
+
+INDEX = "index.json"
+
+
+@functools.lru_cache(maxsize=None)
+def tables(engine: str) -> tuple[FlagTable, ...]:
+    index = json.loads((TABLES / INDEX).read_text())
+    out = [FlagTable(e["engine"], e["version"], frozenset(e["names"]), file)
+           for file, e in index.items() if e["engine"] == engine]
     return tuple(sorted(out, key=lambda t: t.key))
 
 
@@ -91,8 +117,8 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
     other = "sglang" if engine == "vllm" else "vllm"
     release = targeted_release(r)
     table, exact = table_for(engine, release) if release else (None, False)
-    mine = set().union(*(t.flags for t in tables(engine))) if tables(engine) else set()
-    theirs = set().union(*(t.flags for t in tables(other))) if tables(other) else set()
+    mine = set().union(*(t.names for t in tables(engine))) if tables(engine) else set()
+    theirs = set().union(*(t.names for t in tables(other))) if tables(other) else set()
     out: list[Problem] = []
     for i, arg in enumerate(argv):
         flag = flag_of(arg)
@@ -109,7 +135,7 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
         where = f"{ENGINE_WORDS[engine]} {table.version}" + ("" if exact else f" (the closest table to {release})")
         info = table.flags.get(flag)
         if info is None:
-            had = [t for t in tables(engine) if flag in t.flags and t.key < table.key]
+            had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
             if had:
                 out.append(Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
                                    path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1].version}"))

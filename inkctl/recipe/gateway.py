@@ -63,20 +63,6 @@ class GatewayFile(Strict):
     notes: list[str] = Field(default_factory=empty_list, description="Free text.")
 
 
-def is_gateway_file(path: str | Path) -> bool:
-    """A gateway file has ``models:`` and no ``engine:`` at its top level (a recipe has engine:)."""
-    p = Path(path)
-    if p.suffix not in (".yaml", ".yml") or not p.is_file():
-        return False
-    import yaml
-
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(data, dict) and "models" in data and "engine" not in data
-
-
 @dataclass
 class LoadedGateway:
     spec: GatewayFile

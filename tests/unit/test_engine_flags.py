@@ -271,3 +271,14 @@ def test_the_dump_finds_flags_vllm_deprecates_through_its_own_parser(tmp_path):
     flags = json.loads(line[len("@@FLAGS "):])
     assert {f: flags[f]["deprecated"] for f in flags} == {"--task": True, "--disable-log-requests": True, "--port": False}
     assert flags["--port"]["nargs"] is None and flags["--disable-log-requests"]["nargs"] == "0"
+
+
+def test_the_index_validate_reads_is_current_with_the_tables():
+    """validate reads the flag names from one small index, not every release's table: the index
+    must say what the tables say (tools/engine_flags.py rewrites it with each dump)."""
+    import json
+
+    from inkctl.recipe.engine_versions import INDEX, TABLES, index_of
+
+    assert json.loads((TABLES / INDEX).read_text()) == index_of(p for p in TABLES.glob("*.json") if p.name != INDEX), \
+        "run: python -c 'import sys; sys.path.insert(0, \"tools\"); import engine_flags; engine_flags.write_index()'"

@@ -206,7 +206,7 @@ def test_gateway_collisions_are_located_in_the_gateway_file(tmp_path, change, te
 
 def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
     from inkctl.errors import RecipeInvalid
-    from inkctl.recipe.gateway import is_gateway_file
+    from inkctl.recipe.filekind import is_gateway_file
 
     assert is_gateway_file(GATEWAY) and not is_gateway_file(RECIPE)
     with pytest.raises(RecipeInvalid) as e:
