@@ -33,7 +33,9 @@ def init(
     recipe = loaded.recipe
     here = Path.cwd()
     text = src.read_text()
-    written = {here / src.name: _own_schema(text), here / "hosts.yaml": inventory_for(recipe, text, src.name)}
+    # a second recipe in one project: hosts.yaml stays as it is, this recipe's template goes beside it
+    inv = "hosts.yaml" if not (here / "hosts.yaml").exists() else f"hosts-{src.stem}.yaml"
+    written = {here / src.name: _own_schema(text), here / inv: inventory_for(recipe, text, src.name)}
     copies: list[tuple[Path, Path]] = []
     p = recipe.patches
     sources = [h.source for h in p.hotfixes] + [f.source for f in p.files if hasattr(f, "source")]
@@ -54,15 +56,18 @@ def init(
     if missing:
         print(textwrap.fill(f"to add: {', '.join(missing)} in {p.directory}/ (the recipe says where each comes "
                             "from)", 80, subsequent_indent="  ", break_on_hyphens=False))
+    if inv != "hosts.yaml":
+        print(textwrap.fill(f"(hosts.yaml was here already and is kept; {inv} is this recipe's inventory)", 80,
+                            break_on_hyphens=False))
     nics = ", NIC names" if recipe.hardware.nodes > 1 else ""
-    then = textwrap.fill(f"then put your hosts in hosts.yaml (rank order: name or ssh alias, address, user{nics}), "
+    then = textwrap.fill(f"then put your hosts in {inv} (rank order: name or ssh alias, address, user{nics}), "
                          f"edit {src.name} to taste, check and launch:", 80, break_on_hyphens=False)
     print(f"""
-next: see what will run (on the placeholder hosts in hosts.yaml):
-  inkctl plan {src.name} --hosts hosts.yaml
+next: see what will run (on the placeholder hosts in {inv}):
+  inkctl plan {src.name} --hosts {inv}
 {then}
-  inkctl doctor {src.name} --hosts hosts.yaml
-  inkctl up {src.name} --hosts hosts.yaml""")
+  inkctl doctor {src.name} --hosts {inv}
+  inkctl up {src.name} --hosts {inv}""")
 
 
 SCHEMA_LINE = "# yaml-language-server: $schema="

@@ -32,7 +32,7 @@ def bundled_names() -> list[str]:
 
 def printed_now(stdout: str) -> list[list[str]]:
     """The commands init says to run now: the indented ``inkctl ...`` lines before "then"."""
-    now = stdout.split("\nthen ", 1)[0]
+    now = stdout.split("\nthen ", 1)[0].replace(" \\\n", " ")  # a folded command is one command
     return [shlex.split(ln.strip())[1:] for ln in now.splitlines() if ln.startswith("  inkctl ")]
 
 
@@ -76,3 +76,24 @@ def test_the_inventory_asks_for_nic_names_where_the_recipe_leaves_them_to_hosts(
 def test_the_inventory_selects_the_recipes_gpus_per_host(tmp_path):
     assert inkctl(tmp_path, "init", "inkling-8x-h200-podman-vllm").returncode == 0
     assert 'gpus: "0,1,2,3,4,5,6,7"' in (tmp_path / "hosts.yaml").read_text()
+
+
+def test_a_second_recipe_in_one_project_keeps_hosts_yaml_and_gets_its_own_inventory(tmp_path):
+    """init of another recipe where hosts.yaml is (two models behind a gateway, say): hosts.yaml
+    is kept as the user edited it, the new recipe's template is hosts-<recipe>.yaml, and the
+    commands init prints name that file and plan as written."""
+    first = inkctl(tmp_path, "init", "qwen3-coder-30b-fp8-1x-h100-vllm")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "hosts.yaml").write_text((tmp_path / "hosts.yaml").read_text() + "# mine\n")
+    name = "llama-3.3-70b-fp8-2x-rtxpro6000-vllm"
+    second = inkctl(tmp_path, "init", name)
+    assert second.returncode == 0, second.stderr
+    assert (tmp_path / "hosts.yaml").read_text().endswith("# mine\n")
+    assert (tmp_path / f"hosts-{name}.yaml").is_file()
+    assert all(len(ln) <= 80 for ln in second.stdout.splitlines()), second.stdout
+    commands = printed_now(second.stdout)
+    assert commands == [["plan", f"{name}.yaml", "--hosts", f"hosts-{name}.yaml"]], second.stdout
+    r = inkctl(tmp_path, *commands[0])
+    assert r.returncode == 0, r.stderr
+    again = inkctl(tmp_path, "init", name)
+    assert again.returncode == 2 and "overwrites nothing" in again.stderr
