@@ -62,8 +62,10 @@ def init(
     nics = ", NIC names" if recipe.hardware.nodes > 1 else ""
     then = textwrap.fill(f"then put your hosts in {inv} (rank order: name or ssh alias, address, user{nics}), "
                          f"edit {src.name} to taste, check and launch:", 80, break_on_hyphens=False)
+    see = textwrap.fill(f"next: see what will run (on the placeholder hosts in {inv}):", 80, subsequent_indent="    ",
+                        break_on_hyphens=False)
     print(f"""
-next: see what will run (on the placeholder hosts in {inv}):
+{see}
   inkctl plan {src.name} --hosts {inv}
 {then}
   inkctl doctor {src.name} --hosts {inv}

@@ -38,7 +38,7 @@ class Plain:
         import os
 
         self.stream = stream
-        self._column = 0  # where the cursor is after a print(..., end="")
+        self._line = ""  # what a print(..., end="") left on the current line, as it shows
         self.color = stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
     def _markup(self, text: str) -> str:
@@ -63,13 +63,22 @@ class Plain:
             text = self._markup(f"[{style}]") + text + "\x1b[0m"
         width = terminal_width(self.stream)
         if width and end == "\n":
-            col = self._column
+            # what this line already shows (a print(..., end="") before) is folded with it, so the
+            # break and the hanging indent follow the whole line, not a column count
+            before = self._line
             lines = text.split("\n")
-            first = fold(" " * col + lines[0], width)
-            first[0] = first[0][col:]
+            first = fold(before + lines[0], width)
+            first[0] = first[0][len(before):]
             text = "\n".join(first + [ln for rest in lines[1:] for ln in fold(rest, width)])
-        self._column = 0 if end == "\n" else self._column + len(text)
+        self._line = "" if end == "\n" else self._line + visible(text)
         self.stream.write(text + end)
+
+
+def visible(text: str) -> str:
+    """The text as the screen shows it: without colour codes."""
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text) if "\x1b" in text else text
 
 
 def _isatty(stream) -> bool:
@@ -117,6 +126,9 @@ def fold(line: str, width: int) -> list[str]:
 
     if vis(line) <= width:
         return [line]
+    lead = re.match(r"((?:\x1b\[[0-9;]*m)+)( +)", line)  # a style opened before the indent: indent first
+    if lead:
+        line = lead.group(2) + lead.group(1) + line[lead.end():]
     indent = len(line) - len(line.lstrip(" "))
     hang = " " * min(indent + 4, width // 3)
     out: list[str] = []

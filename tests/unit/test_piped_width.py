@@ -115,3 +115,32 @@ def test_a_long_sh_c_script_in_a_plan_is_folded_where_sh_joins_it_again():
     assert printed != script  # broken over lines ...
     run = [subprocess.run(["sh", "-c", s], capture_output=True, text=True).stdout for s in (printed, script)]
     assert run[0] == run[1] == "two words|and  three|dropped\na b  c|x  y z|done|at|the|end|of|a|long|script|"
+
+
+def test_on_a_terminal_a_problem_line_folds_as_one_line_with_colour_codes(monkeypatch):
+    """validate prints a problem in two pieces (the coloured severity, then the text) and its hint
+    dim: on a terminal the fold must see the line as it shows, not count colour codes as columns
+    (the text used to continue 26 columns in, the hint's rest at 4)."""
+    import io
+
+    from inkctl.cli.render import Plain, visible
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    out = Tty()
+    p = Plain(out)
+    p.print("  [yellow]warning[/] INK208 ", end="")
+    p.print("r.yaml:13:3: engine.image.digest: image vllm/vllm-openai:v0.28.0 is not pinned by digest",
+            markup=False)
+    p.print("      hint: set digest: sha256:<64 hex>, or run `inkctl lock` to pin what the hosts have",
+            markup=False, style="dim")
+    lines = visible(out.getvalue()).splitlines()
+    assert "\x1b[" in out.getvalue() and all(len(ln) <= 80 for ln in lines), lines
+    assert lines[0].startswith("  warning INK208 r.yaml:13:3: engine.image.digest:")
+    assert lines[1].startswith("      vllm/vllm-openai") and lines[1][6] != " "  # hangs 4 past the 2-space indent
+    assert lines[2].startswith("      hint: ") and lines[3].startswith("          hosts have"), lines
