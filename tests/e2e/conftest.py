@@ -176,6 +176,12 @@ def unfold(text: str) -> str:
     return re.sub(r" \\\n\s*", " ", text)
 
 
+def said(text: str) -> str:
+    """What a message says, whatever the width it was folded to: folded commands joined, every
+    run of whitespace one space (piped output folds at $COLUMNS, else 80: tests/unit/test_piped_width.py)."""
+    return " ".join(unfold(text).split())
+
+
 def no_traceback(text: str) -> bool:
     """inkctl printed no Python traceback of its own. Engine logs that inkctl quotes (lines
     behind '|') may hold the engine's tracebacks: those are the user's evidence, not a bug."""

@@ -105,4 +105,4 @@ def test_the_wheel_lists_plans_and_inits_bundled_recipes(installed, tmp_path):
     assert plan.returncode == 0, plan.stderr
     assert "gpu-0" in plan.stdout  # the inventory init wrote is what it planned for
     again = run(installed, elsewhere, "init", "inkling-small-2x-dgx-spark-vllm")
-    assert again.returncode == 2 and "overwrites nothing" in again.stderr
+    assert again.returncode == 2 and "overwrites nothing" in " ".join(again.stderr.split())
