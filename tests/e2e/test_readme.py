@@ -139,6 +139,7 @@ def test_from_the_wheel_lock_names_the_copy_to_lock_not_site_packages(installed,
     r = subprocess.run(["inkctl", "lock", "inkling-small-2x-dgx-spark-vllm", "--local"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, r.stderr
-    assert "installed with inkctl" in r.stderr and "`inkctl init inkling-small-2x-dgx-spark-vllm` here" in r.stderr
+    said = " ".join(r.stderr.replace(" \\\n", " ").split())  # as it reads, however it was folded
+    assert "installed with inkctl" in said and "`inkctl init inkling-small-2x-dgx-spark-vllm` here" in said, r.stderr
     assert "site-packages" not in r.stderr.split("hint:", 1)[1]
     assert not list((installed.parent / "lib").glob("python3*/site-packages/inkctl/share/recipes/*.lock.json"))
