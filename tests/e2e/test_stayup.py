@@ -16,7 +16,7 @@ import pytest
 
 from inkctl.execute.hosts.ssh import LOST_AFTER_S
 from tests.cluster.proc import wait_for
-from tests.e2e.conftest import containers, no_traceback
+from tests.e2e.conftest import containers, no_traceback, said
 from tests.e2e.test_guard import Follow, follow, lock_dir, stand_in, state_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.cluster
@@ -109,7 +109,7 @@ def test_nccl_falling_back_to_sockets_where_rdma_was_asked_fails_up_naming_host_
     # the engine really ran with NCCL_DEBUG=INFO (the plan sets it with rdma) and said it itself
     ok = inkctl("up", rec, "--hosts", inv, "--allow-socket-fallback", timeout=120)
     assert ok.rc == 0, ok
-    assert "NCCL fell back to TCP sockets" in ok.out and "allowed by --allow-socket-fallback" in ok.out, ok
+    assert "NCCL fell back to TCP sockets" in said(ok.out) and "allowed by --allow-socket-fallback" in said(ok.out), ok
     env = cluster.docker("h2", "exec", "inkctl-e2e-nccl-r1", "cat", "/proc/1/environ").stdout.split("\0")
     assert "NCCL_DEBUG=INFO" in env
     assert inkctl("down", rec, "--hosts", inv).rc == 0
