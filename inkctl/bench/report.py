@@ -83,22 +83,9 @@ def new_run_dir(base: Path, model: str, when: datetime) -> Path:
 
 def write_json(path: Path, data: dict) -> None:
     """Written aside, then renamed: ``results`` run meanwhile reads the old file or the new one."""
+    from inkctl.files import replace_text
+
     replace_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
-
-
-def replace_text(path: Path, text: str) -> None:
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def llama_benchy(points: list[Point], *, model: str, prompt_size: int, response_size: int, when: datetime) -> dict:

@@ -93,7 +93,8 @@ def _source(states, from_, pin):
 
 
 def _lock(loaded, doc, pin_key, source, fmt) -> None:
-    from inkctl.recipe.lockfile import FORMAT, HEADER, editing, lock_path, read_lock, render, replace_lock
+    from inkctl.files import replace_text
+    from inkctl.recipe.lockfile import FORMAT, HEADER, editing, lock_path, read_lock, render
 
     with editing(loaded):  # read again under the lock: a pin written meanwhile by another command stays
         doc = read_lock(loaded) or {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name,
@@ -102,7 +103,7 @@ def _lock(loaded, doc, pin_key, source, fmt) -> None:
         doc["pins"][pin_key] = source.digest
         doc["pins"] = dict(sorted(doc["pins"].items()))
         path = lock_path(loaded)
-        replace_lock(path, render(doc))
+        replace_text(path, render(doc))
     if fmt == "json":
         print(json.dumps({"lock": str(path), "pin": pin_key, "sha256": source.digest, "from": source.host,
                           "files": len(source.files), "previous": old}, indent=2))

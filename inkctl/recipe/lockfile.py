@@ -29,6 +29,7 @@ from pathlib import Path
 from inkctl.bundled import lock_command
 from inkctl.codes import code
 from inkctl.errors import InkctlError, Problem
+from inkctl.files import replace_text
 from inkctl.recipe.loaded import Loaded
 
 FORMAT = 1
@@ -84,26 +85,8 @@ def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | No
     if models:
         doc["models"] = models
     path = lock_path(loaded)
-    replace_lock(path, render(doc))
+    replace_text(path, render(doc))
     return path
-
-
-def replace_lock(path: Path, text: str) -> None:
-    """Write the lock file whole under a temp name of its own, then rename it over the old one:
-    a reader sees the old file or the new one, and two writers never share a temp file (a fixed
-    ``.tmp`` name let the second one's rename find it gone)."""
-    import os
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 @contextmanager

@@ -75,13 +75,13 @@ def test_a_jobs_output_gives_each_ranks_phases_by_its_label():
     from inkctl.slurm.bootlog import JobLog
 
     log = JobLog("/nonexistent/job.out", ("n1", "n2"), "vllm", t0=0.0)
-    for line in ["0: inkctl: rank 0 started inkctl-x-r0 on node-a (10.0.0.1)",
-                 "1: inkctl: rank 1 started inkctl-x-r1 on node-b (10.0.0.2)",
+    for line in ["0: inkctl: rank 0 started inkctl-x-r0 on node-a (192.0.2.1)",
+                 "1: inkctl: rank 1 started inkctl-x-r1 on node-b (192.0.2.2)",
                  "0: INFO 12-01 10:00:00 [default_loader.py:262] Loading weights took 1.50 seconds",
                  "1: INFO 12-01 10:00:00 [default_loader.py:262] Loading weights took 2.25 seconds",
                  "1: INFO 12-01 10:00:03 [gpu_model_runner.py:3480] Graph capturing finished in 4 secs, took 0.5 GiB",
                  "Loading weights took 9.00 seconds",  # not a rank's line: not counted
-                 "inkctl: ready: http://10.0.0.1:8000/health"]:
+                 "inkctl: ready: http://192.0.2.1:8000/health"]:
         log.line(line)
     rec = log.stop()
     assert [(r["host"], r["rank"], r["seconds"]) for r in rec["ranks"]] == [

@@ -35,14 +35,14 @@ def test_the_chain_waits_for_every_member_and_takes_one_named_dead_for_ended():
     h3 = Host("h3", [{"ev": "listening", "port": 3}, {"ev": "progress", "bytes": 5},
                      {"ev": "dead", "host": "h2", "why": "timed out", "next": "h1"},
                      {"ev": "progress", "bytes": 20}, {"ev": "done"}])
-    members = [Member(h.name, h, f"10.0.0.{i}") for i, h in enumerate((h1, h2, h3), 1)]  # type: ignore[arg-type]
+    members = [Member(h.name, h, f"192.0.2.{i}") for i, h in enumerate((h1, h2, h3), 1)]  # type: ignore[arg-type]
     seen: list[tuple[str, str]] = []
     chain = Chain(members, on_event=lambda m, ev: seen.append((m.name, ev["ev"])))
     chain.start(lambda m: ["relay"])
     chain.wait_listening(5)
     assert [m.listening["port"] for m in members] == [1, 2, 3]
     assert chain.sources(members[2], members[:2]) == {"sources": [
-        {"name": "h2", "url": "http://10.0.0.2:2"}, {"name": "h1", "url": "http://10.0.0.1:1"}]}  # nearest first
+        {"name": "h2", "url": "http://192.0.2.2:2"}, {"name": "h1", "url": "http://192.0.2.1:1"}]}  # nearest first
     for h in (h1, h2, h3):
         h.go.set()
     chain.wait_ended(members[1:])  # returns although h2's session never ends
