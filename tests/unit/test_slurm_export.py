@@ -236,7 +236,9 @@ def test_scripts_match_golden(recipe: Path):
 
 
 STUB = """#!/bin/sh
-# records its argv, one argument per line, NUL-free; `docker run` prints an id, `docker wait` an exit code
+# records its argv, one argument per line, NUL-free; `docker run` prints an id, `docker wait` an exit code.
+# A rank runs `docker logs` and `docker wait` at once: one record at a time, or their lines interleave
+exec 9>>"$CALLS.lock"; flock 9
 { printf '%s\\n' "$(basename "$0")"; for a in "$@"; do printf '%s\\0' "$a"; done; printf '\\n'; } >> "$CALLS"
 case "$1" in run) echo 0123abcd ;; wait) echo 7 ;; esac
 exit 0
