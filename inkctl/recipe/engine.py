@@ -9,7 +9,7 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Field, field_validator
 
-from inkctl.recipe.fields import ImageDigest, Strict, empty_list
+from inkctl.recipe.fields import ImageDigest, Strict, default_of, empty_list
 from inkctl.recipe.parallel import DataParallel, ExpertParallel
 
 
@@ -25,7 +25,7 @@ class EngineArgs(Strict):
 
     tensor_parallel: int = Field(1, ge=1, le=1024, description="Tensor-parallel size (vLLM --tensor-parallel-size, SGLang --tp-size).")
     pipeline_parallel: int = Field(1, ge=1, le=1024, description="Pipeline-parallel size (vLLM --pipeline-parallel-size, SGLang --pp-size).")
-    data_parallel: DataParallel = Field(default_factory=DataParallel, description="Data parallelism (vLLM --data-parallel-*, SGLang --dp-size/--enable-dp-attention); multi-node vLLM gets its per-host flags planned.")
+    data_parallel: DataParallel = Field(default_factory=default_of(DataParallel), description="Data parallelism (vLLM --data-parallel-*, SGLang --dp-size/--enable-dp-attention); multi-node vLLM gets its per-host flags planned.")
     expert: Optional[ExpertParallel] = Field(None, description="Expert parallelism for MoE models (vLLM --enable-expert-parallel/--all2all-backend/--enable-eplb, SGLang --ep-size/--moe-a2a-backend/--deepep-mode).")
     port: int = Field(8000, ge=1, le=65535, description="Port the engine's HTTP server listens on inside the container.")
     bind_host: str = Field("0.0.0.0", description="Address the engine binds (--host).")
@@ -71,7 +71,7 @@ class Image(Strict):
 class _EngineBase(Strict):
     version: str = Field(description="Engine version as the recipe's provenance states it, e.g. 'v0.28.0'.")
     image: Image = Field(description="The image the engine runs from (after any build, see patches).")
-    args: EngineArgs = Field(default_factory=EngineArgs, description="Engine arguments.")
+    args: EngineArgs = Field(default_factory=default_of(EngineArgs), description="Engine arguments.")
     health_path: str = Field("/health", description="HTTP path that answers 200 once the engine serves.")
 
 

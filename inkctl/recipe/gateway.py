@@ -26,7 +26,7 @@ from typing import Literal, Optional
 from pydantic import Field, field_validator
 
 from inkctl.errors import Problem
-from inkctl.recipe.fields import HostName, Name, Strict, empty_list
+from inkctl.recipe.fields import HostName, Name, Strict, default_of, empty_list
 from inkctl.recipe.fleet import Router
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.loaded import Loaded
@@ -57,7 +57,7 @@ class GatewayFile(Strict):
     """Several recipes side by side on one inventory, behind one endpoint routing by model name."""
 
     name: Name = Field(description="Name of the whole: the router's deployment is NAME-gateway.")
-    gateway: Gateway = Field(default_factory=Gateway, description="The router in front of every group.")
+    gateway: Gateway = Field(default_factory=default_of(Gateway), description="The router in front of every group.")
     port_stride: int = Field(10, ge=1, le=1000, description="Groups sharing a host get the engine's ports shifted by this much for each group before them on that host.")
     models: list[ModelGroup] = Field(min_length=2, description="The models, one engine group each.")
     notes: list[str] = Field(default_factory=empty_list, description="Free text.")

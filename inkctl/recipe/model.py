@@ -14,7 +14,7 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
-from inkctl.recipe.fields import EnvName, HostPath, Name, Strict, empty_list
+from inkctl.recipe.fields import EnvName, HostPath, Name, Strict, default_of, empty_list
 from inkctl.recipe.fleet import Fleet
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.patch import Patches
@@ -41,7 +41,7 @@ class ModelSpec(Strict):
     active_params_b: Optional[float] = Field(None, gt=0, description="Active parameters per token, billions (MoE).")
     context_length: Optional[int] = Field(None, ge=1, description="Longest context the model supports.")
     trust_remote_code: bool = Field(False, description="Pass --trust-remote-code to the engine.")
-    weights: ModelWeights = Field(default_factory=ModelWeights, description="The model's files on the hosts: which are needed, where they live.")
+    weights: ModelWeights = Field(default_factory=default_of(ModelWeights), description="The model's files on the hosts: which are needed, where they live.")
 
     @property
     def name(self) -> str:
@@ -212,15 +212,15 @@ class Recipe(Strict):
     hardware: Hardware = Field(description="The hardware every host must have.")
     engine: Engine = Field(description="The inference engine: kind 'vllm' or 'sglang'.")
     speculative: Optional[Speculative] = Field(None, description="Speculative decoding; a draft model is pinned, distributed and checked like the served one.")
-    container: ContainerSpec = Field(default_factory=ContainerSpec, description="How the engine's container runs.")
-    network: NetworkSpec = Field(default_factory=NetworkSpec, description="NCCL/Gloo transport between hosts.")
-    patches: Patches = Field(default_factory=Patches, description="How the engine is patched.")
+    container: ContainerSpec = Field(default_factory=default_of(ContainerSpec), description="How the engine's container runs.")
+    network: NetworkSpec = Field(default_factory=default_of(NetworkSpec), description="NCCL/Gloo transport between hosts.")
+    patches: Patches = Field(default_factory=default_of(Patches), description="How the engine is patched.")
     secrets: dict[EnvName, SecretSource] = Field(default_factory=dict, description="Secrets by name and where their values come from; they reach hosts only in a 0600 env file.")
-    health: Health = Field(default_factory=Health, description="Readiness.")
-    watchdog: Watchdog = Field(default_factory=Watchdog, description="Boot memory watchdog.")
-    compile_cache: CompileCache = Field(default_factory=CompileCache, description="Compile and kernel caches kept on the hosts between boots.")
-    smoke: Smoke = Field(default_factory=Smoke, description="Smoke prompts after health.")
-    capabilities: Capabilities = Field(default_factory=Capabilities, description="What it serves.")
+    health: Health = Field(default_factory=default_of(Health), description="Readiness.")
+    watchdog: Watchdog = Field(default_factory=default_of(Watchdog), description="Boot memory watchdog.")
+    compile_cache: CompileCache = Field(default_factory=default_of(CompileCache), description="Compile and kernel caches kept on the hosts between boots.")
+    smoke: Smoke = Field(default_factory=default_of(Smoke), description="Smoke prompts after health.")
+    capabilities: Capabilities = Field(default_factory=default_of(Capabilities), description="What it serves.")
     provenance: Optional[Provenance] = Field(None, description="Source and trust status.")
     results: list[Measurement] = Field(default_factory=empty_list, description="Results measured where the recipe came from (provenance); `inkctl results RUN --recipe` compares a run with them.")
     fleet: Optional[Fleet] = Field(None, description="Several replicas of this engine group behind one request router (`up` starts the router too).")
