@@ -154,7 +154,8 @@ def recipes(
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl import bundled
     from inkctl.cli.render import recipe_listing
-    from inkctl.recipe.source import expand_paths, is_inventory, load_recipe
+    from inkctl.recipe.filekind import expand_paths
+    from inkctl.recipe.source import is_inventory, load_recipe
 
     fmt = output_format(output)
     checkout = None

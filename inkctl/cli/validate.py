@@ -18,13 +18,25 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
     With ``hosts``, ``check_hosts(loaded)`` plans each recipe on them (``cli/commands.py`` passes
     it: planning a fleet needs ``cli/fleet.py``, a command module)."""
     from inkctl.cli.render import plain, print_problems
-    from inkctl.recipe.filekind import is_gateway_file
-    from inkctl.recipe.source import expand_paths, is_inventory, load_inventory, load_recipe
+    from inkctl.recipe.filekind import expand_paths
 
     fmt = output_format(output)
     results: list[tuple] = []
+    cache = None
+    if not set_ and hosts is None:  # a verdict on the file alone: kept (cli/validate_cache.py)
+        from inkctl.cli.validate_cache import open_cache
+
+        cache = open_cache()
     for path in expand_paths(paths):
+        kept = cache.get(path) if cache is not None else None
+        if kept is not None:
+            problems, warnings = kept
+            results.append((path, not problems and not (strict and warnings), problems, warnings))
+            continue
         try:
+            from inkctl.recipe.filekind import is_gateway_file
+            from inkctl.recipe.source import is_inventory, load_inventory
+
             if is_inventory(path):
                 load_inventory(path)
                 results.append((path, True, [], []))
@@ -35,7 +47,7 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
                 problems, warnings = validate_gateway(path, hosts)
                 results.append((path, not problems and not (strict and warnings), problems, warnings))
                 continue
-            loaded = load_recipe(path, overrides(set_), hosts)
+            loaded = _load(path, set_, hosts, cache)
             if hosts is not None and check_hosts is not None:
                 check_hosts(loaded)
             problems, warnings = [], loaded.warnings
@@ -64,6 +76,30 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
             out.print(f"{mark} {path}{extra}")
             print_problems(problems + warnings, strict=strict)
     return 0 if all(r[1] for r in results) else EXIT_INVALID
+
+
+def _load(path: Path, set_: Optional[List[str]], hosts: Optional[Path], cache):
+    """``load_recipe``; with a cache, its verdict kept there, found by what it was made of
+    (the recipe, the files it read or looked for), when it is a verdict: loaded, or invalid."""
+    from inkctl.errors import RecipeInvalid
+    from inkctl.recipe.source import load_recipe
+
+    if cache is None:
+        return load_recipe(path, overrides(set_), hosts)
+    from inkctl.cli.validate_cache import looked_for, reads_of, recording
+
+    data = path.read_bytes()
+    opened: set[str] = set()
+    try:
+        with recording(opened):
+            loaded = load_recipe(path)
+    except RecipeInvalid as e:
+        if e.problems and path.read_bytes() == data:
+            cache.put(path, data, reads_of(path, opened, []), e.problems, [])
+        raise
+    if path.read_bytes() == data:  # the verdict is on these bytes (not on a file changed meanwhile)
+        cache.put(path, data, reads_of(path, opened, looked_for(loaded)), [], loaded.warnings)
+    return loaded
 
 
 def plain_arguments(args: list[str]) -> dict | None:

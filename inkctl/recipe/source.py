@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import glob
-import os
 from pathlib import Path
 
 from inkctl.codes import code
@@ -117,29 +115,6 @@ def _located(problems: list[Problem], path: Path) -> list[Problem]:
         pos = doc.position(p.path)
         out.append(replace(p, line=pos[0], col=pos[1]) if pos else p)
     return out
-
-
-def expand_paths(paths: list[str]) -> list[Path]:
-    """Files, directories (their *.yaml/*.yml, recursively) and globs -> recipe files, sorted."""
-    out: list[Path] = []
-    for p in paths:
-        matches = glob.glob(p, recursive=True) if any(c in p for c in "*?[") else [str(recipe_path_or_self(p))]
-        if not matches:
-            raise UsageError(f"{p}: no such file or directory")
-        for m in matches:
-            if os.path.isdir(m):
-                out += sorted(x for x in Path(m).rglob("*") if x.suffix in (".yaml", ".yml") and not x.name.endswith(".lock.yaml"))
-            elif os.path.exists(m):
-                out.append(Path(m))
-            else:
-                raise UsageError(f"{m}: no such file or directory")
-    return out
-
-
-def recipe_path_or_self(path: str) -> Path:
-    from inkctl import bundled
-
-    return bundled.resolve(path)
 
 
 def is_inventory(path: str | Path) -> bool:
