@@ -33,6 +33,7 @@ from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.chain import Chain, Member, Unstarted, safely
 from inkctl.execute.hosts.fanout import background, each
+from inkctl.execute.hosts.program import program
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.execute.state.images import HostImages, normal_id
 
@@ -210,7 +211,7 @@ class _Push:
         self.stop, self.daemon = stop, daemon
         self.token = secrets.token_hex(32)
         self.run = secrets.token_hex(4)  # this run's file names
-        self.code = PROGRAM.read_bytes()
+        self.code = program(PROGRAM)  # one file: the shared host-side part inlined
         self.hosts = ([src] if daemon is None else []) + receivers
         self.first = receivers[0]
         self.nodes = {n.name: n for n in self.hosts}
