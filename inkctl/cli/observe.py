@@ -1,4 +1,4 @@
-"""``doctor``, ``status`` and ``logs``: read what the hosts have; change nothing (a pull aside).
+"""``doctor`` and ``status``: read what the hosts have; change nothing (a pull aside).
 
 Thin commands: load -> plan -> connect -> probe -> print. Every host is asked in parallel; an
 unreachable host is reported as such, next to the answers of the others.
@@ -7,7 +7,6 @@ unreachable host is reported as such, next to the answers of the others.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -19,33 +18,25 @@ if TYPE_CHECKING:
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
 from inkctl.cli.slurm import SlurmFlag
-from inkctl.errors import InkctlError, UsageError
+from inkctl.errors import InkctlError
 
 RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
                 "skipped": ("skipped", "dim"), "not-run": ("-", "dim")}
 HOST_WIDTH = 22  # a table's host column: longer names wrap inside it
-PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
-                  "bright_green", "bright_yellow", "bright_blue", "red")
 
 
 def _connect(hosts, accept_new: bool) -> dict[str, Transport]:
     """Every host in parallel; a host that cannot be reached becomes an Unreachable stand-in."""
-    from inkctl.execute.hosts.connect import connect_each
-    from inkctl.execute.deploy.preflight import Unreachable
+    from inkctl.api.reach import connect
+    from inkctl.cli.options import accepted
 
-    def accepted(host, name, key_type, fp):
-        print(f"trusted the new host key of {host}: {key_type} {fp} (added {name} to known_hosts)", file=sys.stderr)
-
-    conn = connect_each(list(hosts), accept_new=accept_new, on_accept=accepted)
-    transports = dict(conn.transports)
-    transports.update({name: Unreachable(err) for name, err in conn.errors.items()})
-    return transports
+    return connect(hosts, accept_new, accepted)
 
 
 def _close(transports: dict) -> None:
-    from inkctl.execute.hosts.connect import close_all
+    from inkctl.api.reach import close
 
-    close_all(transports)
+    close(transports)
 
 
 # ------------------------------------------------------------------------------------ doctor
@@ -289,118 +280,3 @@ def _print_status(plan, rows: list[dict], health: dict, recipe=None) -> None:
     if health.get("url"):
         out.print(f"health: {health['url']} -> {health.get('state') or 'not asked (head not running)'}"
                   + (f" ({health['detail']})" if health.get("detail") else ""), markup=False)
-
-
-# -------------------------------------------------------------------------------------- logs
-
-@app.command()
-def logs(
-    recipe: Path = RecipeArg,
-    hosts: Optional[Path] = HostsOpt,
-    set_: Optional[List[str]] = SetOpt,
-    accept_new_host_keys: bool = AcceptOpt,
-    follow: bool = typer.Option(False, "--follow", "-f", help="Follow every rank at once until Ctrl-C."),
-    tail: Optional[str] = typer.Option(None, "--tail", help="Lines from the end of each rank's log (a number or 'all')."),
-    since: Optional[str] = typer.Option(None, "--since", help="Only lines since this time (e.g. 10m, 2026-11-29T16:00:00)."),
-    rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank."),
-    host: Optional[str] = typer.Option(None, "--host", help="Only this host."),
-    output: str = OutputOpt,
-    slurm: bool = SlurmFlag,
-) -> None:
-    """Every rank's log merged, each line prefixed host/rank (JSON lines with --output json).
-
-    With --slurm: the job's output, every rank's lines prefixed 'RANK: ' (srun --label)."""
-    from inkctl.execute.supervise.logs import Follow, snapshot, sources
-
-    fmt = output_format(output)
-    if tail is not None and not (tail.isdigit() or tail == "all"):
-        raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
-    if slurm:
-        from inkctl.cli import slurm as slurm_cli
-
-        return slurm_cli.logs(recipe, set_, follow=follow, rank=rank, tail=tail)
-    loaded, plan, _ = load_target(recipe, hosts, set_, "logs")
-    srcs = sources(plan, rank=rank, host=host)
-    if not srcs:
-        have = ", ".join(f"{c.host}/{c.rank}" for c in plan.containers)
-        raise UsageError(f"no rank matches{f' --rank {rank}' if rank is not None else ''}{f' --host {host}' if host else ''}",
-                         hint=f"this deployment has {have}")
-    wanted = {s.host for s in srcs}
-    transports = _connect([h for h in loaded.hosts if h.name in wanted], accept_new_host_keys)
-    printer = _LinePrinter(srcs, fmt)
-    failed = False
-    try:
-        for name, t in transports.items():
-            if hasattr(t, "error"):
-                printer.note(f"{name}: {t.error.reason}")
-                failed = True
-        if not follow:
-            lines, errors = snapshot(transports, srcs, tail=tail, since=since)
-            for ln in lines:
-                printer.line(ln)
-            for e in errors:
-                if not any(e.startswith(f"{n}/") for n, t in transports.items() if hasattr(t, "error")):
-                    printer.note(e)
-            failed = failed or bool(errors)
-        else:
-            f = Follow(transports, srcs, tail=tail, since=since).start()
-            try:
-                for item in f:
-                    if hasattr(item, "line"):
-                        printer.line(item)
-                    elif item.error:
-                        printer.note(f"{item.source.prefix}: log ended: {item.error}")
-                    else:
-                        printer.note(f"{item.source.prefix}: log ended (exit {item.exit_code})")
-            except KeyboardInterrupt:
-                f.stop()
-    finally:
-        _close(transports)
-    if failed and not follow:
-        raise InkctlError("some ranks' logs could not be read (see above)")
-
-
-class _LinePrinter:
-    """Prefix each line with host/rank: a colour per rank on a terminal, plain otherwise, or JSON."""
-
-    def __init__(self, srcs, fmt: str):
-        self.fmt = fmt
-        self.tty = sys.stdout.isatty() and fmt == "text"
-        width = max(len(s.prefix) for s in srcs)
-        self.prefix = {(s.host, s.rank): s.prefix.ljust(width) for s in srcs}
-        self.style = {(s.host, s.rank): PREFIX_COLOURS[i % len(PREFIX_COLOURS)] for i, s in enumerate(srcs)}
-
-    def line(self, ln) -> None:
-        from dataclasses import replace
-
-        from inkctl.scrub import active
-
-        ln = replace(ln, line=active().text(ln.line))  # engines echo their environment: mask it
-        key = (ln.host, ln.rank)
-        if self.fmt == "json":
-            sys.stdout.write(json.dumps(ln.as_dict()) + "\n")
-        elif self.tty:
-            from rich.text import Text
-
-            from inkctl.cli.render import console
-
-            import textwrap
-
-            out = console()
-            prefix = self.prefix[key]
-            # the terminal's width: a long line goes on under its prefix, never under the one before
-            room = max(20, out.width - len(prefix) - 3)
-            parts = textwrap.wrap(ln.line, room, break_on_hyphens=False, drop_whitespace=False) or [""]
-            for i, part in enumerate(parts):
-                text = Text((prefix if i == 0 else " " * len(prefix)) + " | ", style=self.style[key])
-                text.append(part.rstrip())
-                out.print(text, soft_wrap=True)
-            return
-        else:
-            sys.stdout.write(f"{self.prefix[key]} | {ln.line}\n")
-        sys.stdout.flush()
-
-    def note(self, text: str) -> None:
-        from inkctl.scrub import active
-
-        print(f"inkctl: {active().text(text)}", file=sys.stderr, flush=True)
