@@ -24,7 +24,9 @@ from tests.unit.test_layers import imports_of, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
-THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py")
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
+        "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
+        "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -186,3 +188,98 @@ def test_api_down_result_says_what_failed():
     assert ok.failure() is None and ok.summary() == "qwen-small-single is down on 1 host"
     bad = DownResult(plan, TakeDown(failed={"gpu-box": "connection refused"})).failure()
     assert bad is not None and "could not clean 1 host(s)" in bad.message and "gpu-box: connection refused" in bad.message
+
+
+def test_api_weights_refuses_an_unpinned_model_before_any_host(tmp_path):
+    from inkctl.api.target import Target
+    from inkctl.api.weights import WeightsOptions, prepare
+    from inkctl.errors import InkctlError, UsageError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(EXAMPLE.read_text())
+    with pytest.raises(InkctlError) as e:
+        prepare(Target.of(recipe, ONE_HOST), WeightsOptions())
+    assert e.value.exit_code == 2 and "the model is not pinned yet: Qwen/Qwen3-0.6B" in e.value.message
+    assert e.value.hint == f"run `inkctl lock {recipe} --hosts {ONE_HOST}` first"
+    with pytest.raises(UsageError, match="weights needs hosts"):
+        prepare(Target.of(recipe), WeightsOptions())
+
+
+def test_api_build_says_what_it_did_not_build_and_lease_needs_hosts():
+    from inkctl.api.build import BuildOptions, build
+    from inkctl.api.lease import lease
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    said = build(Target.of(EXAMPLE), BuildOptions(), _no_display)
+    assert isinstance(said, dict) and said["built"] is False and "nothing to build" in said["message"]
+    with pytest.raises(UsageError, match="--push: inkctl builds no image for this recipe"):
+        build(Target.of(EXAMPLE), BuildOptions(push="registry.invalid:5000"), _no_display)
+    with pytest.raises(UsageError, match=r"^lease status needs hosts: pass --hosts FILE or list hosts: in the recipe$"):
+        lease(Target.of(EXAMPLE), "status")
+
+
+def test_api_runs_names_the_newest_when_a_run_is_unknown(tmp_path, monkeypatch):
+    from inkctl import runlog
+    from inkctl.api.runs import run, runs
+    from inkctl.errors import UsageError
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert runs().runs == [] and runs().dir == runlog.runs_dir()
+    runlog.start("down", ["down", "r.yaml"])
+    runlog.finish(0)
+    (only,) = runs().runs
+    assert run("last").info["id"] == only["id"]
+    with pytest.raises(UsageError) as e:
+        run("nope")
+    assert e.value.hint == f"inkctl runs lists them (newest: {only['id']})"
+
+
+def test_api_where_finds_the_server_a_plan_answers_on_without_asking_it():
+    from inkctl.api.serving import where
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="bench needs a RECIPE"):
+        where(None, None, None, "bench")
+    w = where(Target.of(EXAMPLE, ONE_HOST), None, None, "bench")  # the recipe names its model: nothing asked
+    assert w.base_url.startswith("http://192.0.2.20:") and not w.base_url.endswith("/v1/chat/completions")
+    assert (w.model, w.plan is not None, w.fleet) == ("qwen-small", True, None)
+    assert where(None, "http://127.0.0.1:9/v1/chat/completions/", "m", "smoke").base_url == "http://127.0.0.1:9"
+    with pytest.raises(UsageError, match="give a base URL"):
+        where(None, "127.0.0.1:9", "m", "smoke")
+
+
+def test_api_smoke_checks_what_was_asked():
+    from inkctl.api.serving import Where
+    from inkctl.api.smoke import Ask, checks_for
+    from inkctl.errors import UsageError
+
+    bare = Where("http://127.0.0.1:9/", "m")
+    assert bare.base_url == "http://127.0.0.1:9"
+    with pytest.raises(UsageError, match="--expect goes with --prompt"):
+        checks_for(bare, Ask(expect="4"))
+    assert [c.kind for c in checks_for(bare, Ask(reasoning=True, tools=True))] == ["answer", "reasoning", "tools"]
+    assert [(c.prompt, c.contains) for c in checks_for(bare, Ask(prompts=("2+2?",), expect="4"))] == [("2+2?", "4")]
+
+
+def test_api_logs_names_the_ranks_there_are_when_none_matches():
+    from inkctl.api.logs import LogsOptions, ranks
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    target = Target.of(EXAMPLE, ONE_HOST)
+    assert [(s.host, s.rank) for s in ranks(target, LogsOptions()).sources] == [("gpu-box", 0)]
+    with pytest.raises(UsageError, match="no rank matches --rank 7") as e:
+        ranks(target, LogsOptions(rank=7))
+    assert e.value.hint == "this deployment has gpu-box/0"
+
+
+def test_api_results_compares_only_points_in_common(tmp_path):
+    from inkctl.api.results import Run, compare_runs
+    from inkctl.errors import InkctlError
+
+    a = Run(tmp_path / "a", {}, [{"max_concurrency": 1, "request_rate": "inf"}])
+    b = Run(tmp_path / "b", {}, [{"max_concurrency": 2, "request_rate": "inf"}])
+    with pytest.raises(InkctlError, match="a and b have no point in common"):
+        compare_runs(a, b)
