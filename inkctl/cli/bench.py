@@ -56,10 +56,11 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
 
         if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
             # a fleet is measured through its router; provenance comes from replica 0
-            from inkctl.cli.fleet import load_fleet
+            from inkctl.api.fleet import load_fleet
+            from inkctl.api.target import Target
             from inkctl.execute.deploy.fleet import replica_loaded
 
-            loaded, fleet = load_fleet(recipe, hosts, set_, command)
+            loaded, fleet = load_fleet(Target.of(recipe, hosts, set_), command)
             rep = fleet.replicas[0]
             loaded, plan, base = replica_loaded(loaded, rep), rep.plan, fleet.url
             r = fleet.router_spec

@@ -204,15 +204,19 @@ def status(
     from inkctl.recipe.source import load_recipe
 
     if is_gateway_file(recipe):
-        from inkctl.cli.fleet import fleet_status, load_gateway_fleet
+        from inkctl.api.fleet import load_gateway_fleet
+        from inkctl.api.target import Target
+        from inkctl.cli.fleet import fleet_status
 
-        lg, gw = load_gateway_fleet(recipe, hosts, "status")
+        lg, gw = load_gateway_fleet(Target.of(recipe, hosts), "status")
         fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
         return
     if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
-        from inkctl.cli.fleet import fleet_status, load_fleet
+        from inkctl.api.fleet import load_fleet
+        from inkctl.api.target import Target
+        from inkctl.cli.fleet import fleet_status
 
-        loaded, fleet = load_fleet(recipe, hosts, set_, "status")
+        loaded, fleet = load_fleet(Target.of(recipe, hosts, set_), "status")
         fleet_status(loaded, fleet, fmt=fmt, accept_new=accept_new_host_keys)
         return
     loaded, plan, _ = load_target(recipe, hosts, set_, "status")

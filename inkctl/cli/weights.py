@@ -44,10 +44,11 @@ def weights(
     if partition and slurm_job:
         raise UsageError("--partition and --slurm-job both name the nodes: choose one")
     if partition or slurm_job or nodelist:
-        from inkctl.cli.slurm import slurm_target
+        from inkctl.api.slurm import slurm_target
+        from inkctl.api.target import Target
 
-        loaded, plan, image = slurm_target(recipe, set_, hosts, "weights", partition=partition, job=slurm_job,
-                                           nodelist=nodelist)
+        loaded, plan, image = slurm_target(Target.of(recipe, hosts, set_), "weights", partition=partition,
+                                           job=slurm_job, nodelist=nodelist)
     else:
         loaded, plan, image = load_target(recipe, hosts, set_, "weights")
     from inkctl.recipe.manifest import host_cache_template, read_manifest
@@ -85,7 +86,9 @@ def weights(
     models = [(loaded, manifest)]
     draft = read_draft_manifest(loaded)
     if draft is not None:  # the speculative draft: the same cache, the same copies, after the model
-        models.append((replace(loaded, recipe=draft_view(loaded.recipe)), draft))
+        view = draft_view(loaded.recipe)
+        assert view is not None  # a draft pinned in the lock file is the recipe's draft
+        models.append((replace(loaded, recipe=view), draft))
     elif loaded.recipe.speculative is not None and loaded.recipe.speculative.draft is not None:
         raise InkctlError(f"the draft model is not pinned yet: {loaded.recipe.speculative.draft.repo} has no manifest "
                           "in the lock file", hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "")

@@ -24,7 +24,7 @@ from tests.unit.test_layers import imports_of, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
-THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py")
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
