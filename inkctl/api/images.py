@@ -1,19 +1,62 @@
 """The recipe's image to every host that lacks it, host to host (``execute.image.relay``): what
-``images push-to-hosts`` and ``up --distribute-image`` run."""
+``images push-to-hosts`` and ``up --distribute-image`` run.
+
+The events it sends are ``execute.image.relay``'s, named here for the renderers."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from inkctl.errors import InkctlError
+from inkctl.api.target import Target, load_target
+from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
+from inkctl.execute.image.relay import ImageHostDone, ImageLayers, ImageReattached, ImageStarted
 
 if TYPE_CHECKING:
-    import threading
-
     from inkctl.execute.events import Sink
     from inkctl.execute.image.relay import Pushed
     from inkctl.plan.step import Plan
     from inkctl.recipe.loaded import Loaded
+
+
+# the api, and the events a display of ``images push-to-hosts`` reads (besides Info)
+__all__ = ["push_to_hosts", "failure", "distribute_image", "distribute_before_up", "ImageStarted", "ImageLayers",
+           "ImageReattached", "ImageHostDone"]
+
+
+def push_to_hosts(target: Target, *, source: str | None, accept_new: bool, display: Callable[[], Sink]) -> Pushed:
+    """``images push-to-hosts``: load, then the image relayed with its events sent to
+    ``display()`` (made once the recipe loaded); Ctrl-C stops it (exit 130), a second one
+    abandons it. Hosts it did not reach are in the report (``failure``)."""
+    from inkctl.api.signals import on_signals, restore
+
+    loaded, plan, image = load_target(target, "images push-to-hosts")
+    interrupt = threading.Event()
+    previous = on_signals(interrupt, lambda: Cancelled(started=True))
+    try:
+        sink = display()
+        try:
+            out = distribute_image(loaded, plan, image, source=source, accept_new=accept_new, sink=sink,
+                                   stop=interrupt)
+        finally:
+            sink.close()
+    finally:
+        restore(previous)
+    if interrupt.is_set():
+        raise InkctlError("interrupted: the image did not reach every host; run again to finish",
+                          exit_code=EXIT_INTERRUPTED)
+    return out
+
+
+def failure(out: Pushed, target: Target) -> InkctlError | None:
+    """The error to end ``images push-to-hosts`` with when a host did not get the image."""
+    if not out.failed:
+        return None
+    return InkctlError(f"{out.image} did not reach {', '.join(out.failed)}:\n" +
+                       "\n".join(f"  {h}: {why}" for h, why in out.failed.items()),
+                       hint=f"fix what is named, then run `inkctl images push-to-hosts {target.where()}` again: "
+                            "only hosts lacking it receive", exit_code=1)
 
 
 def distribute_image(loaded: Loaded, plan: Plan, image: str | None, *, source: str | None, accept_new: bool,

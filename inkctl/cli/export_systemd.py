@@ -92,7 +92,11 @@ def systemd(
                      secrets=dict(loaded.recipe.secrets))
     if output:
         output.write_text(text)
-        print(f"wrote {output}: install it with: cp {output} /etc/systemd/system/inkctl-{plan.deployment}.service "
-              f"&& systemctl daemon-reload && systemctl enable --now inkctl-{plan.deployment}", file=sys.stderr)
+        unit = f"inkctl-{plan.deployment}"
+        # one command per line: each fits a terminal and copies on its own
+        print(f"wrote {output}\n\nnext: install and start it (as root):\n"
+              f"  cp {output} /etc/systemd/system/{unit}.service\n"
+              f"  systemctl daemon-reload\n"
+              f"  systemctl enable --now {unit}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -1,19 +1,17 @@
 """``inkctl images push-to-hosts``: the recipe's image from the host that has it to every host
-that lacks it, host to host along a chain (``inkctl.execute.image.relay``). Thin: load -> relay
--> print."""
+that lacks it, host to host along a chain (``inkctl.execute.image.relay``). Thin: flags ->
+``inkctl.api.images.push_to_hosts`` (load, relay, Ctrl-C) -> print."""
 
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, load_target, output_format
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 images_app = typer.Typer(help="The recipe's image on every host: streamed host to host, no registry needed.",
                          no_args_is_help=True)
@@ -35,42 +33,27 @@ def push_to_hosts_cmd(
     (docker or podman, mixed). Hosts that have it are skipped; layers every host has are
     not sent; a relay host that dies is named and the hosts after it go on."""
     fmt = output_format(output)
-    loaded, plan, image = load_target(recipe, hosts, set_, "images push-to-hosts")
-    from inkctl.api.signals import on_signals, restore
-    from inkctl.errors import Cancelled
+    from inkctl.api import images as api
+    from inkctl.api.target import Target
 
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, lambda: Cancelled(started=True))
-    try:
-        out = distribute_image(loaded, plan, image, source=from_, accept_new=accept_new_host_keys, fmt=fmt,
-                               stop=interrupt)
-    finally:
-        restore(previous)
-    if interrupt.is_set():
-        raise InkctlError("interrupted: the image did not reach every host; run again to finish",
-                          exit_code=EXIT_INTERRUPTED)
+    target = Target.of(recipe, hosts, set_)
+    out = api.push_to_hosts(target, source=from_, accept_new=accept_new_host_keys, display=lambda: _display(fmt))
     if fmt == "json":
         print(json.dumps(out.as_dict()))
     else:
         _summary(out)
-    if out.failed:
-        raise InkctlError(f"{out.image} did not reach {', '.join(out.failed)}:\n" +
-                          "\n".join(f"  {h}: {why}" for h, why in out.failed.items()),
-                          hint=f"fix what is named, then run `inkctl images push-to-hosts {recipe}"
-                               + (f" --hosts {hosts}" if hosts else "") + "` again: only hosts lacking it receive",
-                          exit_code=1)
+    failure = api.failure(out, target)
+    if failure is not None:
+        raise failure
 
 
-def distribute_image(loaded, plan, image, *, source, accept_new: bool, fmt: str, stop=None):
-    """``inkctl.api.images.distribute_image`` with this command's progress lines (or JSON)."""
-    from inkctl.api.images import distribute_image as relay
-    from inkctl.execute.events import JsonLines
+def _display(fmt: str):
+    """The relay's progress: JSON lines, or a line per host as it goes."""
+    if fmt == "json":
+        from inkctl.execute.events import JsonLines
 
-    sink = JsonLines() if fmt == "json" else _Lines()
-    try:
-        return relay(loaded, plan, image, source=source, accept_new=accept_new, sink=sink, stop=stop)
-    finally:
-        sink.close()
+        return JsonLines()
+    return _Lines()
 
 
 class _Lines:
@@ -82,7 +65,7 @@ class _Lines:
         self.out = console()
 
     def emit(self, event) -> None:
-        from inkctl.execute.image.relay import ImageHostDone, ImageLayers, ImageReattached, ImageStarted
+        from inkctl.api.images import ImageHostDone, ImageLayers, ImageReattached, ImageStarted
 
         if isinstance(event, ImageStarted):
             self.out.print(f"{event.host}: receiving from {event.source}", markup=False, highlight=False)

@@ -1,20 +1,20 @@
 """``inkctl lease status|release RECIPE``: the deploy lease each up/down/build holds on every host.
 
 Distinct from ``inkctl lock RECIPE`` (which pins hashes in RECIPE.lock.json): this one says who
-holds a deployment's lease (inkctl.execute.state.deploylock) and breaks a stale one.
+holds a deployment's lease (inkctl.execute.state.deploylock) and breaks a stale one. Thin:
+flags -> ``inkctl.api.lease`` -> print.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import List, Optional
 
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
-from inkctl.errors import UsageError
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 lease_app = typer.Typer(
     help="The deploy lease (one up/down/build per deployment at a time): who holds it; break a stale one.",
@@ -42,33 +42,14 @@ _command("release", "Break the deployment's lease on every host (after a command
 
 
 def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) -> None:
-    from inkctl.execute.state import deploylock
-    from inkctl.execute.hosts.connect import close_all, connect_all
-    from inkctl.plan.deploy import build_plan
-    from inkctl.recipe.source import load_recipe
+    from inkctl.api.lease import lease
+    from inkctl.api.target import Target
 
-    loaded = load_recipe(recipe, overrides(set_), hosts)
-    if loaded.hosts is None:
-        raise UsageError(f"lease {verb} needs hosts: pass --hosts FILE or list hosts: in the recipe")
-    plan = build_plan(loaded.recipe, loaded.hosts)  # the deployment's name and hosts: no image or pins needed
-    transports = connect_all(list(loaded.hosts), accept_new=accept_new)
-    doc: dict[str, Any]
-    try:
-        if verb == "status":
-            held = deploylock.status(plan, transports)
-            doc = {h: (None if v is None else {"who": v.who, "pid": v.pid, "command": v.command, "since": v.since})
-                   for h, v in held.items()}
-            lines = [f"{h}: {'free' if v is None else 'held by ' + v.describe()}" for h, v in held.items()]
-        else:
-            released = deploylock.release(plan, transports)
-            doc = {h: bool(v) for h, v in released.items()}
-            lines = [f"{h}: {'released' if v else 'was not held'}" for h, v in released.items()]
-    finally:
-        close_all(transports)
+    got = lease(Target.of(recipe, hosts, set_), verb, accept_new=accept_new)
     if fmt == "json":
-        print(json.dumps({"deployment": plan.deployment, verb: doc}, indent=2))
+        print(json.dumps(got.as_dict(), indent=2))
         return
     from inkctl.cli.render import console
 
-    for line in lines:
-        console().print(f"{plan.deployment} {line}", markup=False)
+    for line in got.lines():
+        console().print(f"{got.deployment} {line}", markup=False)

@@ -1,4 +1,5 @@
-"""``inkctl runs``: the records that up, down, build, weights, watch and bench leave (inkctl.runlog)."""
+"""``inkctl runs``: the records that up, down, build, weights, watch and bench leave
+(``inkctl.api.runs``, which reads ``inkctl.runlog``). Thin: flags -> the api -> print."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import OutputOpt, output_format
-from inkctl.errors import UsageError
 
 WIDTH = 80
 SHOWN_EVENTS = 12
@@ -27,32 +27,30 @@ def runs(
     Every up, down, build, weights, watch and bench leaves a directory under
     $XDG_STATE_HOME/inkctl/runs/ (~/.local/state without it): the argv, the recipe hash, every
     event (events.jsonl), the debug log and the exit status. Secrets are masked there too."""
-    from inkctl import runlog
+    from inkctl.api import runs as api
 
     fmt = output_format(output)
     if run is None:
-        rows = runlog.listing()
-        if fmt == "json":
-            print(json.dumps({"dir": str(runlog.runs_dir()), "runs": rows}, indent=2))
-            return
-        if not rows:
-            print(f"no runs recorded in {runlog.runs_dir()}")
-            return
-        print(f"{'RUN':<28} {'STATUS':<11} {'TIME':>7}  DEPLOYMENT")
-        for r in rows:
-            print(_row(r))
+        _listing(api.runs(), fmt)
         return
-    path = runlog.find(run)
-    if path is None:
-        known = [r["id"] for r in runlog.listing()[:3]]
-        raise UsageError(f"no run {run!r} in {runlog.runs_dir()}",
-                         hint="inkctl runs lists them" + (f" (newest: {', '.join(known)})" if known else ""))
-    info, events = runlog.read(path), runlog.events(path)
+    one = api.run(run)
     if fmt == "json":
-        print(json.dumps({**info, "events": events}, indent=2, default=str))
+        print(json.dumps({**one.info, "events": one.events}, indent=2, default=str))
         return
-    for line in _show(info, events):
+    for line in _show(one.info, one.events):
         print(line)
+
+
+def _listing(found, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps({"dir": str(found.dir), "runs": found.runs}, indent=2))
+        return
+    if not found.runs:
+        print(f"no runs recorded in {found.dir}")
+        return
+    print(f"{'RUN':<28} {'STATUS':<11} {'TIME':>7}  DEPLOYMENT")
+    for r in found.runs:
+        print(_row(r))
 
 
 def _status(r: dict) -> str:
@@ -76,24 +74,42 @@ def _field(name: str, value: str) -> list[str]:
 def _show(info: dict, events: list[dict]) -> list[str]:
     lines = [f"run {info.get('id')}"]
     lines += _field("command", shlex.join(info.get("argv") or []))
+    lines += _field("started", _started(info))
+    status = _status(info) if info.get("status") != "ok" else f"ok, exit {info.get('exit_code', 0)}"
+    lines += _field("status", status)
+    lines += _said(info)
+    lines += _acted_on(info)
+    lines += _field("events", f"{len(events)} in events.jsonl" + (f"; the last {SHOWN_EVENTS}:" if len(events) > SHOWN_EVENTS else ":"))
+    for ev in events[-SHOWN_EVENTS:]:
+        lines.append(_event_line(ev))
+    lines += _field("files", f"{info.get('path')}/ (run.json, events.jsonl, debug.log)")
+    return lines
+
+
+def _started(info: dict) -> str:
     started = str(info.get("started", "?"))
     if isinstance(info.get("seconds"), (int, float)):
         started += f" ({info['seconds']:.1f} s)"
-    lines += _field("started", started)
-    status = _status(info) if info.get("status") != "ok" else f"ok, exit {info.get('exit_code', 0)}"
-    lines += _field("status", status)
+    return started
+
+
+def _said(info: dict) -> list[str]:
+    """The error and the hint the run ended with, a field line per line."""
+    lines = []
     for key in ("error", "hint"):
         for i, text in enumerate(str(info.get(key) or "").splitlines()):
             lines += _field(key if i == 0 else "", text)
+    return lines
+
+
+def _acted_on(info: dict) -> list[str]:
+    """The recipe (and its hash) and the deployment (and its hosts) the run acted on."""
+    lines = []
     if info.get("recipe") or info.get("recipe_hash"):
         lines += _field("recipe", " ".join(x for x in (info.get("recipe"), info.get("recipe_hash")) if x))
     if info.get("deployment"):
         where = f" on {', '.join(info['hosts'])}" if info.get("hosts") else ""
         lines += _field("deployment", f"{info['deployment']}{where}")
-    lines += _field("events", f"{len(events)} in events.jsonl" + (f"; the last {SHOWN_EVENTS}:" if len(events) > SHOWN_EVENTS else ":"))
-    for ev in events[-SHOWN_EVENTS:]:
-        lines.append(_event_line(ev))
-    lines += _field("files", f"{info.get('path')}/ (run.json, events.jsonl, debug.log)")
     return lines
 
 

@@ -1,19 +1,17 @@
-"""``weights``: the pinned model on every host. Thin: load -> scan -> relay along a chain
-(``inkctl.weights.relay``) -> print."""
+"""``weights``: the pinned model on every host. Thin: flags -> ``inkctl.api.weights`` (load,
+check, relay along a chain) -> the live view or JSON, the report."""
 
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, load_target, output_format
-from inkctl.api.signals import on_signals, restore
-from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
+from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
+from inkctl.errors import UsageError
 
 
 @app.command()
@@ -38,116 +36,52 @@ def weights(
     fmt = output_format(output)
     if repair and not verify:
         raise UsageError("--repair goes with --verify (without --verify, weights already fixes what a quick scan finds)")
+    from inkctl.api.target import Target
+    from inkctl.api.weights import WeightsOptions
+    from inkctl.api.weights import weights as api_weights
+
+    options = WeightsOptions(source=from_, verify=verify, repair=repair, bwlimit=bwlimit,
+                             accept_new=accept_new_host_keys)
+    api_weights(Target.of(recipe, hosts, set_), options, lambda manifest: _display(fmt, manifest),
+                on_report=lambda report: _said(fmt, report),
+                nodes=_slurm_nodes(recipe, set_, hosts, partition, slurm_job))
+
+
+def _slurm_nodes(recipe: Path, set_, hosts: Optional[Path], partition: Optional[str], job: Optional[str]):
+    """With --partition, --slurm-job or inside an allocation: what loads the recipe on Slurm's
+    nodes (``api/slurm.slurm_target``); None: the inventory's hosts."""
     import os
 
-    nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (partition or slurm_job) else None
-    if partition and slurm_job:
+    nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (partition or job) else None
+    if partition and job:
         raise UsageError("--partition and --slurm-job both name the nodes: choose one")
-    if partition or slurm_job or nodelist:
+    if not (partition or job or nodelist):
+        return None
+
+    def nodes():
         from inkctl.api.slurm import slurm_target
         from inkctl.api.target import Target
 
-        loaded, plan, image = slurm_target(Target.of(recipe, hosts, set_), "weights", partition=partition,
-                                           job=slurm_job, nodelist=nodelist)
-    else:
-        loaded, plan, image = load_target(recipe, hosts, set_, "weights")
-    from inkctl.recipe.manifest import host_cache_template, read_manifest
+        return slurm_target(Target.of(recipe, hosts, set_), "weights", partition=partition, job=job,
+                            nodelist=nodelist)
 
-    if loaded.recipe.model.local:
-        raise UsageError(f"model.repo is a local directory ({loaded.recipe.model.repo}): `inkctl weights` puts Hub models in the hosts' Hub cache",
-                         hint="put the directory on every host yourself (same path); `inkctl lock` pins its files")
-    manifest = read_manifest(loaded)
-    if host_cache_template(loaded.recipe) is None:
-        raise UsageError("the recipe does not put the Hub cache on the hosts, so there is nowhere to put the weights",
-                         hint="mount the host's Hub cache into the container (container.mounts) or set model.weights.cache")
-    if not loaded.recipe.model.weights.manage:
-        raise UsageError("model.weights.manage is false: inkctl does not manage this recipe's weights")
-    if manifest is None:
-        from inkctl.bundled import lock_command
-
-        raise InkctlError(f"the model is not pinned yet: {loaded.recipe.model.repo} has no manifest in the lock file",
-                          hint=f"run {lock_command(loaded.path, f' --hosts {hosts}' if hosts else '')} first", exit_code=2)
-    names = [h.name for h in plan.hosts]
-    source = from_ or names[0]
-    if source not in names:
-        raise UsageError(f"--from {source}: not a host of the inventory ({', '.join(names)})")
-
-    from inkctl.weights.hub import endpoint, token_secret
-
-    token_name, token = token_secret(loaded.recipe)
-    from inkctl.scrub import arm
-
-    scrub = arm([token.reveal()] if token is not None else [])  # the one scrubber: the run's record too
-    from dataclasses import replace
-
-    from inkctl.recipe.draft import draft_view
-    from inkctl.recipe.manifest import read_draft_manifest
-
-    models = [(loaded, manifest)]
-    draft = read_draft_manifest(loaded)
-    if draft is not None:  # the speculative draft: the same cache, the same copies, after the model
-        view = draft_view(loaded.recipe)
-        assert view is not None  # a draft pinned in the lock file is the recipe's draft
-        models.append((replace(loaded, recipe=view), draft))
-    elif loaded.recipe.speculative is not None and loaded.recipe.speculative.draft is not None:
-        raise InkctlError(f"the draft model is not pinned yet: {loaded.recipe.speculative.draft.repo} has no manifest "
-                          "in the lock file", hint=f"run `inkctl lock {recipe}" + (f" --hosts {hosts}" if hosts else "")
-                          + "` first", exit_code=2)
-    for one, pinned in models:
-        _one_model(one, plan, image, pinned, fmt, scrub, source, verify, repair, accept_new_host_keys,
-                   endpoint(loaded.recipe), {token_name: token.reveal()} if token is not None else {}, bwlimit,
-                   recipe, hosts)
+    return nodes
 
 
-def _one_model(loaded, plan, image, manifest, fmt, scrub, source, verify, repair, accept_new, hub_url, hub_env,
-               bwlimit, recipe, hosts) -> None:
-    from inkctl import runlog
-    from inkctl.execute.events import JsonLines, ScrubbingSink
-    from inkctl.weights.run import run_weights
-
-    view = None if fmt == "json" else _view(manifest)
-    sink = ScrubbingSink(runlog.recording(JsonLines() if view is None else view), scrub)
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, lambda: Cancelled(started=True))
-    try:
-        report = run_weights(loaded, plan, image, manifest, sink, source=source, verify=verify, repair=repair,
-                             accept_new=accept_new, hub_url=hub_url, hub_env=hub_env, interrupt=interrupt,
-                             bwlimit=bwlimit * 1e6 if bwlimit else None)
-    except Cancelled:  # a second Ctrl-C: the copies stop where they are
-        raise _interrupted() from None
-    except InkctlError as e:
-        if interrupt.is_set():
-            raise _interrupted() from None
-        e.message, e.hint = scrub.text(e.message), scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
-        raise
-    finally:
-        sink.close()
-        restore(previous)
-    if interrupt.is_set():
-        raise _interrupted()
+def _display(fmt: str, manifest):
     if fmt == "json":
-        print(json.dumps({"event": "weights", **report.as_dict()}))
-    else:
-        _summary(report)
-    if report.failed or report.bad:
-        from inkctl.weights.hub import token_how
+        from inkctl.execute.events import JsonLines
 
-        raise InkctlError(report.failure_text(), hint=report.hint(recipe, hosts, token_how(loaded.recipe)), exit_code=1)
-
-
-def _interrupted() -> InkctlError:
-    return InkctlError("interrupted: the copies stopped; partial files are kept and the next run resumes them",
-                       exit_code=EXIT_INTERRUPTED)
-
-
-def _view(manifest):
+        return JsonLines()
     from inkctl.cli.weights_view import WeightsView
 
     return WeightsView(manifest)
 
 
-def _summary(report) -> None:
+def _said(fmt: str, report) -> None:
+    if fmt == "json":
+        print(json.dumps({"event": "weights", **report.as_dict()}))
+        return
     from inkctl.cli.render import console
 
     out = console()

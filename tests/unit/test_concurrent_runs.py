@@ -141,7 +141,7 @@ def test_two_processes_in_one_second_get_a_run_record_each(tmp_path):
 
 
 def _pin_many(recipe: str, key: str, n: int, go) -> None:
-    from inkctl.cli.cache import _lock
+    from inkctl.api.cache import pin_cache
     from inkctl.recipe.source import load_recipe
 
     class Source:
@@ -154,7 +154,7 @@ def _pin_many(recipe: str, key: str, n: int, go) -> None:
         s.digest = f"{key}-{i}"  # type: ignore[attr-defined]
         with open(os.devnull, "w") as null:
             sys.stdout = null
-            _lock(loaded, None, f"compile-cache:{key}", s, "text")
+            pin_cache(loaded, f"compile-cache:{key}", s)
 
 
 @pytest.mark.parametrize("rounds", [30])

@@ -41,6 +41,17 @@ def test_a_bundled_name_becomes_the_real_path_and_env_secrets_an_environment_fil
         assert v.returncode == 0 and "u.service" not in v.stderr, v.stderr
 
 
+def test_the_install_commands_come_one_per_line_within_80_columns(tmp_path):
+    assert inkctl(tmp_path, "init", "vllm-native-2node").returncode == 0
+    r = inkctl(tmp_path, "export", "systemd", "vllm-native-2node.yaml", "--hosts", "hosts.yaml", "--out", "x.service")
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), r.stderr
+    commands = [ln.strip() for ln in lines if ln.startswith("  ")]
+    assert commands == ["cp x.service /etc/systemd/system/inkctl-moe-native-2node.service",
+                        "systemctl daemon-reload", "systemctl enable --now inkctl-moe-native-2node"]
+
+
 def test_a_file_secret_is_a_credential_the_watch_reads_back(tmp_path):
     assert inkctl(tmp_path, "init", "vllm-single-docker").returncode == 0
     copy = tmp_path / "vllm-single-docker.yaml"

@@ -24,7 +24,9 @@ from tests.unit.test_layers import imports_of, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
-THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
+        "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
+        "inkctl/cli/runs.py", "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -186,3 +188,48 @@ def test_api_down_result_says_what_failed():
     assert ok.failure() is None and ok.summary() == "qwen-small-single is down on 1 host"
     bad = DownResult(plan, TakeDown(failed={"gpu-box": "connection refused"})).failure()
     assert bad is not None and "could not clean 1 host(s)" in bad.message and "gpu-box: connection refused" in bad.message
+
+
+def test_api_weights_refuses_an_unpinned_model_before_any_host(tmp_path):
+    from inkctl.api.target import Target
+    from inkctl.api.weights import WeightsOptions, prepare
+    from inkctl.errors import InkctlError, UsageError
+
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(EXAMPLE.read_text())
+    with pytest.raises(InkctlError) as e:
+        prepare(Target.of(recipe, ONE_HOST), WeightsOptions())
+    assert e.value.exit_code == 2 and "the model is not pinned yet: Qwen/Qwen3-0.6B" in e.value.message
+    assert e.value.hint == f"run `inkctl lock {recipe} --hosts {ONE_HOST}` first"
+    with pytest.raises(UsageError, match="weights needs hosts"):
+        prepare(Target.of(recipe), WeightsOptions())
+
+
+def test_api_build_says_what_it_did_not_build_and_lease_needs_hosts():
+    from inkctl.api.build import BuildOptions, build
+    from inkctl.api.lease import lease
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    said = build(Target.of(EXAMPLE), BuildOptions(), _no_display)
+    assert isinstance(said, dict) and said["built"] is False and "nothing to build" in said["message"]
+    with pytest.raises(UsageError, match="--push: inkctl builds no image for this recipe"):
+        build(Target.of(EXAMPLE), BuildOptions(push="registry.invalid:5000"), _no_display)
+    with pytest.raises(UsageError, match=r"^lease status needs hosts: pass --hosts FILE or list hosts: in the recipe$"):
+        lease(Target.of(EXAMPLE), "status")
+
+
+def test_api_runs_names_the_newest_when_a_run_is_unknown(tmp_path, monkeypatch):
+    from inkctl import runlog
+    from inkctl.api.runs import run, runs
+    from inkctl.errors import UsageError
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert runs().runs == [] and runs().dir == runlog.runs_dir()
+    runlog.start("down", ["down", "r.yaml"])
+    runlog.finish(0)
+    (only,) = runs().runs
+    assert run("last").info["id"] == only["id"]
+    with pytest.raises(UsageError) as e:
+        run("nope")
+    assert e.value.hint == f"inkctl runs lists them (newest: {only['id']})"
