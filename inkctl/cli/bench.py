@@ -2,6 +2,10 @@
 
 Each command works against a deployment (RECIPE --hosts FILE: the URL, model and checks come
 from the plan) or against any OpenAI-compatible server (--url URL --model NAME).
+
+Thin: ``inkctl.api.serving`` finds the server, ``api.smoke`` checks it, ``api.bench`` runs the
+sweep and saves the run, ``api.results`` reads runs back; these functions check the flags,
+call them and print (``cli/benchtable.py``, ``cli/smoketable.py``).
 """
 
 from __future__ import annotations
@@ -14,80 +18,29 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
-from inkctl.errors import InkctlError, UsageError
+from inkctl.errors import UsageError
 
 UrlOpt = typer.Option(None, "--url", help="Base URL of an OpenAI-compatible server (http://host:port), instead of a deployment.")
 ModelOpt = typer.Option(None, "--model", help="Model name to request (default: the recipe's served name; with --url alone, the one model the server lists).")
 ApiKeyEnvOpt = typer.Option(None, "--api-key-env", help="Name of an environment variable holding the server's API key.")
 ResultsDirOpt = typer.Option(Path("bench-results"), "--results-dir", help="Where runs are saved and read.")
-CHAT = "/v1/chat/completions"
 DEFAULT_CONCURRENCY = "1,2,4,8,16,32,64"
 
 
-class Where:
-    """The server to talk to and what the recipe (if any) says about it."""
-
-    def __init__(self, base_url: str, model: str, loaded=None, plan=None, fleet: dict | None = None):
-        self.base_url, self.model, self.loaded, self.plan = base_url.rstrip("/"), model, loaded, plan
-        self.fleet = fleet  # a fleet's router: replicas, router kind, policy
-
-
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
-           command: str, api_key: Optional[str] = None) -> Where:
-    if recipe is None and url is None:
-        raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
-    loaded = plan = None
-    base = None
-    fleet_info = None
-    if recipe is not None and url is not None and hosts is None:
-        # a recipe for its checks and model, the server at --url (a port-forward, a proxy): no hosts
-        from inkctl.cli.options import overrides
-        from inkctl.recipe.source import load_recipe
-        from inkctl.scrub import arm_for
+           command: str, api_key: Optional[str] = None):
+    """The server to talk to (``inkctl.api.serving.where``); a fleet through its router."""
+    from inkctl.api.serving import where
+    from inkctl.api.target import Target
 
-        loaded = load_recipe(recipe, overrides(set_))
-        arm_for(loaded.recipe)
-    elif recipe is not None:
-        from inkctl.cli.options import load_target
+    target = Target.of(recipe, hosts, set_) if recipe is not None else None
+    return where(target, url, model, command, api_key, fleet=_fleet_plans)
 
-        from inkctl.recipe.source import load_recipe
 
-        from inkctl.cli.options import overrides
+def _fleet_plans(loaded):
+    from inkctl.api.fleet import fleet_of
 
-        if load_recipe(recipe, overrides(set_), hosts).recipe.fleet is not None:
-            # a fleet is measured through its router; provenance comes from replica 0
-            from inkctl.api.fleet import load_fleet
-            from inkctl.api.target import Target
-            from inkctl.execute.deploy.fleet import replica_loaded
-
-            loaded, fleet = load_fleet(Target.of(recipe, hosts, set_), command)
-            rep = fleet.replicas[0]
-            loaded, plan, base = replica_loaded(loaded, rep), rep.plan, fleet.url
-            r = fleet.router_spec
-            fleet_info = {"replicas": len(fleet.replicas), "router": r.kind, "policy": r.policy_name, "url": fleet.url}
-        else:
-            loaded, plan, _ = load_target(recipe, hosts, set_, command)
-        from inkctl.plan.step import WaitHealth
-
-        health = next((s for s in plan.steps() if isinstance(s, WaitHealth)), None)
-        if base is None and health is not None and health.answer_url:
-            base = health.answer_url[: -len(CHAT)] if health.answer_url.endswith(CHAT) else health.answer_url
-    if url is not None:
-        if not url.startswith(("http://", "https://")):
-            raise UsageError(f"--url {url!r}: give a base URL such as http://10.0.0.5:8000")
-        base = url.rstrip("/")
-        for suffix in (CHAT, "/v1/completions", "/v1"):
-            if base.endswith(suffix):
-                base = base[: -len(suffix)]
-                break
-    if base is None:
-        raise UsageError(f"{command}: the plan has no server URL; pass --url")
-    name = model or (loaded.recipe.model.name if loaded else None)
-    if not name:
-        from inkctl.client.models import the_one_model
-
-        name = the_one_model(base, command, api_key)
-    return Where(base, name, loaded, plan, fleet_info)
+    return fleet_of(loaded)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url
@@ -122,52 +75,27 @@ def smoke(
     output: str = OutputOpt,
 ) -> None:
     """Send the smoke checks to a running server and judge the answers (exit 1 when any fails)."""
+    from inkctl.api.smoke import Ask
+    from inkctl.api.smoke import smoke as api_smoke
+
     fmt = output_format(output)
     where = _where(recipe, hosts, set_, url, model, "smoke", _api_key(api_key_env))
-    checks = _checks(where, prompt, expect, reasoning, tools)
-    from inkctl.execute.deploy.smoke import failure_message
-    from inkctl.smoke.run import run_checks
-
-    results = run_checks(where.base_url + CHAT, where.model, checks, timeout_s=timeout, api_key=_api_key(api_key_env))
-    failed = [r for r in results if not r.ok]
+    ask = Ask(prompts=tuple(prompt or ()), expect=expect, reasoning=reasoning, tools=tools)
+    checked = api_smoke(where, ask, timeout_s=timeout, api_key=_api_key(api_key_env))
     if fmt == "json":
         from dataclasses import asdict
 
-        print(json.dumps({"url": where.base_url, "model": where.model, "ok": not failed,
-                          "checks": [asdict(r) for r in results]}, indent=2))
+        print(json.dumps({"url": where.base_url, "model": where.model, "ok": not checked.failed,
+                          "checks": [asdict(r) for r in checked.results]}, indent=2))
     else:
-        from inkctl.smoke.table import smoke_table
+        from inkctl.cli.smoketable import smoke_table
 
-        print(smoke_table(results))
-    if failed:
+        print(smoke_table(checked.results))
+    failure = checked.failure()
+    if failure is not None:
         if fmt == "json":
             raise typer.Exit(1)
-        unreachable = all(r.error and r.error.startswith("cannot connect") for r in failed)
-        raise InkctlError(failure_message(where.base_url + CHAT, results),
-                          hint="nothing answers there: is the server up and the port right (a port-forward still "
-                               "running)?" if unreachable else
-                               "the server answers, but not right: check the model, its parsers and the engine's log")
-
-
-def _checks(where: Where, prompts, expect, reasoning: bool, tools: bool):
-    from inkctl.plan.smoke import WEATHER_TOOL, SmokeCheck, smoke_checks
-
-    if expect is not None and not prompts:
-        raise UsageError("--expect goes with --prompt")
-    if prompts:
-        checks = [SmokeCheck(prompt=p, contains=expect) for p in prompts]
-    elif where.loaded is not None:
-        checks = list(smoke_checks(where.loaded.recipe))
-    else:
-        checks = [SmokeCheck(prompt="What is 17 x 23? Answer with the number.", contains="391")]
-    kinds = {c.kind for c in checks}
-    if reasoning and "reasoning" not in kinds:
-        checks.append(SmokeCheck(prompt="Is 221 a prime number? Think step by step, then answer yes or no.",
-                                 kind="reasoning", max_tokens=512))
-    if tools and "tools" not in kinds:
-        checks.append(SmokeCheck(prompt="What is the weather in Paris right now? Use the tool.", kind="tools",
-                                 max_tokens=256, tool=json.dumps(WEATHER_TOOL, sort_keys=True)))
-    return checks
+        raise failure
 
 
 # ---------------------------------------------------------------------------------- bench
@@ -199,8 +127,7 @@ def bench(
     output: str = OutputOpt,
 ) -> None:
     """Measure a running server: a sweep of concurrency or request rate, vllm bench serve's metrics."""
-    from inkctl.bench import load, report
-    from inkctl.bench.metrics import parse_slos
+    from inkctl.api import bench as api_bench
 
     fmt = output_format(output)
     if api not in ("chat", "completions"):
@@ -208,105 +135,42 @@ def bench(
     if fmt_ not in ("vllm", "llama-benchy"):
         raise UsageError(f"--format {fmt_!r}: use vllm or llama-benchy")
     rates = _numbers(request_rate, float, "--request-rate") if request_rate else None
-    # a rate sweep is capped only when -c says so; a concurrency sweep has a default
-    concurrencies = (_numbers(concurrency, int, "--concurrency") if concurrency is not None
-                     else None if rates else _numbers(DEFAULT_CONCURRENCY, int, "--concurrency"))
-    slos = parse_slos(goodput or [])
-    if plot:
-        _require_matplotlib()
+    opts = api_bench.options(
+        goodput or [], plot, concurrencies=_concurrencies(concurrency, rates), rates=rates, api=api,
+        num_prompts=num_prompts, duration=duration, input_len=input_len, output_len=output_len, dataset=dataset,
+        tokenizer=tokenizer, timeout=timeout, seed=seed, llama_benchy=fmt_ == "llama-benchy",
+        results_dir=results_dir, accept_new=accept_new_host_keys)
     where = _where(recipe, hosts, set_, url, model, "bench", _api_key(api_key_env))
-    tok = load.load_tokenizer(tokenizer) if tokenizer else None
-    biggest = max(concurrencies) if concurrencies else 1
-    n_prompts = num_prompts if num_prompts is not None or duration is not None else max(16, 4 * biggest)
-    prompts = (load.file_prompts(dataset, output_len) if dataset else
-               load.random_prompts(max(n_prompts or 0, biggest, 16), input_len, output_len, seed, tok))
-    target = load.Target(where.base_url, where.model, api=api, api_key=_api_key(api_key_env), timeout_s=timeout)
-    provenance = _provenance(where, accept_new_host_keys, tokenizer, results_dir)
-    when = report.now()
-    run_dir = report.new_run_dir(results_dir, where.model, when)
-    saved: list[dict] = []
-    names: list[str] = []
-    from inkctl.bench.table import point_line, point_header
+    run = api_bench.prepare(where, opts, _api_key(api_key_env))
+    from inkctl.cli.benchtable import point_header, point_line
 
     if fmt == "text":
-        print(f"bench {where.model} at {target.url}")
+        print(f"bench {where.model} at {run.url}")
         print(f"prompts: {'random, ' + str(input_len) + ' tokens in / ' + str(output_len) + ' out' if not dataset else dataset}")
         print(point_header())
+    measured = run.measure(lambda data: print(point_line(data), flush=True) if fmt == "text" else None)
+    _say_measured(measured, fmt)
 
-    def done(point) -> None:
-        data = report.vllm_point(point, model=where.model, api=api, num_prompts_asked=n_prompts, slos_ms=slos or None,
-                                 provenance=provenance, when=when)
-        name = report.point_name(point)
-        report.write_json(run_dir / f"{name}.json", data)
-        runlog.event("point", name=name, file=str(run_dir / f"{name}.json"),
-                     **{k: data.get(k) for k in ("completed", "failed", "request_throughput", "output_throughput",
-                                                 "median_ttft_ms", "median_itl_ms") if k in data})
-        saved.append(data)
-        names.append(name)
-        if fmt == "text":
-            print(point_line(data), flush=True)
-        if not data["completed"]:
-            raise _NothingDone()
 
-    from inkctl import runlog
+def _concurrencies(concurrency: Optional[str], rates) -> Optional[list]:
+    """A rate sweep is capped only when -c says so; a concurrency sweep has a default."""
+    if concurrency is not None:
+        return _numbers(concurrency, int, "--concurrency")
+    return None if rates else _numbers(DEFAULT_CONCURRENCY, int, "--concurrency")
 
-    runlog.note(results=str(run_dir), url=target.url)
-    try:
-        points = load.sweep(target, prompts, concurrencies=concurrencies, rates=rates, num_prompts=n_prompts,
-                            duration_s=duration, on_point=done, seed=seed)
-    except (KeyboardInterrupt, _NothingDone) as e:
-        kept = any(p["completed"] for p in saved)
-        if kept:  # the points measured so far stay a run
-            _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
-        else:
-            import shutil
 
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing measured: no run to list
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        raise InkctlError(_nothing_done(saved[-1], target.url) + (f" (saved {run_dir}: the points before)" if kept else ""),
-                          hint="check --url and --model (inkctl smoke --url URL says what the server answers)") from None
-    _write_run(run_dir, when, where, api, input_len, output_len, dataset, slos, names, provenance)
-    extra = []
-    if fmt_ == "llama-benchy":
-        report.write_json(run_dir / "llama-benchy.json", report.llama_benchy(
-            points, model=where.model, prompt_size=input_len, response_size=output_len, when=when))
-        extra.append("llama-benchy.json")
-    if plot:
-        from inkctl.bench.plot import plot_run
-
-        plot_run(saved, f"{where.model} ({run_dir.name})", run_dir / "plot.png")
-        extra.append("plot.png")
+def _say_measured(measured, fmt: str) -> None:
+    run_dir, extra = measured.run_dir, measured.extra
     if fmt == "json":
-        print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": saved}, indent=2))
+        print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": measured.points}, indent=2))
     else:
         from inkctl.cli.render import relative
 
-        print(f"saved {relative(str(run_dir.resolve()))} ({len(names)} point file(s)"
+        print(f"saved {relative(str(run_dir.resolve()))} ({len(measured.names)} point file(s)"
               f"{', ' + ', '.join(extra) if extra else ''})")
-    failed = sum(p["failed"] for p in saved)
+    failed = measured.failed
     if failed and fmt == "text":
         print(f"{failed} request(s) failed; each point file counts the reasons (inkctl.errors)")
-
-
-class _NothingDone(Exception):
-    """A point completed no request: the server will not answer the next one either."""
-
-
-def _nothing_done(point: dict, url: str) -> str:
-    errors = point.get("inkctl", {}).get("errors") or {}
-    why = "; ".join(f"{n} x {e}" for e, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3]) or "no answer"
-    return f"no request completed against {url}: {why}"
-
-
-def _write_run(run_dir: Path, when, where: Where, api: str, input_len: int, output_len: int, dataset, slos,
-               names: list[str], provenance: dict) -> None:
-    from inkctl.bench import report
-
-    report.write_json(run_dir / "run.json", {
-        "date": when.isoformat(timespec="seconds"), "model": where.model, "url": where.base_url, "api": api,
-        "input_len": None if dataset else input_len, "output_len": output_len,
-        "dataset": str(dataset) if dataset else None, "goodput_slos_ms": slos, "points": names, "provenance": provenance})
 
 
 def _numbers(text: str, kind, flag: str) -> list:
@@ -319,54 +183,16 @@ def _numbers(text: str, kind, flag: str) -> list:
     return values
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        from inkctl.extras import missing
-
-        raise missing("plot", "--plot", "matplotlib") from None
-
-
-def _provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
-    prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
-    if where.fleet:
-        prov["fleet"] = where.fleet  # through the router: how many replicas, which policy
-    if where.loaded is None:
-        return prov
-    if where.plan is None:  # a recipe and --url, no hosts to ask: what the recipe says
-        from inkctl.plan.identity import recipe_hash
-
-        prov["recipe"] = {"name": where.loaded.recipe.name, "hash": recipe_hash(where.loaded.recipe)}
-        return prov
-    from inkctl.bench.provenance import deployment_provenance
-
-    prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
-    if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
-        from inkctl.bench import boots
-
-        last = boots.previous(results_dir, where.plan.deployment)
-        prov["boot"] = {"id": last[0], **last[1]} if last else None
-    return prov
-
-
 # ---------------------------------------------------------------------------------- results
 
 def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
-    from inkctl.bench import boots
+    from inkctl.api import results as api_results
     from inkctl.cli.boottable import boot_compare, boot_table
 
     if not refs:
-        listing = boots.list_boots(results_dir)
-        if fmt == "json":
-            print(json.dumps(listing, indent=2))
-        elif not listing:
-            print(f"no boot records under {results_dir / boots.SUBDIR} (inkctl up saves one per boot)")
-        else:
-            for b in listing:
-                print(b["id"])
+        _list_boots(results_dir, fmt)
         return
-    loaded = [boots.load(results_dir, r) for r in refs]
+    loaded = api_results.load_boots(results_dir, refs)
     if fmt == "json":
         print(json.dumps({i: rec for i, rec in loaded} if len(loaded) == 2 else loaded[0][1], indent=2))
     elif len(loaded) == 1:
@@ -374,6 +200,19 @@ def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
         print(boot_table(loaded[0][1]))
     else:
         print(boot_compare(loaded[0][0], loaded[0][1], loaded[1][0], loaded[1][1]))
+
+
+def _list_boots(results_dir: Path, fmt: str) -> None:
+    from inkctl.api import results as api_results
+
+    listing = api_results.list_boots(results_dir)
+    if fmt == "json":
+        print(json.dumps(listing, indent=2))
+    elif not listing:
+        print(f"no boot records under {api_results.boots_dir(results_dir)} (inkctl up saves one per boot)")
+    else:
+        for b in listing:
+            print(b["id"])
 
 
 @app.command()
@@ -387,9 +226,6 @@ def results(
 ) -> None:
     """List saved bench runs, show one, compare two (delta % per metric), or compare one with a recipe.
     With --boots: the same for the boot records up saves (where each boot's time went)."""
-    from inkctl.bench import compare, report
-    from inkctl.bench.table import compare_table, point_header, point_line, recipe_table, runs_table
-
     fmt = output_format(output)
     runs = list(runs or [])
     if len(runs) > 2:
@@ -398,57 +234,75 @@ def results(
         if recipe or plot:
             raise UsageError("--recipe and --plot are for bench runs, not --boots")
         _boots(results_dir, runs, fmt)
-        return
-    if not runs:
+    elif not runs:
         if recipe or plot:
             raise UsageError("--recipe and --plot need a run")
-        listing = report.list_runs(results_dir)
-        print(json.dumps(listing, indent=2) if fmt == "json" else runs_table(listing, results_dir))
-        return
-    d, meta, points = report.load_run(results_dir, runs[0])
-    if len(runs) == 2:
-        d2, _, points2 = report.load_run(results_dir, runs[1])
-        rows = compare.compare_runs(points, points2)
-        if not rows:
-            raise InkctlError(f"{d.name} and {d2.name} have no point in common (same max concurrency or rate)")
-        print(json.dumps({"a": d.name, "b": d2.name, "rows": rows}, indent=2) if fmt == "json"
-              else compare_table(rows, d.name, d2.name))
-        return
-    if recipe is not None:
-        from inkctl.recipe.source import load_recipe
-
-        r = load_recipe(recipe).recipe
-        measured = r.results
-        if not measured:
-            raise InkctlError(f"{recipe}: the recipe records no results: to compare with")
-        rows = compare.compare_recipe(measured, points)
-        served = {r.model.name, r.model.repo}
-        other = meta.get("model") not in served
-        if other and fmt == "text":
-            from inkctl.cli.render import plain
-
-            plain(stderr=True).print(f"note: {d.name} measured {meta.get('model')}; the recipe serves "
-                                     f"{r.model.name}: the numbers below compare two models", markup=False)
-        print(json.dumps({"run": d.name, "recipe": str(recipe), "run_model": meta.get("model"),
-                          "recipe_model": r.model.name, "same_model": not other, "rows": rows}, indent=2)
-              if fmt == "json" else recipe_table(rows, d.name))
-        return
-    if plot:
-        from inkctl.bench.plot import plot_run
-
-        path = plot_run(points, f"{meta.get('model')} ({d.name})", d / "plot.png")
-        print(f"wrote {path}")
-        return
-    if fmt == "json":
-        print(json.dumps({"run": d.name, **meta, "results": points}, indent=2))
+        _list_runs(results_dir, fmt)
     else:
-        print(f"{d.name}: {meta.get('model')} at {meta.get('url')}")
-        print(point_header())
-        for p in points:
-            print(point_line(p))
-        boot = (meta.get("provenance") or {}).get("boot")
-        if boot:  # how the deployment it measured had booted (up's latest boot record then)
-            from inkctl.cli.boottable import boot_table
+        _one_run(results_dir, runs, recipe, plot, fmt)
 
-            print(f"booted as {boot.get('id')}:")
-            print(boot_table(boot))
+
+def _list_runs(results_dir: Path, fmt: str) -> None:
+    from inkctl.api import results as api_results
+    from inkctl.cli.benchtable import runs_table
+
+    listing = api_results.list_runs(results_dir)
+    print(json.dumps(listing, indent=2) if fmt == "json" else runs_table(listing, results_dir))
+
+
+def _one_run(results_dir: Path, runs: list[str], recipe: Optional[Path], plot: bool, fmt: str) -> None:
+    """A run compared with another or with a recipe, plotted, or shown."""
+    from inkctl.api import results as api_results
+
+    run = api_results.load_run(results_dir, runs[0])
+    if len(runs) == 2:
+        _compare(run, api_results.load_run(results_dir, runs[1]), fmt)
+    elif recipe is not None:
+        _against_recipe(run, recipe, fmt)
+    elif plot:
+        print(f"wrote {api_results.plot(run)}")
+    else:
+        _show(run, fmt)
+
+
+def _compare(a, b, fmt: str) -> None:
+    from inkctl.api import results as api_results
+    from inkctl.cli.benchtable import compare_table
+
+    rows = api_results.compare_runs(a, b)
+    print(json.dumps({"a": a.name, "b": b.name, "rows": rows}, indent=2) if fmt == "json"
+          else compare_table(rows, a.name, b.name))
+
+
+def _against_recipe(run, recipe: Path, fmt: str) -> None:
+    from inkctl.api import results as api_results
+    from inkctl.cli.benchtable import recipe_table
+
+    cmp = api_results.against_recipe(run, recipe)
+    if not cmp.same_model and fmt == "text":
+        from inkctl.cli.render import plain
+
+        plain(stderr=True).print(f"note: {run.name} measured {run.meta.get('model')}; the recipe serves "
+                                 f"{cmp.recipe_model}: the numbers below compare two models", markup=False)
+    print(json.dumps({"run": run.name, "recipe": str(recipe), "run_model": run.meta.get("model"),
+                      "recipe_model": cmp.recipe_model, "same_model": cmp.same_model, "rows": cmp.rows}, indent=2)
+          if fmt == "json" else recipe_table(cmp.rows, run.name))
+
+
+def _show(run, fmt: str) -> None:
+    from inkctl.cli.benchtable import point_header, point_line
+
+    meta = run.meta
+    if fmt == "json":
+        print(json.dumps({"run": run.name, **meta, "results": run.points}, indent=2))
+        return
+    print(f"{run.name}: {meta.get('model')} at {meta.get('url')}")
+    print(point_header())
+    for p in run.points:
+        print(point_line(p))
+    boot = (meta.get("provenance") or {}).get("boot")
+    if boot:  # how the deployment it measured had booted (up's latest boot record then)
+        from inkctl.cli.boottable import boot_table
+
+        print(f"booted as {boot.get('id')}:")
+        print(boot_table(boot))

@@ -22,6 +22,14 @@ AcceptOpt = typer.Option(False, "--accept-new-host-keys",
                          help="Trust hosts whose key is not in known_hosts yet (and record it there). A changed key is always refused.")
 
 
+def accepted(host: str, name: str, key_type: str, fp: str) -> None:
+    """What a command that reads hosts (doctor, status, logs) says on stderr when
+    --accept-new-host-keys trusted a new key."""
+    import sys
+
+    print(f"trusted the new host key of {host}: {key_type} {fp} (added {name} to known_hosts)", file=sys.stderr)
+
+
 def load_target(recipe, hosts, set_: Optional[List[str]], command: str):
     """What every command that touches hosts starts with: the recipe, its hosts, its plan
     (``inkctl.api.target.load_target``). Returns (loaded, plan, image) where image is the built

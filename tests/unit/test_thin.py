@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
 THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
         "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
-        "inkctl/cli/runs.py", "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
+        "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
+        "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -278,3 +279,53 @@ def test_api_slurm_refuses_an_allocation_without_nodes_before_asking_slurm():
     finally:
         arm([])
     assert said == ["token *** here"]
+
+
+def test_api_where_finds_the_server_a_plan_answers_on_without_asking_it():
+    from inkctl.api.serving import where
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    with pytest.raises(UsageError, match="bench needs a RECIPE"):
+        where(None, None, None, "bench")
+    w = where(Target.of(EXAMPLE, ONE_HOST), None, None, "bench")  # the recipe names its model: nothing asked
+    assert w.base_url.startswith("http://192.0.2.20:") and not w.base_url.endswith("/v1/chat/completions")
+    assert (w.model, w.plan is not None, w.fleet) == ("qwen-small", True, None)
+    assert where(None, "http://127.0.0.1:9/v1/chat/completions/", "m", "smoke").base_url == "http://127.0.0.1:9"
+    with pytest.raises(UsageError, match="give a base URL"):
+        where(None, "127.0.0.1:9", "m", "smoke")
+
+
+def test_api_smoke_checks_what_was_asked():
+    from inkctl.api.serving import Where
+    from inkctl.api.smoke import Ask, checks_for
+    from inkctl.errors import UsageError
+
+    bare = Where("http://127.0.0.1:9/", "m")
+    assert bare.base_url == "http://127.0.0.1:9"
+    with pytest.raises(UsageError, match="--expect goes with --prompt"):
+        checks_for(bare, Ask(expect="4"))
+    assert [c.kind for c in checks_for(bare, Ask(reasoning=True, tools=True))] == ["answer", "reasoning", "tools"]
+    assert [(c.prompt, c.contains) for c in checks_for(bare, Ask(prompts=("2+2?",), expect="4"))] == [("2+2?", "4")]
+
+
+def test_api_logs_names_the_ranks_there_are_when_none_matches():
+    from inkctl.api.logs import LogsOptions, ranks
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    target = Target.of(EXAMPLE, ONE_HOST)
+    assert [(s.host, s.rank) for s in ranks(target, LogsOptions()).sources] == [("gpu-box", 0)]
+    with pytest.raises(UsageError, match="no rank matches --rank 7") as e:
+        ranks(target, LogsOptions(rank=7))
+    assert e.value.hint == "this deployment has gpu-box/0"
+
+
+def test_api_results_compares_only_points_in_common(tmp_path):
+    from inkctl.api.results import Run, compare_runs
+    from inkctl.errors import InkctlError
+
+    a = Run(tmp_path / "a", {}, [{"max_concurrency": 1, "request_rate": "inf"}])
+    b = Run(tmp_path / "b", {}, [{"max_concurrency": 2, "request_rate": "inf"}])
+    with pytest.raises(InkctlError, match="a and b have no point in common"):
+        compare_runs(a, b)

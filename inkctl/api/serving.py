@@ -1,0 +1,122 @@
+"""Which server ``smoke`` and ``bench`` talk to: a deployment's (the URL and model its plan
+answers on), a fleet's router, or any OpenAI-compatible server (``--url``, ``--model``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from inkctl.api.target import Target, load, plan_for
+from inkctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from inkctl.plan.step import Plan
+    from inkctl.recipe.loaded import Loaded
+
+CHAT = "/v1/chat/completions"
+
+
+@dataclass
+class Where:
+    """The server to talk to and what the recipe (if any) says about it."""
+
+    base_url: str
+    model: str
+    loaded: Optional[Loaded] = None
+    plan: Optional[Plan] = None
+    fleet: Optional[dict] = None  # a fleet's router: replicas, router kind, policy
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+
+
+def where(target: Target | None, url: str | None, model: str | None, command: str, api_key: str | None = None,
+          *, fleet: Callable[[Loaded], Any] | None = None) -> Where:
+    """The server ``command`` talks to. ``target`` (a recipe) gives the model, the checks and,
+    with hosts, the URL its plan answers on; ``url`` wins over the plan's. A recipe with
+    ``fleet:`` is measured through its router: ``fleet(loaded)`` makes the fleet's plans (its
+    replica 0 gives the provenance). Without a model, the one the server lists."""
+    if target is None and url is None:
+        raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
+    loaded = plan = base = fleet_info = None
+    if target is not None and url is not None and target.hosts is None:
+        # a recipe for its checks and model, the server at --url (a port-forward, a proxy): no hosts
+        from inkctl.scrub import arm_for
+
+        loaded = load(target, command, need_hosts=False)
+        arm_for(loaded.recipe)
+    elif target is not None:
+        loaded, plan, base, fleet_info = _deployment(target, command, fleet)
+    if url is not None:
+        base = _base_url(url)
+    if base is None:
+        raise UsageError(f"{command}: the plan has no server URL; pass --url")
+    name = model or (loaded.recipe.model.name if loaded else None)
+    if not name:
+        from inkctl.client.models import the_one_model
+
+        name = the_one_model(base, command, api_key)
+    return Where(base, name, loaded, plan, fleet_info)
+
+
+def _deployment(target: Target, command: str, fleet: Callable[[Loaded], Any] | None):
+    """(loaded, plan, the URL its health answers on or None, the fleet's router or None)."""
+    from inkctl.plan.step import WaitHealth
+    from inkctl.scrub import arm_for
+
+    loaded = load(target, command)
+    arm_for(loaded.recipe)
+    base = fleet_info = None
+    if loaded.recipe.fleet is not None:
+        # a fleet is measured through its router; provenance comes from replica 0
+        from inkctl.execute.deploy.fleet import replica_loaded
+
+        if fleet is None:
+            raise UsageError(f"a fleet: {command} goes through the fleet's router")
+        plans = fleet(loaded)
+        rep = plans.replicas[0]
+        loaded, plan, base = replica_loaded(loaded, rep), rep.plan, plans.url
+        r = plans.router_spec
+        fleet_info = {"replicas": len(plans.replicas), "router": r.kind, "policy": r.policy_name, "url": plans.url}
+    else:
+        plan, _ = plan_for(loaded, target)
+    health = next((s for s in plan.steps() if isinstance(s, WaitHealth)), None)
+    if base is None and health is not None and health.answer_url:
+        base = health.answer_url[: -len(CHAT)] if health.answer_url.endswith(CHAT) else health.answer_url
+    return loaded, plan, base, fleet_info
+
+
+def _base_url(url: str) -> str:
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"--url {url!r}: give a base URL such as http://10.0.0.5:8000")
+    base = url.rstrip("/")
+    for suffix in (CHAT, "/v1/completions", "/v1"):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results_dir: Optional[Path] = None) -> dict:
+    """What a run measured: the URL, the tokenizer, the fleet's router; with a recipe its name
+    and hash; with a deployment what its hosts run (asked) and its latest boot record."""
+    prov: dict = {"url": where.base_url, "tokenizer": tokenizer}
+    if where.fleet:
+        prov["fleet"] = where.fleet  # through the router: how many replicas, which policy
+    if where.loaded is None:
+        return prov
+    if where.plan is None:  # a recipe and --url, no hosts to ask: what the recipe says
+        from inkctl.plan.identity import recipe_hash
+
+        prov["recipe"] = {"name": where.loaded.recipe.name, "hash": recipe_hash(where.loaded.recipe)}
+        return prov
+    from inkctl.bench.provenance import deployment_provenance
+
+    prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
+    if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
+        from inkctl.bench import boots
+
+        last = boots.previous(results_dir, where.plan.deployment)
+        prov["boot"] = {"id": last[0], **last[1]} if last else None
+    return prov
