@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
 IMAGE = "bench-images:1"
 TOP = "bench-images-top:1"
 BASE = "inkctl-fake-engine:latest"
@@ -51,92 +50,22 @@ smoke: {{enabled: false}}
 """
 
 
-class Bench:
-    def __init__(self, cluster, work: Path):
-        import yaml
-
-        self.cluster, self.work = cluster, work
-        self.home = work / "home"
-        (self.home / ".ssh").mkdir(parents=True, exist_ok=True)
-        (self.home / ".ssh" / "known_hosts").write_text(Path(cluster.known_hosts).read_text())
-        self.hosts = yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]
-
-    def setup(self, n: int, image: str) -> tuple[Path, Path]:
-        import yaml
-
-        d = self.work / f"{image.replace(':', '-')}-{n}"
-        d.mkdir(exist_ok=True)
-        rec, inv = d / "recipe.yaml", d / "hosts.yaml"
-        rec.write_text(recipe_text(n, image))
-        inv.write_text(yaml.safe_dump({"hosts": self.hosts[:n]}, sort_keys=False))
-        return rec, inv
-
-    def inkctl(self, *args) -> tuple[float, str]:
-        """Seconds of one whole inkctl process, and its last line (the JSON report)."""
-        env = dict(os.environ, HOME=str(self.home), PYTHONPATH=str(ROOT))
-        env.pop("DOCKER_HOST", None)
-        t0 = time.monotonic()
-        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args), "-o", "json"], cwd=ROOT, env=env,
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
-        seconds = time.monotonic() - t0
-        if p.returncode != 0:
-            raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-        return seconds, p.stdout.strip().splitlines()[-1]
-
-    def head_sent(self) -> int:
-        """Bytes h1 has sent on its link: what the bridge side of its veth received."""
-        from tests.cluster import net
-
-        with open(f"/sys/class/net/{net.veth(1, self.cluster.net_id)}/statistics/rx_bytes") as f:
-            return int(f.read())
-
-    def make(self, image: str, mib: int, base: str | None) -> int:
-        """``image`` on h1: ``mib`` MiB of random bytes, imported (one layer) or on top of ``base``;
-        returns the size of its archive."""
-        if base is None:
-            script = (f"d=$(mktemp -d) && head -c {mib << 20} /dev/urandom > $d/payload && "
-                      f"tar -C $d -c . | docker import - {image} >/dev/null; rc=$?; rm -rf $d; exit $rc")
-        else:
-            script = (f"d=$(mktemp -d) && head -c {mib << 20} /dev/urandom > $d/payload && "
-                      f"printf 'FROM {base}\\nCOPY payload /payload\\n' > $d/Dockerfile && "
-                      f"DOCKER_BUILDKIT=0 docker build -q -t {image} $d >/dev/null; rc=$?; rm -rf $d; exit $rc")
-        cp = self.cluster.exec("h1", ["sh", "-c", script])
-        if cp.returncode:
-            raise SystemExit(f"cannot make {image} on h1: {cp.stderr}")
-        return int(self.cluster.exec("h1", ["sh", "-c", f"docker save {image} | wc -c"]).stdout)
-
-    def drop(self, image: str, names: list[str]) -> None:
-        for n in names:
-            self.cluster.docker(n, "rmi", "-f", image)
-
-    def pipes(self, image: str, names: list[str]) -> float:
-        """``docker save | ssh HOST docker load`` from h1 to every host in ``names`` at once."""
-        h1 = self.cluster.host("h1")
-        t0 = time.monotonic()
-        procs = [subprocess.Popen(["nsenter", f"--net={h1.netns_path}", "--", "sh", "-c",
-                                   f"docker -H unix://{h1.socket} save {image} | "
-                                   f"ssh -F {self.cluster.ssh_config} {n} docker load"], stdout=subprocess.DEVNULL)
-                 for n in names]
-        codes = [p.wait() for p in procs]
-        if any(codes):
-            raise SystemExit(f"docker save | ssh docker load failed: {codes}")
-        return time.monotonic() - t0
-
+class Bench(Testbed):
     def round(self, image: str, size: int, n: int) -> dict:
         import json
 
         names = [f"h{i}" for i in range(1, n + 1)]
-        rec, inv = self.setup(n, image)
-        self.drop(image, names[1:])
-        one = self.pipes(image, ["h2"])
-        self.drop(image, names[1:])
+        rec, inv = self.setup(f"{image.replace(':', '-')}-{n}", n, recipe_text(n, image))
+        self.drop_image(image, names[1:])
+        one = self.save_load(image, ["h2"])
+        self.drop_image(image, names[1:])
         sent0 = self.head_sent()
-        ink, last = self.inkctl("images", "push-to-hosts", rec, "--hosts", inv)
+        ink, out = self.inkctl("images", "push-to-hosts", rec, "--hosts", inv, "-o", "json")
         ink_head = self.head_sent() - sent0
-        rep = json.loads(last)
-        self.drop(image, names[1:])
+        rep = json.loads(out.strip().splitlines()[-1])
+        self.drop_image(image, names[1:])
         sent0 = self.head_sent()
-        par = self.pipes(image, names[1:])
+        par = self.save_load(image, names[1:])
         par_head = self.head_sent() - sent0
         row = dict(n=n, one=one, ink=ink, par=par, ink_head=ink_head / size, par_head=par_head / size,
                    received=max(rep["sent"].values()) / size)
@@ -172,8 +101,12 @@ def main(argv=None) -> int:
     layered: list[dict] = []
     try:
         bench = Bench(cluster, work)
-        size = bench.make(IMAGE, args.image_mib, None)
-        top = bench.make(TOP, args.image_mib // 8, BASE) if args.layered else 0
+        bench.make_image(IMAGE, args.image_mib)
+        size = bench.archive_size(IMAGE)
+        top = 0
+        if args.layered:
+            bench.make_image(TOP, args.image_mib // 8, BASE)
+            top = bench.archive_size(TOP)
         cluster.limit_links(args.link_mbit)
         wire = size * 8 / (args.link_mbit * 1e6)
         print(f"image: {size / 2**20:.1f} MiB archive; links {args.link_mbit:g} Mbit/s each way\n"

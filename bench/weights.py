@@ -41,6 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
 REPO = "bench/weights-model"
 BIG = "bench/weights-model-4x"
 IMAGE = "bench-relay-image:1"
@@ -64,52 +65,23 @@ smoke: {{enabled: false}}
 """
 
 
-class Bench:
+class Bench(Testbed):
     def __init__(self, cluster, hub, work: Path):
-        self.cluster, self.hub, self.work = cluster, hub, work
-        self.home = work / "home"
-        (self.home / ".ssh").mkdir(parents=True, exist_ok=True)
-        (self.home / ".ssh" / "known_hosts").write_text(Path(cluster.known_hosts).read_text())
-        import yaml
+        super().__init__(cluster, work, env={"HF_ENDPOINT": hub.url})
+        self.hub = hub
 
-        self.hosts = yaml.safe_load(Path(cluster.inventory).read_text())["hosts"]
-
-    def setup(self, n: int, repo: str, image: str = "inkctl-fake-engine:latest") -> tuple[Path, Path]:
-        import yaml
-
-        d = self.work / f"{repo.replace('/', '-')}-{image.replace(':', '-')}-{n}"
-        d.mkdir(exist_ok=True)
-        rec, inv = d / "recipe.yaml", d / "hosts.yaml"
-        rec.write_text(recipe_text(n, repo, image))
-        inv.write_text(yaml.safe_dump({"hosts": self.hosts[:n]}, sort_keys=False))
+    def setup_model(self, n: int, repo: str, image: str = "inkctl-fake-engine:latest") -> tuple[Path, Path]:
+        rec, inv = self.setup(f"{repo.replace('/', '-')}-{image.replace(':', '-')}-{n}", n, recipe_text(n, repo, image))
         if not rec.with_name("recipe.lock.json").exists() and image == "inkctl-fake-engine:latest":
             self.inkctl("lock", rec, "--hosts", inv)
         return rec, inv
 
-    def env(self) -> dict:
-        return dict(os.environ, HOME=str(self.home), PYTHONPATH=str(ROOT), HF_ENDPOINT=self.hub.url)
-
-    def inkctl(self, *args) -> float:
-        """Seconds of one whole inkctl process."""
-        return self.inkctl_timed(*args)[0]
-
     def inkctl_timed(self, *args) -> tuple[float, dict[str, dict[str, float]]]:
         """Seconds of one whole inkctl process and, with ``-o json``, its timeline: host -> phase
         -> seconds since the process started (the events' wall-clock ``ts``)."""
-        t0, wall0 = time.monotonic(), time.time()
-        p = subprocess.run([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=self.env(),
-                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=900)
-        seconds = time.monotonic() - t0
-        if p.returncode != 0:
-            raise SystemExit(f"inkctl {' '.join(map(str, args))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-        return seconds, timeline(p.stdout, wall0)
-
-    def head_sent(self) -> int:
-        """Bytes the head (h1) has sent on its link: what the bridge side of its veth received."""
-        from tests.cluster import net
-
-        with open(f"/sys/class/net/{net.veth(1, self.cluster.net_id)}/statistics/rx_bytes") as f:
-            return int(f.read())
+        wall0 = time.time()
+        seconds, out = self.inkctl(*args)
+        return seconds, timeline(out, wall0)
 
     def hub_dir(self, host: str, repo: str) -> Path:
         return Path(self.cluster.host(host).hf_dir) / "hub" / ("models--" + repo.replace("/", "--"))
@@ -140,9 +112,6 @@ class Bench:
             raise SystemExit(f"per-node download failed: {codes}")
         return seconds, sent
 
-    def in_head(self, argv: list[str]) -> list[str]:
-        return ["nsenter", f"--net={self.cluster.host('h1').netns_path}", "--"] + argv
-
     def rsync_argv(self, src: str, dst_host: str, repo: str) -> list[str]:
         dst = self.hub_dir(dst_host, repo)
         return self.in_head(["rsync", "-a", "--mkpath", "-e", f"ssh -F {self.cluster.ssh_config}", f"{src}/",
@@ -156,30 +125,6 @@ class Bench:
         codes = [p.wait() for p in procs]
         if any(codes):
             raise SystemExit(f"rsync failed: {codes}")
-        return time.monotonic() - t0
-
-    # ------------------------------------------------------------------ images
-    def make_image(self, mib: int) -> None:
-        script = (f"d=$(mktemp -d) && head -c {mib << 20} /dev/urandom > $d/payload && "
-                  f"tar -C $d -c . | docker import - {IMAGE} >/dev/null; rm -rf $d")
-        cp = self.cluster.exec("h1", ["sh", "-c", script])
-        if cp.returncode:
-            raise SystemExit(f"cannot make the bench image on h1: {cp.stderr}")
-
-    def drop_image(self, names: list[str]) -> None:
-        for n in names:
-            self.cluster.docker(n, "rmi", "-f", IMAGE)
-
-    def save_load(self, names: list[str]) -> float:
-        """``docker save | ssh HOST docker load`` from the head to every host in ``names`` at once."""
-        sock = self.cluster.host("h1").socket
-        t0 = time.monotonic()
-        procs = [subprocess.Popen(self.in_head(["sh", "-c", f"docker -H unix://{sock} save {IMAGE} | "
-                                                            f"ssh -F {self.cluster.ssh_config} {n} docker load"]),
-                                  stdout=subprocess.DEVNULL) for n in names]
-        codes = [p.wait() for p in procs]
-        if any(codes):
-            raise SystemExit(f"docker save | ssh docker load failed: {codes}")
         return time.monotonic() - t0
 
 
@@ -262,11 +207,11 @@ def main(argv=None) -> int:
               f"(one copy on the wire: {wire:.1f} s); hosts {', '.join(h.name for h in cluster.hosts)}", flush=True)
         for n in args.sizes:
             names = [f"h{i}" for i in range(1, n + 1)]
-            rec, inv = bench.setup(n, REPO)
+            rec, inv = bench.setup_model(n, REPO)
             node, node_bytes = bench.per_node(names, REPO)  # writes beside the caches, removes what it wrote
             bench.empty(names)
             before, sent0 = hub.stats["bytes"], bench.head_sent()
-            fresh = bench.inkctl("weights", rec, "--hosts", inv)
+            fresh, _ = bench.inkctl("weights", rec, "--hosts", inv)
             hub_bytes = hub.stats["bytes"] - before
             fresh_head = bench.head_sent() - sent0
             bench.empty(["h2"])
@@ -290,31 +235,31 @@ def main(argv=None) -> int:
                   f"(fresh/per-node {fresh / node:.2f}x)",
                   flush=True)
         if args.image_mib:
-            bench.make_image(args.image_mib)
+            bench.make_image(IMAGE, args.image_mib)
             for n in args.sizes:
                 names = [f"h{i}" for i in range(1, n + 1)]
-                rec, inv = bench.setup(n, REPO, IMAGE)
-                bench.drop_image(names[1:])
-                one = bench.save_load(["h2"])
-                bench.drop_image(names[1:])
+                rec, inv = bench.setup_model(n, REPO, IMAGE)
+                bench.drop_image(IMAGE, names[1:])
+                one = bench.save_load(IMAGE, ["h2"])
+                bench.drop_image(IMAGE, names[1:])
                 sent0 = bench.head_sent()
-                ink = bench.inkctl("images", "push-to-hosts", rec, "--hosts", inv)
+                ink, _ = bench.inkctl("images", "push-to-hosts", rec, "--hosts", inv)
                 ink_head = bench.head_sent() - sent0
-                bench.drop_image(names[1:])
+                bench.drop_image(IMAGE, names[1:])
                 sent0 = bench.head_sent()
-                par = bench.save_load(names[1:])
+                par = bench.save_load(IMAGE, names[1:])
                 par_head = bench.head_sent() - sent0
                 images.append(dict(n=n, one=one, ink=ink, par=par, ink_head=ink_head / (args.image_mib << 20),
                                    par_head=par_head / (args.image_mib << 20)))
                 print(f"image N={n}: one copy {one:.1f} s; inkctl {ink:.1f} s ({ink / one:.2f}x one copy, "
                       f"{ink / par:.2f}x save|ssh|load); save|ssh|load parallel {par:.1f} s", flush=True)
-            bench.drop_image([h.name for h in cluster.hosts])
+            bench.drop_image(IMAGE, [h.name for h in cluster.hosts])
         if args.rss:
             cluster.limit_links(None)
             n = min(args.sizes)
             names = [f"h{i}" for i in range(1, n + 1)]
             for repo in (REPO, BIG):
-                rec, inv = bench.setup(n, repo)
+                rec, inv = bench.setup_model(n, repo)
                 bench.empty(names)
                 rss[repo] = measure_rss(bench, rec, inv)
         bench.empty([h.name for h in cluster.hosts])

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.fanout import each
+from inkctl.execute.hosts.program import program
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan import runtime
 from inkctl.plan.runtime import ContainerSpec, Mount
@@ -145,7 +146,7 @@ class Site:
 
     def ensure_onhost(self) -> None:
         """Upload onhost.py unless the scan saw this very file there."""
-        code = ONHOST.read_bytes()
+        code = program(ONHOST)
         if self.scan.get("onhost") != hashlib.sha256(code).hexdigest():
             self.transport.put(f"{self.work}/onhost.py", code, 0o644)
 
@@ -188,7 +189,7 @@ def _lines(site: Site, argv: tuple[str, ...], on_event, stop: threading.Event | 
 
 def prepare(sites: list[Site]) -> None:
     """onhost.py and the cache directory on every host."""
-    code = ONHOST.read_bytes()
+    code = program(ONHOST)
 
     def one(s: Site) -> None:
         s.transport.put(f"{s.work}/onhost.py", code, 0o644)

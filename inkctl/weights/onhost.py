@@ -25,6 +25,10 @@ relay  one link of the copy chain: serve every blob of the job (bound to one add
        a dead one is named and the host before it is asked instead, from the bytes already here.
 fetch  relay without serving; serve: relay with nothing to fetch
 
+Sent as one file: ``say``, ``wait_for`` and ``PROGRESS_EVERY_S`` are the image relay's too
+(``execute/hosts/hostside.py``), inlined in place of the line that imports them when inkctl
+sends this file (``execute/hosts/program.py``).
+
 Run in a container (``<runtime> run --rm``, the engine image's python3) or, where the host has
 a python3 of its own, as a plain process of the SSH session (no container to start or remove:
 the secrets come in the 0600 job file, read and removed at start; the session's end,
@@ -45,8 +49,9 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from inkctl.execute.hosts.hostside import PROGRESS_EVERY_S, say, wait_for  # inlined when sent: hosts/program.py
+
 CHUNK = 1 << 20
-PROGRESS_EVERY_S = 0.25
 TOKEN_ENV = "INKCTL_WEIGHTS_TOKEN"
 HUB_TOKEN_ENVS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 PEER_TIMEOUT_S = 15.0  # no byte from a peer for this long: is it alive?
@@ -55,13 +60,6 @@ HUB_TIMEOUT_S = 60.0
 HUB_TRIES = 4  # a dropped Hub download is resumed this many times in all
 STALL_TRIES = 40  # a live peer that sends nothing: ask again this many times (x PEER_TIMEOUT_S)
 SOURCES_WAIT_S = 300.0
-OUT_LOCK = threading.Lock()
-
-
-def say(**event):
-    with OUT_LOCK:
-        sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
 
 
 class Layout:
@@ -648,18 +646,6 @@ def fetch_all(job, store, sources, progress):
     return not errors
 
 
-def wait_for(path, deadline):
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            try:
-                with open(path) as fh:
-                    return json.load(fh)
-            except ValueError:
-                time.sleep(0.01)  # being written: read it again
-        time.sleep(0.02)
-    return None
-
-
 def relay(job, serving=True, fetching=True):
     lay = layout(job)
     store = Store(lay, job.get("want", []) if fetching else [])
@@ -674,12 +660,10 @@ def relay(job, serving=True, fetching=True):
     if doc is None and job.get("source"):  # one source for every blob
         doc = {"sources": [{"name": job["source"]["kind"], **job["source"]}]}
     if doc is None:  # the other hosts' addresses arrive once every sender listens
-        doc = wait_for(job["sources_file"], time.monotonic() + SOURCES_WAIT_S)
+        doc = wait_for(job["sources_file"], SOURCES_WAIT_S, remove=bool(job.get("remove_sources")))
         if doc is None:
             say(ev="error", why="no sources arrived within %d s" % SOURCES_WAIT_S)
             return 1
-        if job.get("remove_sources"):
-            os.remove(job["sources_file"])
     sources = Sources(doc)
     progress = Progress()
     store.busy = True

@@ -11,11 +11,23 @@ from pathlib import Path
 
 import pytest
 
+from inkctl.execute.hosts.program import program
 from inkctl.recipe.manifest import repo_folder
 from tests.cluster.hub import Hub, make_model
 
-ONHOST = Path(__file__).resolve().parents[2] / "inkctl" / "weights" / "onhost.py"
+SOURCE = Path(__file__).resolve().parents[2] / "inkctl" / "weights" / "onhost.py"
+ONHOST = SOURCE  # the file a host gets (``sent``)
 REPO = "test/onhost-model"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sent(tmp_path_factory):
+    """These tests run what a host runs: the one file inkctl sends (hostside.py inlined)."""
+    global ONHOST
+    ONHOST = tmp_path_factory.mktemp("sent") / "onhost.py"
+    ONHOST.write_bytes(program(SOURCE))
+    yield
+    ONHOST = SOURCE
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,9 @@ it whether it lives (``/ping``); a dead one is named (``dead``) and the next sou
 (the hosts before, nearest first) is asked for the stream from the byte it has.
 
 The token arrives in the job, a 0600 file, never on a command line. Answers are JSON lines on
-stdout: listening, progress, dead, error, done.
+stdout: listening, progress, dead, error, done. Sent as one file: ``say`` and ``wait_for``
+(shared with the weights relay, ``execute/hosts/hostside.py``) are inlined in place of the
+line that imports them (``execute/hosts/program.py``).
 """
 
 import hashlib
@@ -39,8 +41,9 @@ import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from inkctl.execute.hosts.hostside import PROGRESS_EVERY_S, say, wait_for  # inlined when sent: hosts/program.py
+
 CHUNK = 1 << 20
-PROGRESS_EVERY_S = 0.25
 PEER_TIMEOUT_S = 10.0  # no byte from the upstream this long: does it live?
 PING_TIMEOUT_S = 3.0
 STALL_TRIES = 60  # a live upstream that sends nothing: ask again this many times
@@ -48,15 +51,8 @@ WINDOW = 128 << 20  # the stream kept for a host reattaching after a dead one (m
 LAG = 32 << 20  # the host after this one reads at most this far behind (so WINDOW covers a dead hop)
 STUCK_S = 15.0  # a reader that took nothing this long no longer holds the stream back alone
 ORPHAN_S = 60.0  # the host after this one went away and nobody reattached this long: stop serving
-OUT_LOCK = threading.Lock()
 BLOCK = 512
 PAX_LAYER = "INKCTL.layer"  # the diff id of the member after it (a record tar readers ignore)
-
-
-def say(**event):
-    with OUT_LOCK:
-        sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-        sys.stdout.flush()
 
 
 # ------------------------------------------------------------------------------- layers
@@ -435,21 +431,6 @@ def pipe(f):
     return f
 
 
-def wait_for(path, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if os.path.exists(path):
-            try:
-                with open(path) as fh:
-                    doc = json.load(fh)
-                os.unlink(path)  # read once: nothing of it stays on disk
-                return doc
-            except ValueError:
-                time.sleep(0.01)  # being written: read it again
-        time.sleep(0.05)
-    return None
-
-
 class Upstream:
     """The bytes from the hosts before this one: the nearest first; a dead one is named and
     the next asked from the byte this host has."""
@@ -515,7 +496,7 @@ def relay(job):
     if job["input"] == "save":  # docker's save takes a while before its first byte: start it now
         saver = subprocess.Popen([rt, "save", job["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     say(ev="listening", port=port, **layers(rt, job["image"] if saver is not None else None))
-    plan = wait_for(job["sources_file"], 300)
+    plan = wait_for(job["sources_file"], 300, remove=True, poll=0.05)  # the plan: read once
     if plan is None:
         say(ev="error", why="no plan arrived within 300 s")
         return 1
