@@ -225,7 +225,7 @@ def test_api_runs_names_the_newest_when_a_run_is_unknown(tmp_path, monkeypatch):
     from inkctl.api.runs import run, runs
     from inkctl.errors import UsageError
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("INKCTL_RUNS_DIR", str(tmp_path / "runs"))  # the suite's shared one holds other tests' runs
     assert runs().runs == [] and runs().dir == runlog.runs_dir()
     runlog.start("down", ["down", "r.yaml"])
     runlog.finish(0)
