@@ -56,7 +56,7 @@ def weights(target: Target, options: WeightsOptions, display: Callable[[Manifest
     """Put the pinned model (then its draft) on every host. ``display(manifest)`` is made for each
     model once the preparation passed; ``on_report`` gets each model's report before its failure
     (a host failed, a file is wrong) is raised. ``nodes``: the hosts come from Slurm
-    (``cli/slurm.slurm_target``), not from the target's inventory."""
+    (``api/slurm.slurm_target``), not from the target's inventory."""
     ready = prepare(target, options, nodes)
     for loaded, manifest in ready.models:
         report = put(ready, loaded, manifest, options, display(manifest))

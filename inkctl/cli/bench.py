@@ -38,7 +38,7 @@ def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[st
 
 
 def _fleet_plans(loaded):
-    from inkctl.cli.fleet import fleet_of
+    from inkctl.api.fleet import fleet_of
 
     return fleet_of(loaded)
 

@@ -33,7 +33,7 @@ def validate(
 
 def _check_hosts(loaded) -> None:
     if loaded.recipe.fleet is not None:
-        from inkctl.cli.fleet import fleet_of
+        from inkctl.api.fleet import fleet_of
 
         fleet_of(loaded)
         return
@@ -93,11 +93,13 @@ def plan(
 
 def _plan_gateway(recipe, hosts, fmt: str, host: Optional[str], full: bool) -> None:
     """A gateway file: every model's group and the router in front (a fleet's plan)."""
-    from inkctl.cli.fleet import fleet_json, load_gateway_fleet, print_fleet_plan
+    from inkctl.api.fleet import load_gateway_fleet
+    from inkctl.api.target import Target
+    from inkctl.cli.fleet import fleet_json, print_fleet_plan
     from inkctl.cli.render import print_problems
     from inkctl.plan.quote import command_line
 
-    lg, fleet = load_gateway_fleet(recipe, hosts, "plan")
+    lg, fleet = load_gateway_fleet(Target.of(recipe, hosts), "plan")
     if fmt == "json":
         print(json.dumps({**fleet_json(fleet), "warnings": [w.as_dict() for w in lg.warnings]}, indent=2))
         return
@@ -107,7 +109,8 @@ def _plan_gateway(recipe, hosts, fmt: str, host: Optional[str], full: bool) -> N
 
 
 def _plan_fleet(loaded, recipe, fmt: str, host: Optional[str], full: bool) -> None:
-    from inkctl.cli.fleet import fleet_json, fleet_of, print_fleet_plan
+    from inkctl.api.fleet import fleet_of
+    from inkctl.cli.fleet import fleet_json, print_fleet_plan
     from inkctl.cli.render import print_problems
     from inkctl.plan.quote import command_line
 

@@ -2,7 +2,7 @@
 
 Thin: the api loads, plans, resolves secrets, handles signals and rolls back; these functions
 check that the flags go together, pick the display (a live one, or JSON lines) and print the
-summary. ``--slurm`` goes to ``cli/slurm.py``, a fleet recipe to ``cli/fleet.py``.
+summary. ``--slurm`` goes to ``cli/slurm.py``, a fleet recipe to ``cli/fleet.py`` (each thin too).
 """
 
 from __future__ import annotations
@@ -129,19 +129,17 @@ class _UpView:
             _summary(result)
 
     def fleet(self, loaded) -> None:
-        from inkctl.cli.fleet import fleet_of, fleet_up
+        from inkctl.api.fleet import fleet_of
+        from inkctl.cli.fleet import fleet_up
 
-        o, t = self.opts, self.target
-        fleet_up(loaded, fleet_of(loaded), fmt=self.fmt, recipe=t.recipe, hosts=t.hosts, accept_new=o.accept_new,
-                 keep=o.keep, timeout=o.timeout, skip=list(o.skip))
+        fleet_up(loaded, fleet_of(loaded), self.display, fmt=self.fmt, target=self.target, opts=self.opts)
 
     def gateway(self, target) -> None:
-        from inkctl.cli.fleet import fleet_up, load_gateway_fleet
+        from inkctl.api.fleet import load_gateway_fleet
+        from inkctl.cli.fleet import fleet_up
 
-        o = self.opts
-        lg, gw = load_gateway_fleet(target.recipe, target.hosts, "up")
-        fleet_up(lg, gw, fmt=self.fmt, recipe=target.recipe, hosts=target.hosts, accept_new=o.accept_new,
-                 keep=o.keep, timeout=o.timeout, skip=list(o.skip))
+        lg, gw = load_gateway_fleet(target, "up")
+        fleet_up(lg, gw, self.display, fmt=self.fmt, target=target, opts=self.opts)
 
 
 def _summary(r) -> None:
@@ -211,14 +209,16 @@ def down(
     from inkctl.api.target import Target
 
     def fleet(loaded) -> None:
-        from inkctl.cli.fleet import fleet_down, fleet_of
+        from inkctl.api.fleet import fleet_of
+        from inkctl.cli.fleet import fleet_down
 
         fleet_down(fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
 
     def gateway(target) -> None:
-        from inkctl.cli.fleet import fleet_down, load_gateway_fleet
+        from inkctl.api.fleet import load_gateway_fleet
+        from inkctl.cli.fleet import fleet_down
 
-        fleet_down(load_gateway_fleet(target.recipe, target.hosts, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
+        fleet_down(load_gateway_fleet(target, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
 
     result = api_down(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, fleet=fleet, gateway=gateway)
     if result is not None:

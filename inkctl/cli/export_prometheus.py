@@ -28,7 +28,7 @@ def prometheus(
     from inkctl.recipe.source import load_recipe
 
     fmt = output_format(output)
-    from inkctl.cli.fleet import is_gateway
+    from inkctl.api.fleet import is_gateway
 
     if is_gateway(recipe):  # every model's engine and the one router in front
         _gateway(recipe, hosts, out_dir, interval, fmt)
@@ -36,7 +36,7 @@ def prometheus(
     loaded = load_recipe(recipe, overrides(set_), hosts)
     r = loaded.recipe
     if r.fleet is not None:
-        from inkctl.cli.fleet import fleet_of
+        from inkctl.api.fleet import fleet_of
 
         fleet = fleet_of(loaded)
         engines = [(rep.name, r.engine.kind, rep.url) for rep in fleet.replicas]
@@ -58,10 +58,11 @@ def _gateway(path: Path, hosts: Optional[Path], out_dir: Optional[Path], interva
     """A gateway file: each model's engine, the gateway's exporter, every host of its groups."""
     import yaml
 
-    from inkctl.cli.fleet import load_gateway_fleet
+    from inkctl.api.fleet import load_gateway_fleet
+    from inkctl.api.target import Target
     from inkctl.export.prometheus import dashboard_json, scrape_config
 
-    lg, fleet = load_gateway_fleet(path, hosts, "export prometheus")
+    lg, fleet = load_gateway_fleet(Target.of(path, hosts), "export prometheus")
     engines = [(rep.name, rep.recipe.engine.kind, rep.url) for rep in fleet.replicas]
     router = f"{fleet.router.hosts[0].address}:{fleet.router_spec.prometheus_port}"
     host_addrs = list(dict.fromkeys(h.address for rep in fleet.replicas for h in rep.plan.hosts))

@@ -121,14 +121,16 @@ def status(
     from inkctl.api.target import Target
 
     def fleet(loaded) -> None:
-        from inkctl.cli.fleet import fleet_of, fleet_status
+        from inkctl.api.fleet import fleet_of
+        from inkctl.cli.fleet import fleet_status
 
         fleet_status(loaded, fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
 
     def gateway(target) -> None:
-        from inkctl.cli.fleet import fleet_status, load_gateway_fleet
+        from inkctl.api.fleet import load_gateway_fleet
+        from inkctl.cli.fleet import fleet_status
 
-        lg, gw = load_gateway_fleet(target.recipe, target.hosts, "status")
+        lg, gw = load_gateway_fleet(target, "status")
         fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
 
     st = api_status(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, on_accept=accepted,

@@ -16,7 +16,7 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
              hosts: Optional[Path] = None, check_hosts: Optional[Callable] = None) -> int:
     """A line per recipe or gateway file, every problem located; the exit status: EXIT_INVALID if any fails.
     With ``hosts``, ``check_hosts(loaded)`` plans each recipe on them (``cli/commands.py`` passes
-    it: planning a fleet needs ``cli/fleet.py``, a command module)."""
+    it; a fleet's plan is ``api/fleet.py``'s)."""
     from inkctl.cli.render import plain, print_problems
     from inkctl.recipe.filekind import expand_paths
 

@@ -67,22 +67,24 @@ def watch(
 
         return slurm_cli.watch(recipe, set_, fmt, interval)
     from inkctl.api.target import Target
-    from inkctl.api.watching import Watching, run_hook, supervise
+    from inkctl.api.watching import Watching
     from inkctl.api.watching import watch as api_watch
 
     how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,
                    max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
                    allow_socket_fallback=allow_socket_fallback)
     def fleet(loaded, told) -> None:
-        from inkctl.cli.fleet import fleet_of, fleet_watch
+        from inkctl.api.fleet import fleet_of
+        from inkctl.api.fleet_watch import watch_fleet
 
-        fleet_watch(loaded, fleet_of(loaded), how, told, supervise=supervise, run_hook=run_hook)
+        watch_fleet(loaded, fleet_of(loaded), how, told)
 
     def gateway(target, told) -> None:  # each model's group on its own, and the gateway (its engines listed)
-        from inkctl.cli.fleet import fleet_watch, load_gateway_fleet
+        from inkctl.api.fleet import load_gateway_fleet
+        from inkctl.api.fleet_watch import watch_fleet
 
-        lg, gw = load_gateway_fleet(target.recipe, target.hosts, "watch")
-        fleet_watch(lg, gw, how, told, supervise=supervise, run_hook=run_hook)
+        lg, gw = load_gateway_fleet(target, "watch")
+        watch_fleet(lg, gw, how, told)
 
     api_watch(Target.of(recipe, hosts, set_), how, Events(fmt), fleet=fleet, gateway=gateway)
     raise typer.Exit(EXIT_INTERRUPTED)  # stopped watching (Ctrl-C); the deployment is left as it is

@@ -49,7 +49,7 @@ def weights(
 
 def _slurm_nodes(recipe: Path, set_, hosts: Optional[Path], partition: Optional[str], job: Optional[str]):
     """With --partition, --slurm-job or inside an allocation: what loads the recipe on Slurm's
-    nodes (``cli/slurm.slurm_target``); None: the inventory's hosts."""
+    nodes (``api/slurm.slurm_target``); None: the inventory's hosts."""
     import os
 
     nodelist = os.environ.get("SLURM_JOB_NODELIST") if not (partition or job) else None
@@ -59,11 +59,11 @@ def _slurm_nodes(recipe: Path, set_, hosts: Optional[Path], partition: Optional[
         return None
 
     def nodes():
-        from inkctl.api.target import Targeted
-        from inkctl.cli.slurm import slurm_target
+        from inkctl.api.slurm import slurm_target
+        from inkctl.api.target import Target
 
-        return Targeted(*slurm_target(recipe, set_, hosts, "weights", partition=partition, job=job,
-                                      nodelist=nodelist))
+        return slurm_target(Target.of(recipe, hosts, set_), "weights", partition=partition, job=job,
+                            nodelist=nodelist)
 
     return nodes
 

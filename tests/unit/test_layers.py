@@ -36,7 +36,7 @@ STANDS_ON: dict[str, tuple[str, ...]] = {
     "bench": ("execute.state",),
     "export": ("plan",),
     "slurm": ("execute.deploy", "export"),
-    "api": ("weights", "bench"),
+    "api": ("weights", "bench", "slurm"),
     "cli": ("api", "bench", "export", "slurm"),
 }
 # the entry point is the one module outside cli/ that may import cli/

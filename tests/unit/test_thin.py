@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
 THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
         "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
-        "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py")
+        "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
+        "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -224,7 +225,7 @@ def test_api_runs_names_the_newest_when_a_run_is_unknown(tmp_path, monkeypatch):
     from inkctl.api.runs import run, runs
     from inkctl.errors import UsageError
 
-    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("INKCTL_RUNS_DIR", str(tmp_path / "runs"))  # the suite's shared one holds other tests' runs
     assert runs().runs == [] and runs().dir == runlog.runs_dir()
     runlog.start("down", ["down", "r.yaml"])
     runlog.finish(0)
@@ -233,6 +234,51 @@ def test_api_runs_names_the_newest_when_a_run_is_unknown(tmp_path, monkeypatch):
     with pytest.raises(UsageError) as e:
         run("nope")
     assert e.value.hint == f"inkctl runs lists them (newest: {only['id']})"
+
+
+def test_api_fleet_loads_a_fleet_and_says_what_a_take_down_left(tmp_path):
+    from inkctl.api.fleet import FleetDownResult, load_any, load_fleet, retire_lines
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+    from inkctl.execute.deploy.takedown import TakeDown
+
+    inv = tmp_path / "hosts.yaml"
+    inv.write_text("hosts:\n  - {name: a, address: 192.0.2.31, gpus: '0,1,2,3'}\n"
+                   "  - {name: b, address: 192.0.2.32, gpus: '0,1,2,3'}\n")
+    loaded, fleet = load_any(Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv), "top")
+    assert loaded.recipe.fleet.replicas == len(fleet.replicas) == 2
+    lines = retire_lines(fleet, f"{fleet.name}-r<k>")
+    assert lines == [(h, ln) for h in ("a", "b") for ln in ("docker rm --force '<its containers>'",
+                                                            f"rm -rf -- '/var/lib/inkctl/{fleet.name}-r<k>'")]
+    assert retire_lines(fleet, f"{fleet.name}-r<k>", only_host="b") == lines[2:]
+    with pytest.raises(UsageError, match="top works on a fleet: the recipe has no fleet: section"):
+        load_fleet(Target.of(EXAMPLE, ONE_HOST), "top")
+    with pytest.raises(UsageError, match="status needs hosts"):
+        load_fleet(Target.of(ROOT / "tests/e2e/recipes/fleet.yaml"), "status")
+    plan = fleet.replicas[0].plan
+    ok = FleetDownResult(fleet, [(plan, TakeDown(removed={"a": ["c1"]}))], {})
+    assert ok.failure() is None and ok.failed == {}
+    bad = FleetDownResult(fleet, [(plan, TakeDown(failed={"a": "connection refused"}))], {}).failure()
+    assert bad is not None and bad.message.startswith(f"fleet {fleet.name}: could not clean every host:")
+    assert f"{plan.deployment} a: connection refused" in bad.message
+
+
+def test_api_slurm_refuses_an_allocation_without_nodes_before_asking_slurm():
+    from inkctl.api.slurm import scrubbed, slurm_target
+    from inkctl.api.target import Target
+    from inkctl.errors import InkctlError
+    from inkctl.scrub import arm
+
+    with pytest.raises(InkctlError, match=r"\$SLURM_JOB_NODELIST '\(null\)' names no node") as e:
+        slurm_target(Target.of(ROOT / "tests/e2e/recipes/single.yaml"), "weights", nodelist="(null)")
+    assert e.value.exit_code == 2
+    said: list[str] = []
+    arm(["s3cr3t-value"])
+    try:
+        scrubbed(said.append)("token s3cr3t-value here")
+    finally:
+        arm([])
+    assert said == ["token *** here"]
 
 
 def test_api_where_finds_the_server_a_plan_answers_on_without_asking_it():

@@ -6,7 +6,8 @@ import io
 
 from rich.console import Console
 
-from inkctl.cli.fleet import top_rows, top_table
+from inkctl.api.top import top_rows
+from inkctl.cli.fleet import top_table
 from inkctl.client.prometheus import parse
 from tests.cluster.fake_engine.metrics import Metrics
 from tests.unit.test_prometheus import ROUTER
