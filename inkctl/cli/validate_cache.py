@@ -109,7 +109,8 @@ class Cache:
 
     def __init__(self, root: Path, env: list | None = None):
         self.root = root
-        self.env = json.dumps(environment() if env is None else env, sort_keys=True, default=str)
+        text = json.dumps(environment() if env is None else env, sort_keys=True, default=str)
+        self.env = hashlib.sha256(text.encode()).hexdigest()
         self.cwd = os.getcwd()
         self.pruned = False
 
