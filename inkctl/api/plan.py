@@ -1,0 +1,78 @@
+"""``plan`` and ``validate --hosts``: a recipe (a fleet, a gateway file) and its plan on paper,
+built the way ``up`` builds it, without touching a host."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from inkctl.api.target import Target
+from inkctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from inkctl.plan.fleet import FleetPlan
+    from inkctl.plan.step import Plan
+
+
+class OnPaper(NamedTuple):
+    """What ``plan`` shows: the loaded recipe (a ``LoadedGateway`` for a gateway file) and either
+    its plan or its fleet's plans (a fleet, a gateway file)."""
+
+    loaded: Any
+    plan: Plan | None
+    fleet: FleetPlan | None
+    gateway: bool = False
+
+
+def on_paper(target: Target) -> OnPaper:
+    """The plan ``up`` would run for TARGET: a gateway file's models and router, a fleet's
+    replicas, or one deployment's ranks."""
+    from inkctl.api.fleet import fleet_of, load_gateway_fleet
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.inputs import plan_inputs
+    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.source import load_recipe
+
+    if is_gateway_file(target.recipe):
+        lg, fleet = load_gateway_fleet(Target(target.recipe, target.hosts), "plan")
+        return OnPaper(lg, None, fleet, gateway=True)
+    loaded = load_recipe(target.recipe, list(target.sets), target.hosts)
+    if loaded.recipe.fleet is not None:
+        return OnPaper(loaded, None, fleet_of(loaded))
+    return OnPaper(loaded, build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded)), None)
+
+
+def check_host(host: str | None, names: Iterable[str]) -> None:
+    """``--host NAME`` names one of the plan's hosts (NAMES in the order the hint lists them)."""
+    names = list(names)
+    if host is not None and host not in names:
+        raise UsageError(f"--host {host}: no such host in this plan", hint="its hosts are " + ", ".join(names))
+
+
+def up_command(paper: OnPaper, target: Target) -> str:
+    """The ``inkctl up`` to run next, with the inventory it needs (or where to get one)."""
+    from inkctl.plan.quote import command_line
+
+    if paper.gateway:
+        return command_line(("inkctl", "up", str(target.recipe), "--hosts", str(target.hosts)))
+    loaded = paper.loaded
+    if loaded.hosts_source and loaded.hosts_source.startswith("--hosts "):
+        where = " " + loaded.hosts_source
+    elif loaded.hosts is None:
+        where = " --hosts FILE"
+    else:
+        where = ""
+    hint = "    (an inventory: inkctl init writes one to edit)" if paper.plan is not None and loaded.hosts is None else ""
+    return command_line(("inkctl", "up", str(target.recipe))) + where + hint
+
+
+def check_hosts(loaded: Any) -> None:
+    """``validate --hosts``: the recipe's plan (or its fleet's) builds on these hosts."""
+    if loaded.recipe.fleet is not None:
+        from inkctl.api.fleet import fleet_of
+
+        fleet_of(loaded)
+        return
+    from inkctl.plan.deploy import build_plan
+
+    build_plan(loaded.recipe, loaded.hosts)
