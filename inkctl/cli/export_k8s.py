@@ -9,7 +9,6 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.options import SetOpt, output_format, overrides
-from inkctl.errors import InkctlError, UsageError
 
 
 def k8s(
@@ -36,107 +35,54 @@ def k8s(
     $(LWS_LEADER_ADDRESS), $(LWS_GROUP_SIZE) and $(LWS_WORKER_INDEX). What has no Kubernetes form
     is listed, never dropped silently.
     """
-    from inkctl.export.k8s import DEFAULT_DEVICE_RESOURCES, Cache, K8sOptions, export_k8s
-    from inkctl.plan.inputs import hotfix_inputs, require_trusted, weights_pinned
-    from inkctl.recipe.source import load_recipe
+    from inkctl.api.export import K8sFlags
+    from inkctl.api.export import k8s as export
+    from inkctl.api.target import Target
 
     fmt = output_format(output)
-    from inkctl.recipe.filekind import is_gateway_file
-
-    if is_gateway_file(recipe):  # several recipes behind one endpoint: no Kubernetes form yet
-        raise InkctlError(f"{recipe}:1:1: export k8s of a gateway file is not supported yet",
-                          hint="export each of its recipes: inkctl export k8s RECIPE", exit_code=2)
-    loaded = load_recipe(recipe, overrides(set_))
-    require_trusted(loaded, patches=False)  # it runs the image pushed earlier
-    options = K8sOptions(
-        namespace=namespace, replicas=replicas or (loaded.recipe.fleet.replicas if loaded.recipe.fleet else 1), cache=Cache.parse(cache) if cache else None, secret_name=secret_name,
-        annotations=tuple(_pairs(annotation, "--network-annotation")),
-        device_resources=tuple(_pairs(device_resource, "--device-resource")) or DEFAULT_DEVICE_RESOURCES,
-        host_network=host_network, offline=not online, vars=tuple(_vars(var)))
-    pins, files = hotfix_inputs(loaded)
-    run_image = image or _image(loaded)
-    manifests = export_k8s(loaded.recipe, options, image=run_image, hotfix_pins=pins, hotfix_files=files,
-                           weights_pinned=weights_pinned(loaded))
-    docs = [d for _, d in manifests.documents]
-    findings = []
-    if check:
-        from inkctl.export.k8s_check import check_all
-
-        findings = check_all(docs)
-    written = _write(manifests, out_dir) if out_dir is not None else []
+    flags = K8sFlags(namespace=namespace, replicas=replicas, cache=cache, secret_name=secret_name, image=image,
+                     annotations=_given(annotation), device_resources=_given(device_resource),
+                     vars=_given(var), host_network=host_network, online=online, check=check)
+    done = export(Target.of(recipe, None, overrides(set_)), flags)
+    written = done.write(out_dir) if out_dir is not None else []
     if fmt == "json":
-        print(json.dumps({"name": manifests.name, "image": run_image or loaded.recipe.engine.image.ref,
-                          "files": [str(p) for p in written], "manifests": None if written else docs,
-                          "gaps": [g.as_dict() for g in manifests.gaps], "checked": check,
-                          "problems": [f.render() for f in findings]}, indent=2))
+        print(json.dumps(_json(done, written, check), indent=2))
     else:
-        _text(manifests, written, check, findings)
-        if written and out_dir is not None and not findings:
-            _next(manifests, out_dir, recipe)
-    if findings:
-        raise InkctlError(f"{len(findings)} manifest problem{'s' if len(findings) != 1 else ''} (listed above)", exit_code=1)
+        _text(done, written, check)
+        if written and out_dir is not None and not done.findings:
+            _next(done.manifests, out_dir, recipe)
+    failed = done.failure()
+    if failed is not None:
+        raise failed
 
 
-def _pairs(values: Optional[List[str]], flag: str) -> list[tuple[str, str]]:
-    out = []
-    for v in values or []:
-        k, sep, val = v.partition("=")
-        if not sep or not k:
-            raise UsageError(f"{flag} {v!r}: expected KEY=VALUE")
-        out.append((k, val))
-    return out
+def _given(values: Optional[List[str]]) -> tuple[str, ...]:
+    return tuple(values or ())
 
 
-def _vars(values: Optional[List[str]]) -> list[tuple[str, str]]:
-    from inkctl.recipe.fields import ENV_NAME_RE
-
-    pairs = _pairs(values, "--var")
-    for k, _ in pairs:
-        if not ENV_NAME_RE.match(k):
-            raise UsageError(f"--var {k}=...: {k!r} is not a variable name (letters, digits, '_')")
-    return pairs
+def _json(done, written: list[Path], check: bool) -> dict:
+    return {"name": done.manifests.name, "image": done.shown_image,
+            "files": [str(p) for p in written], "manifests": None if written else done.documents,
+            "gaps": [g.as_dict() for g in done.manifests.gaps], "checked": check,
+            "problems": [f.render() for f in done.findings]}
 
 
-def _image(loaded) -> str | None:
-    """A patched image must come from a registry, by digest: the one `inkctl build --push` recorded.
-    A stock image runs by the recipe's engine.image.digest when it pins one (REF@sha256:...)."""
-    if loaded.recipe.patches.mode != "build":
-        img = loaded.recipe.engine.image
-        return f"{img.ref}@{img.digest}" if img.digest and "@" not in img.ref else None
-    from inkctl.plan.inputs import built_image
-    from inkctl.recipe.lockfile import read_pins
-
-    tag = built_image(loaded)
-    pushed = read_pins(loaded).get(f"push:{tag}")
-    if not pushed:
-        raise InkctlError(f"the patched image {tag} is built locally only; Kubernetes nodes pull images from a registry",
-                          hint=f"push it first: inkctl build {loaded.path} --local --push REGISTRY (or pass --image REF@sha256:...)",
-                          exit_code=2)
-    return pushed
-
-
-def _write(manifests, out_dir: Path) -> list[Path]:
-    from inkctl.export.k8s_yaml import dump
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, doc in manifests.documents:
-        path = out_dir / name
-        path.write_text(dump([doc]))
-        paths.append(path)
-    return paths
-
-
-def _text(manifests, written: list[Path], check: bool, findings) -> None:
+def _text(done, written: list[Path], check: bool) -> None:
     import sys
 
-    from inkctl.export.k8s_yaml import dump
-
+    manifests = done.manifests
     if not written:
-        print(dump([d for _, d in manifests.documents]), end="")
+        print(done.yaml(), end="")
     err = sys.stderr if not written else sys.stdout
     for p in written:
         print(f"wrote {p}", file=err)
+    _gaps(manifests, err)
+    if check:
+        _checked(done, err)
+
+
+def _gaps(manifests, err) -> None:
+    """What the manifests map to Kubernetes, and what they cannot say (never dropped silently)."""
     mapped = [g for g in manifests.gaps if g.expressed]
     missing = manifests.not_expressed
     if mapped:
@@ -147,13 +93,15 @@ def _text(manifests, written: list[Path], check: bool, findings) -> None:
         print("\nNOT in the manifests (provide these another way):", file=err)
         for g in missing:
             print(_item(f"{g.field}: {g.docker}: {g.kubernetes}"), file=err)
-    if check:
-        if findings:
-            print("\ncheck failed:", file=err)
-            for f in findings:
-                print(f"  {f.render()}", file=err)
-        else:
-            print(f"\nchecked {len(manifests.documents)} manifest(s): valid (LeaderWorkerSet CRD v0.9.0, Kubernetes schemas)", file=err)
+
+
+def _checked(done, err) -> None:
+    if done.findings:
+        print("\ncheck failed:", file=err)
+        for f in done.findings:
+            print(f"  {f.render()}", file=err)
+    else:
+        print(f"\nchecked {len(done.manifests.documents)} manifest(s): valid (LeaderWorkerSet CRD v0.9.0, Kubernetes schemas)", file=err)
 
 
 def _item(text: str) -> str:

@@ -34,7 +34,7 @@ def slurm(
     in the script: each rank reads them when the job runs (the header names them). Check it with
     `sbatch --test-only FILE`; `inkctl up RECIPE --slurm` submits and follows it.
     """
-    from inkctl.cli.export_k8s import _vars
+    from inkctl.api.export import var_pairs
     from inkctl.export.slurm_inputs import job_for
     from inkctl.export.slurm import SlurmOptions
     from inkctl.recipe.source import load_recipe
@@ -43,7 +43,7 @@ def slurm(
     container, sets = slurm_container(container, set_, recipe)
     loaded = load_recipe(recipe, sets, hosts_file=hosts_file) if hosts_file else load_recipe(recipe, sets)
     options = SlurmOptions(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
-                           container=container, job_dir=job_dir, vars=tuple(_vars(var)))
+                           container=container, job_dir=job_dir, vars=tuple(var_pairs(var)))
     job = job_for(loaded, options, inventory=hosts_file is not None, image=image)
     if out is not None:
         out.write_text(job.script)
