@@ -140,3 +140,170 @@ def _k8s_image(loaded: Any) -> str | None:
                           hint=f"push it first: inkctl build {loaded.path} --local --push REGISTRY (or pass --image REF@sha256:...)",
                           exit_code=2)
     return pushed
+
+
+# -- Prometheus ------------------------------------------------------------------------------
+
+@dataclass
+class Scrape:
+    """prometheus.yml and the Grafana dashboard, and what they cover (for the line that says so)."""
+
+    config: str
+    board: str
+    engines: int
+    router: str | None
+    hosts: int
+
+    def write(self, out_dir: Path) -> None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "prometheus.yml").write_text(self.config)
+        (out_dir / "grafana-dashboard.json").write_text(self.board)
+
+
+def prometheus(target: Target, interval: float) -> Scrape:
+    """Scrape targets for every engine (each replica's), the router and each host's
+    node_exporter, and a dashboard over the names the engines export."""
+    from inkctl.api.fleet import is_gateway
+    from inkctl.recipe.source import load_recipe
+
+    if is_gateway(target.recipe):  # every model's engine and the one router in front
+        return _gateway_scrape(target, interval)
+    loaded = load_recipe(target.recipe, list(target.sets), target.hosts)
+    r = loaded.recipe
+    if r.fleet is not None:
+        from inkctl.api.fleet import fleet_of
+
+        fleet = fleet_of(loaded)
+        engines = [(rep.name, r.engine.kind, rep.url) for rep in fleet.replicas]
+        router = f"{fleet.router.hosts[0].address}:{r.fleet.router.prometheus_port}"
+        host_addrs = list(dict.fromkeys(h.address for rep in fleet.replicas for h in rep.plan.hosts))
+    else:
+        from inkctl.plan.deploy import build_plan
+
+        plan = build_plan(r, loaded.hosts)
+        base = plan.health_url.rsplit("/", 1)[0] if plan.health_url else ""
+        engines, router = [(r.name, r.engine.kind, base)], None
+        host_addrs = [h.address for h in plan.hosts]
+    return _scrape(r.name, r.engine.kind, engines, router, host_addrs, interval)
+
+
+def _gateway_scrape(target: Target, interval: float) -> Scrape:
+    """A gateway file: each model's engine, the gateway's exporter, every host of its groups."""
+    from inkctl.api.fleet import load_gateway_fleet
+
+    lg, fleet = load_gateway_fleet(Target(target.recipe, target.hosts), "export prometheus")
+    engines = [(rep.name, rep.recipe.engine.kind, rep.url) for rep in fleet.replicas]
+    router = f"{fleet.router.hosts[0].address}:{fleet.router_spec.prometheus_port}"
+    host_addrs = list(dict.fromkeys(h.address for rep in fleet.replicas for h in rep.plan.hosts))
+    return _scrape(fleet.name, engines[0][1], engines, router, host_addrs, interval)
+
+
+def _scrape(name: str, kind: str, engines: list[Any], router: str | None, host_addrs: list[str],
+            interval: float) -> Scrape:
+    import yaml
+
+    from inkctl.export.prometheus import dashboard_json, scrape_config
+
+    config = yaml.safe_dump(scrape_config(name, engines, router, host_addrs, interval), sort_keys=False)
+    return Scrape(config, dashboard_json(name, kind, router is not None), len(engines), router, len(host_addrs))
+
+
+# -- systemd ---------------------------------------------------------------------------------
+
+CREDENTIALS = "@INKCTL_CREDENTIALS_DIRECTORY@"  # becomes systemd's %d after the ExecStart is escaped
+
+
+def unit_text(recipe: Path, hosts: Path | None, sets: list[str], *, python: str, user: str | None,
+              deployment: str, max_restarts: int, secrets: dict[str, Any] | None = None) -> str:
+    """RECIPE and HOSTS are absolute paths. Each secret reaches the watcher (and the ``up`` of a
+    restart) the way the recipe reads it: an env var from an EnvironmentFile, a file as a
+    systemd credential (LoadCredential), read from $CREDENTIALS_DIRECTORY through --set."""
+    from inkctl.plan.quote import command_line
+
+    argv = [python, "-m", "inkctl", "watch", str(recipe), "--restart",
+            "--max-restarts-per-hour", str(max_restarts), "-o", "json"]
+    if hosts:
+        argv += ["--hosts", str(hosts)]
+    for s in sets:
+        argv += ["--set", s]
+    secret_lines: list[str] = []
+    env_names = [n for n, src in (secrets or {}).items() if src.env]
+    if env_names:
+        env_file = f"/etc/inkctl/{deployment}.env"
+        for n in env_names:
+            var = (secrets or {})[n].env
+            secret_lines.append(f"# secret {n}: the line {var}=... in {env_file} (mode 0600)")
+        secret_lines.append(f"EnvironmentFile={env_file}")
+    for name, src in (secrets or {}).items():
+        if src.file and not src.env:
+            path = Path(src.file).expanduser()
+            secret_lines += [f"# {name}: the file {src.file}, handed over as a credential",
+                             f"LoadCredential={name}:{_systemd_literal(str(path))}"]
+            argv += ["--set", f"secrets.{name}={{file: {CREDENTIALS}/{name}}}"]
+    lines = [
+        "[Unit]",
+        f"Description=inkctl: supervise {deployment} and restart it on failure",
+        "Wants=network-online.target",
+        "After=network-online.target",
+        "",
+        "[Service]",
+        "Type=simple",
+        *secret_lines,
+        # systemd splits ExecStart like a shell does (quotes, no expansion of $ without braces): one quoting function
+        f"ExecStart={_systemd_literal(command_line(argv)).replace(CREDENTIALS, '%d')}",
+        f"WorkingDirectory={_systemd_literal(str(recipe.parent))}",
+        "Restart=on-failure",
+        "RestartSec=30",
+        "# exit 2: the recipe, a secret or a flag is wrong; restarting changes nothing",
+        "RestartPreventExitStatus=2",
+        "KillSignal=SIGINT",
+        "TimeoutStopSec=30",
+    ]
+    if user:
+        lines.append(f"User={user}")
+    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines)
+
+
+def _systemd_literal(text: str) -> str:
+    """systemd expands %specifiers and $VARIABLES in ExecStart even inside quotes: double them."""
+    return text.replace("%", "%%").replace("$", "$$")
+
+
+@dataclass
+class Unit:
+    """A systemd unit keeping ``inkctl watch --restart`` running for a deployment."""
+
+    deployment: str
+    text: str
+
+    @property
+    def name(self) -> str:
+        return f"inkctl-{self.deployment}"
+
+
+def systemd(target: Target, *, python: str, user: str | None, max_restarts: int) -> Unit:
+    """The unit for TARGET's deployment, naming the recipe and inventory by absolute path."""
+    from inkctl.api.target import load_target
+
+    loaded, plan, _ = load_target(target, "export systemd")
+    hosts = target.hosts
+    text = unit_text(loaded.path.resolve(), hosts.resolve() if hosts else None, list(target.sets),
+                     python=python, user=user, deployment=plan.deployment, max_restarts=max_restarts,
+                     secrets=dict(loaded.recipe.secrets))
+    return Unit(plan.deployment, text)
+
+
+# -- Slurm -----------------------------------------------------------------------------------
+
+def slurm(recipe: Path, sets: list[str], options: dict[str, Any], *, hosts_file: Path | None,
+          image: str | None, var: Iterable[str] | None) -> Any:
+    """The recipe's plan as one sbatch script (a ``SlurmJob``); OPTIONS: the ``SlurmOptions``
+    fields the command line gives, VAR the ``--var NAME=VALUE`` values."""
+    from inkctl.export.slurm import SlurmOptions
+    from inkctl.export.slurm_inputs import job_for
+    from inkctl.recipe.source import load_recipe
+
+    loaded = load_recipe(recipe, sets, hosts_file=hosts_file) if hosts_file else load_recipe(recipe, sets)
+    slurm_options = SlurmOptions(**options, vars=tuple(var_pairs(var)))
+    return job_for(loaded, slurm_options, inventory=hosts_file is not None, image=image)

@@ -3,7 +3,6 @@ built the way ``up`` builds it, without touching a host."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from inkctl.api.target import Target
@@ -42,10 +41,17 @@ def on_paper(target: Target) -> OnPaper:
     return OnPaper(loaded, build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded)), None)
 
 
-def check_host(host: str | None, names: Iterable[str]) -> None:
-    """``--host NAME`` names one of the plan's hosts (NAMES in the order the hint lists them)."""
-    names = list(names)
-    if host is not None and host not in names:
+def check_host(paper: OnPaper, host: str | None) -> None:
+    """``--host NAME`` names one of the plan's hosts (a gateway file's plan is not checked: its
+    groups say which host shows)."""
+    if host is None or paper.gateway:
+        return
+    if paper.plan is not None:
+        names = [h.name for h in paper.plan.hosts]
+    else:
+        assert paper.fleet is not None
+        names = sorted({h.name for p in paper.fleet.plans for h in p.hosts})
+    if host not in names:
         raise UsageError(f"--host {host}: no such host in this plan", hint="its hosts are " + ", ".join(names))
 
 

@@ -57,10 +57,7 @@ def plan(
     if fmt == "json":
         print(json.dumps({**_plan_json(paper), "warnings": [w.as_dict() for w in paper.loaded.warnings]}, indent=2))
         return
-    if paper.plan is not None:
-        check_host(host, (h.name for h in paper.plan.hosts))
-    elif not paper.gateway:
-        check_host(host, sorted({h.name for p in paper.fleet.plans for h in p.hosts}))
+    check_host(paper, host)
     print_problems(paper.loaded.warnings, strict=False, stream=sys.stderr)
     _print_paper(paper, host, full, up_command(paper, target))
 

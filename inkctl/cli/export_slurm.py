@@ -34,17 +34,13 @@ def slurm(
     in the script: each rank reads them when the job runs (the header names them). Check it with
     `sbatch --test-only FILE`; `inkctl up RECIPE --slurm` submits and follows it.
     """
-    from inkctl.api.export import var_pairs
-    from inkctl.export.slurm_inputs import job_for
-    from inkctl.export.slurm import SlurmOptions
-    from inkctl.recipe.source import load_recipe
+    from inkctl.api.export import slurm as export
 
     fmt = output_format(output)
     container, sets = slurm_container(container, set_, recipe)
-    loaded = load_recipe(recipe, sets, hosts_file=hosts_file) if hosts_file else load_recipe(recipe, sets)
-    options = SlurmOptions(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
-                           container=container, job_dir=job_dir, vars=tuple(var_pairs(var)))
-    job = job_for(loaded, options, inventory=hosts_file is not None, image=image)
+    job = export(recipe, sets, dict(partition=partition, account=account, time=time, gpus_per_node=gpus_per_node,
+                                     container=container, job_dir=job_dir),
+                 hosts_file=hosts_file, image=image, var=var)
     if out is not None:
         out.write_text(job.script)
         out.chmod(0o755)
@@ -53,6 +49,10 @@ def slurm(
                           "secrets": list(job.secrets), "env_vars": list(job.env_vars), "notes": list(job.notes)},
                          indent=2))
         return
+    _text(job, out)
+
+
+def _text(job, out: Optional[Path]) -> None:
     import sys
 
     if out is None:

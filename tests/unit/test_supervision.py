@@ -88,7 +88,7 @@ def test_the_scrubber_masks_every_value_longest_first():
 
 
 def test_the_systemd_unit_runs_watch_restart_with_absolute_paths(tmp_path):
-    from inkctl.cli.export_systemd import unit_text
+    from inkctl.api.export import unit_text
 
     rec = tmp_path / "my recipe.yaml"
     unit = unit_text(rec, tmp_path / "hosts.yaml", ["engine.args.port=8001"], python="/usr/bin/python3", user="ops",

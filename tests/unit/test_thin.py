@@ -24,10 +24,12 @@ from tests.unit.test_layers import imports_of, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
-THIN = ("inkctl/cli/commands.py", "inkctl/cli/project.py", "inkctl/cli/export_k8s.py", "inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
         "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
         "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
-        "inkctl/cli/slurm.py", "inkctl/cli/fleet.py")
+        "inkctl/cli/slurm.py", "inkctl/cli/fleet.py", "inkctl/cli/commands.py", "inkctl/cli/project.py",
+        "inkctl/cli/export.py", "inkctl/cli/export_k8s.py", "inkctl/cli/export_prometheus.py",
+        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
