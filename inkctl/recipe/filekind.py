@@ -3,7 +3,7 @@ a gateway file has ``models:`` and no ``engine:`` (a recipe has ``engine:``). Th
 once per process (recipe/document.py keeps the parse), so asking costs validate nothing extra,
 and this module imports neither pydantic nor the gateway's models. Also: the files a command's
 paths name (``expand_paths``), for the same reason (``inkctl validate`` with a cached verdict
-loads no model: cli/validate_cache.py)."""
+loads no model: api/validate_cache.py)."""
 
 from __future__ import annotations
 
