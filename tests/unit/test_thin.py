@@ -331,3 +331,83 @@ def test_api_results_compares_only_points_in_common(tmp_path):
     b = Run(tmp_path / "b", {}, [{"max_concurrency": 2, "request_rate": "inf"}])
     with pytest.raises(InkctlError, match="a and b have no point in common"):
         compare_runs(a, b)
+
+
+def test_api_plan_on_paper_builds_what_up_would_run_and_names_the_next_command():
+    from inkctl.api.plan import check_host, on_paper, up_command
+    from inkctl.api.target import Target
+    from inkctl.errors import UsageError
+
+    bare = Target.of(EXAMPLE)
+    paper = on_paper(bare)
+    assert paper.plan is not None and paper.fleet is None and not paper.gateway
+    assert up_command(paper, bare) == (f"inkctl up {EXAMPLE} --hosts FILE"
+                                       "    (an inventory: inkctl init writes one to edit)")
+    with pytest.raises(UsageError, match="--host nope: no such host in this plan") as e:
+        check_host(on_paper(Target.of(EXAMPLE, ONE_HOST)), "nope")
+    assert e.value.hint == "its hosts are gpu-box"
+    fleet = on_paper(Target.of(ROOT / "tests/e2e/recipes/fleet.yaml"))
+    assert fleet.plan is None and fleet.fleet is not None and len(fleet.fleet.replicas) == 2
+
+
+def test_api_recipes_lists_a_directory_and_refuses_two_sources(tmp_path):
+    from inkctl.api.recipes import listing, schema
+    from inkctl.errors import InkctlError
+
+    (tmp_path / "broken.yaml").write_text("name: x\n")
+    found = listing(ROOT / "examples")
+    assert found.checkout is None and found.as_json() == found.rows
+    assert {r["name"] for r in found.rows if "name" in r} >= {"qwen-small-single"}
+    assert listing(tmp_path).rows == [{"recipe": str(tmp_path / "broken.yaml"), "path": str(tmp_path / "broken.yaml"),
+                                       "error": "invalid (run inkctl validate)"}]
+    with pytest.raises(InkctlError, match="give a directory or --from, not both"):
+        listing(tmp_path, from_=str(tmp_path))
+    with pytest.raises(InkctlError, match="--format must be json or markdown, not 'yaml'") as e:
+        schema("yaml")
+    assert e.value.exit_code == 2 and schema("json").endswith("}\n")
+
+
+def test_api_init_writes_nothing_when_one_of_its_files_is_there(tmp_path):
+    from inkctl.api.init import init
+    from inkctl.errors import UsageError
+
+    wrote: list = []
+    project = init(None, tmp_path, wrote.append)
+    assert (project.recipe_file, project.inventory) == ("vllm-single-docker.yaml", "hosts.yaml")
+    assert [str(p) for p in wrote] == ["vllm-single-docker.yaml", "hosts.yaml"]
+    second = init("vllm-ray-2node", tmp_path, wrote.append)  # hosts.yaml is kept: its own inventory beside it
+    assert second.inventory == "hosts-vllm-ray-2node.yaml" and len(wrote) == 4
+    with pytest.raises(UsageError, match="vllm-single-docker.yaml already exists here; init overwrites nothing"):
+        init("vllm-single-docker", tmp_path, wrote.append)
+    assert len(wrote) == 4
+    with pytest.raises(UsageError, match="no bundled recipe named 'nope'"):
+        init("nope", tmp_path, wrote.append)
+
+
+def test_api_export_reads_key_value_flags_and_refuses_a_gateway_file():
+    from inkctl.api.export import K8sFlags, k8s, pairs, var_pairs
+    from inkctl.api.target import Target
+    from inkctl.errors import InkctlError, UsageError
+
+    assert pairs(["a=b=c"], "--x") == [("a", "b=c")]
+    with pytest.raises(UsageError, match="--network-annotation 'ab': expected KEY=VALUE"):
+        pairs(["ab"], "--network-annotation")
+    with pytest.raises(UsageError, match="'1x' is not a variable name"):
+        var_pairs(["1x=2"])
+    with pytest.raises(InkctlError, match="export k8s of a gateway file is not supported yet"):
+        k8s(Target.of(ROOT / "tests/e2e/recipes/gateway.yaml"), K8sFlags())
+    done = k8s(Target.of(EXAMPLE), K8sFlags(namespace="ns"))
+    assert done.failure() is None and done.findings == []
+    assert all(d["metadata"].get("namespace") == "ns" for d in done.documents)
+
+
+def test_api_validate_gives_a_verdict_per_file(tmp_path, monkeypatch):
+    from inkctl.api.validate import verdicts
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the verdicts kept here, not in the user's cache
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    (ok_path, ok, problems, _), (bad_path, bad_ok, bad_problems, _) = verdicts([str(EXAMPLE), str(bad)])
+    assert (ok_path, ok, problems) == (EXAMPLE, True, [])
+    assert bad_path == bad and not bad_ok and bad_problems
