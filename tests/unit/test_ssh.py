@@ -285,6 +285,24 @@ def conn(sshd, home):
     t.close()
 
 
+def test_a_channel_closed_before_its_command_starts_is_a_host_error(conn):
+    """The connection can drop between a channel's open and its exec request (paramiko raises
+    "Channel closed."): a HostError naming the host, never an internal error. Forced here by
+    closing the real channel, then the real connection, between the two."""
+    chan = conn._channel(5)
+    chan.close()  # the connection stands: the host would not start the command
+    with pytest.raises(HostError) as e:
+        conn._exec(chan, ("true",))
+    assert e.value.host == conn.name and "refused to start a command" in str(e.value)
+    chan = conn._channel(5)
+    conn._client.get_transport().close()  # the connection is gone
+    with pytest.raises(HostError) as e:
+        conn._exec(chan, ("true",), pty=True)
+    assert e.value.host == conn.name and "connection lost" in str(e.value)
+    with pytest.raises(HostError, match="connection lost"):
+        conn.run(["true"])
+
+
 def test_run_quotes_every_argument(conn):
     weird = ["a b", "$(id)", "`id`", "'q'", '"d"', "x;y", "new\nline", "ünï", "*", ""]
     res = conn.run(["printf", "%s|", *weird])

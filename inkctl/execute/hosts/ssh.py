@@ -156,6 +156,22 @@ class SSHTransport:
             raise HostError(self.name, "unreachable", f"connection lost ({e or type(e).__name__})",
                             hint="the host went away during the command; check its network") from e
 
+    def _exec(self, chan, argv: tuple, pty: bool = False) -> None:
+        """Start ARGV on an open channel. The connection can drop between the open and the
+        request (paramiko: "Channel closed."): that is the host lost, not an internal error."""
+        try:
+            if pty:
+                chan.get_pty(term="dumb", width=500)
+                chan.set_combine_stderr(True)
+            chan.exec_command(command_line(argv))
+        except Exception as e:
+            chan.close()
+            if self._lost():
+                raise HostError(self.name, "unreachable", f"connection lost ({e or type(e).__name__})",
+                                hint="the host went away during the command; check its network") from e
+            raise HostError(self.name, "command", f"the host refused to start a command: {e or type(e).__name__}",
+                            hint="check the host's sshd (MaxSessions, its logs)") from e
+
     def _lost(self) -> bool:
         t = self._client.get_transport()
         return t is None or not t.is_active()
@@ -170,7 +186,7 @@ class SSHTransport:
         argv = tuple(argv)
         t0 = time.monotonic()
         chan = self._channel(timeout)
-        chan.exec_command(command_line(argv))
+        self._exec(chan, argv)
         writer = None
         if stdin is None:
             chan.shutdown_write()
@@ -275,9 +291,7 @@ class SSHTransport:
         chan = self._channel(None)
         # a pty ties the remote command to this channel: when we stop following and close it,
         # the remote side gets SIGHUP (a plain exec channel would leave `docker logs -f` running)
-        chan.get_pty(term="dumb", width=500)
-        chan.set_combine_stderr(True)
-        chan.exec_command(command_line(tuple(argv)))
+        self._exec(chan, tuple(argv), pty=True)
         log.debug("%s: following %.300s", self.name, command_line(tuple(argv)))
         buf = b""
         try:
