@@ -27,6 +27,12 @@ class Scrubber:
                 s = s.replace(v, MASK)
         return s
 
+    def error(self, e: Any) -> None:
+        """Mask an error's message and hint in place (an ``InkctlError``: its args follow its
+        message), before it is raised on to the one who prints it."""
+        e.message, e.hint = self.text(e.message), self.text(e.hint) if e.hint else e.hint
+        e.args = (e.message,)
+
     def __call__(self, obj: Any) -> Any:
         if not self.values:
             return obj

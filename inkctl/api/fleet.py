@@ -192,8 +192,7 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
         _failed(sec.sink, fleet, t0, err)
         raise err from None
     except InkctlError as e:
-        e.message, e.hint = sec.scrub.text(e.message), sec.scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
+        sec.scrub.error(e)
         _failed(sec.sink, fleet, t0, e)
         raise
     finally:

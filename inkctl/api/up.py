@@ -158,8 +158,7 @@ def _bring_up(loaded: Loaded, plan: Plan, sec: Secured, target: Target, opts: Up
             # a lost host keeps this run's deploy lock; its holder (this pid) is gone by then, so the
             # next command from this machine takes it over: down alone finishes the clean-up
             e.hint = ((e.hint + "; ") if e.hint else "") + f"once the host is back, run: inkctl down {target.where()}"
-        e.message, e.hint = sec.scrub.text(e.message), sec.scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
+        sec.scrub.error(e)
         _failed(sec.sink, plan, t0, e)
         raise
     finally:

@@ -139,8 +139,7 @@ def put(ready: Prepared, loaded: Loaded, manifest: Manifest, options: WeightsOpt
     except InkctlError as e:
         if interrupt.is_set():
             raise _interrupted() from None
-        e.message, e.hint = ready.scrub.text(e.message), ready.scrub.text(e.hint) if e.hint else e.hint
-        e.args = (e.message,)
+        ready.scrub.error(e)
         raise
     finally:
         sink.close()
