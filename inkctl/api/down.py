@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from inkctl.api.target import Target, load, plan_for
-from inkctl.errors import InkctlError, UsageError, counted
+from inkctl.api.target import Target, one_group, plan_for
+from inkctl.errors import InkctlError, counted
 
 if TYPE_CHECKING:
     from inkctl.execute.deploy.takedown import TakeDown
@@ -45,20 +45,12 @@ def down(target: Target, *, accept_new: bool = False, fleet: Callable[[Loaded], 
     (``DownResult.failure``); it is in the run's record."""
     from inkctl import runlog
     from inkctl.execute.deploy.takedown import take_down
-    from inkctl.recipe.filekind import is_gateway_file
-    from inkctl.scrub import arm_for
 
-    if is_gateway_file(target.recipe):
-        if gateway is None:
-            raise UsageError("a gateway file: every model's group and the gateway go down through the fleet's take-down")
-        gateway(target)
-        return None
-    loaded = load(target, "down")
-    arm_for(loaded.recipe)  # whatever this command prints (a host's stderr too) is masked
-    if loaded.recipe.fleet is not None:
-        if fleet is None:
-            raise UsageError("a fleet: its replicas and router go down through the fleet's take-down (inkctl down RECIPE)")
-        fleet(loaded)
+    loaded = one_group(
+        target, "down",
+        gateway=gateway, gateway_usage="a gateway file: every model's group and the gateway go down through the fleet's take-down",
+        fleet=fleet, fleet_usage="a fleet: its replicas and router go down through the fleet's take-down (inkctl down RECIPE)")
+    if loaded is None:
         return None
     plan, _ = plan_for(loaded, target)
     assert loaded.hosts is not None

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from inkctl.api.reach import OnAccept, close, connect
-from inkctl.api.target import Target, load, plan_for
-from inkctl.errors import InkctlError, UsageError
+from inkctl.api.target import Target, one_group, plan_for
+from inkctl.errors import InkctlError
 
 if TYPE_CHECKING:
     from inkctl.plan.step import Plan
@@ -47,20 +47,13 @@ def status(target: Target, *, accept_new: bool = False, on_accept: OnAccept | No
     """Ask every host of the deployment ``target`` names. A recipe with ``fleet:`` is handed,
     loaded, to ``fleet``, a gateway file to ``gateway`` (None is returned then)."""
     from inkctl.execute.state.probe import deployment_states
-    from inkctl.recipe.filekind import is_gateway_file
-    from inkctl.scrub import active, arm_for
+    from inkctl.scrub import active
 
-    if is_gateway_file(target.recipe):
-        if gateway is None:
-            raise UsageError("a gateway file: one row per model's group and the router (inkctl status FILE --hosts FILE)")
-        gateway(target)
-        return None
-    loaded = load(target, "status")
-    arm_for(loaded.recipe)  # what a host answers (an engine's echoed env too) is masked
-    if loaded.recipe.fleet is not None:
-        if fleet is None:
-            raise UsageError("a fleet: one row per replica and the router (inkctl status RECIPE)")
-        fleet(loaded)
+    loaded = one_group(
+        target, "status",
+        gateway=gateway, gateway_usage="a gateway file: one row per model's group and the router (inkctl status FILE --hosts FILE)",
+        fleet=fleet, fleet_usage="a fleet: one row per replica and the router (inkctl status RECIPE)")
+    if loaded is None:
         return None
     plan, _ = plan_for(loaded, target)
     assert loaded.hosts is not None

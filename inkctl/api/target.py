@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from inkctl.errors import UsageError
 
@@ -48,6 +48,29 @@ def load(target: Target, command: str, *, need_hosts: bool = True) -> Loaded:
     loaded = load_recipe(target.recipe, list(target.sets), target.hosts)
     if need_hosts and loaded.hosts is None:
         raise UsageError(f"{command} needs hosts: pass --hosts FILE (an inventory) or list hosts: in the recipe")
+    return loaded
+
+
+def one_group(target: Target, command: str, *, gateway: Callable[[Target], Any] | None, gateway_usage: str,
+              fleet: Callable[[Loaded], Any] | None, fleet_usage: str) -> Loaded | None:
+    """The loaded recipe of one engine group, with whatever the command prints masked from here
+    on. A gateway file is handed to ``gateway``, a recipe with ``fleet:`` (loaded and armed) to
+    ``fleet``, and None returned; a kind without its callable is a UsageError with its usage."""
+    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.scrub import arm_for
+
+    if is_gateway_file(target.recipe):
+        if gateway is None:
+            raise UsageError(gateway_usage)
+        gateway(target)
+        return None
+    loaded = load(target, command)
+    arm_for(loaded.recipe)  # a host's stderr, an engine's echoed env: masked
+    if loaded.recipe.fleet is not None:
+        if fleet is None:
+            raise UsageError(fleet_usage)
+        fleet(loaded)
+        return None
     return loaded
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
-from inkctl.api.target import Target, load, plan_for
-from inkctl.errors import EXIT_INVALID, InkctlError, UsageError
+from inkctl.api.target import Target, one_group, plan_for
+from inkctl.errors import EXIT_INVALID, InkctlError
 
 if TYPE_CHECKING:
     from inkctl.plan.step import Plan
@@ -46,20 +46,13 @@ def watch(target: Target, how: Watching, emit: Emit, *, fleet: Callable[[Loaded,
     is handed, loaded, to ``fleet(loaded, emit)`` (the fleet's own supervision), a gateway file
     to ``gateway(target, emit)``. Returns when stopped (Ctrl-C); raises InkctlError on a
     failure it does not restart from."""
-    from inkctl.recipe.filekind import is_gateway_file
-    from inkctl.scrub import arm_for
-
-    if is_gateway_file(target.recipe):  # each model's group on its own, and the gateway
-        if gateway is None:
-            raise UsageError("a gateway file: each model's group is supervised on its own (inkctl watch FILE)")
-        gateway(target, told(emit))
-        return
-    loaded = load(target, "watch")
-    arm_for(loaded.recipe)  # what the engines echo is masked
-    if loaded.recipe.fleet is not None:
-        if fleet is None:
-            raise UsageError("a fleet: its replicas are supervised each on its own (inkctl watch RECIPE)")
-        fleet(loaded, told(emit))
+    loaded = one_group(
+        target, "watch",  # a gateway: each model's group on its own, and the gateway
+        gateway=None if gateway is None else (lambda t: gateway(t, told(emit))),
+        gateway_usage="a gateway file: each model's group is supervised on its own (inkctl watch FILE)",
+        fleet=None if fleet is None else (lambda ld: fleet(ld, told(emit))),
+        fleet_usage="a fleet: its replicas are supervised each on its own (inkctl watch RECIPE)")
+    if loaded is None:
         return
     plan, _ = plan_for(loaded, target)
     keep_watching(loaded, plan, target, how, emit)
