@@ -1,5 +1,6 @@
 """The fleet on paper: replicas over hosts or GPU subsets, names/ports/state dirs apart, the
-router's argv, and bad input located before anything starts."""
+router's argv, and bad input located before anything starts. Addresses are in the documentation range: only
+labels, never contacted."""
 
 from __future__ import annotations
 
@@ -28,28 +29,28 @@ def _recipe(tmp_path, **changes):
 def test_replicas_take_hosts_in_order(tmp_path):
     r = _recipe(tmp_path, hardware={"nodes": 2}, engine={"multinode": "native", "args": {"tensor_parallel": 4, "port": 18000}},
                 fleet={"replicas": 2})
-    hosts = [Host(name=f"h{i}", address=f"10.0.0.{i}") for i in range(1, 5)]
+    hosts = [Host(name=f"h{i}", address=f"192.0.2.{i}") for i in range(1, 5)]
     f = build_fleet(r, hosts)
     assert [rep.name for rep in f.replicas] == ["e2e-fleet-r0", "e2e-fleet-r1"]
     assert [[h.name for h in rep.hosts] for rep in f.replicas] == [["h1", "h2"], ["h3", "h4"]]
-    assert [rep.url for rep in f.replicas] == ["http://10.0.0.1:18000", "http://10.0.0.3:18000"]
+    assert [rep.url for rep in f.replicas] == ["http://192.0.2.1:18000", "http://192.0.2.3:18000"]
     names = [c.name for rep in f.replicas for c in rep.plan.containers]
     assert len(set(names)) == 4
     dirs = {h.state_dir for rep in f.replicas for h in rep.plan.hosts}
     assert dirs == {"/var/lib/inkctl/e2e-fleet-r0", "/var/lib/inkctl/e2e-fleet-r1"}
-    assert f.router.hosts[0].name == "h1" and f.url == "http://10.0.0.1:30080"
+    assert f.router.hosts[0].name == "h1" and f.url == "http://192.0.2.1:30080"
 
 
 def test_gpu_subsets_of_one_host_shift_ports(tmp_path):
     r = _recipe(tmp_path, fleet={"replicas": 4})
-    f = build_fleet(r, [Host(name="box", address="10.0.0.9", gpus="0,1,2,3,4,5,6,7")])
+    f = build_fleet(r, [Host(name="box", address="192.0.2.9", gpus="0,1,2,3,4,5,6,7")])
     assert [rep.hosts[0].gpus for rep in f.replicas] == ["0,1", "2,3", "4,5", "6,7"]
     assert [rep.recipe.engine.args.port for rep in f.replicas] == [18000, 18010, 18020, 18030]
     run = next(s for st in f.replicas[3].plan.stages for s in st.steps if getattr(s, "container", None))
     assert "--gpus" in run.argv and '"device=6,7"' in run.argv
     assert "18030" in run.argv
     argv = f.router.stages[0].steps[0].argv
-    assert [a for a in argv if a.startswith("http://")] == [f"http://10.0.0.9:180{i}0" for i in range(4)]
+    assert [a for a in argv if a.startswith("http://")] == [f"http://192.0.2.9:180{i}0" for i in range(4)]
 
 
 def test_router_argv_policy_and_ports(tmp_path):
@@ -66,7 +67,7 @@ def test_router_argv_policy_and_ports(tmp_path):
 def test_replica_recipe_hash_ignores_the_router(tmp_path):
     a = _recipe(tmp_path, fleet={"replicas": 2, "router": {"policy": "random"}})
     b = _recipe(tmp_path, fleet={"replicas": 2, "router": {"policy": "round_robin"}})
-    hosts = [Host(name="h1", address="10.0.0.1"), Host(name="h2", address="10.0.0.2")]
+    hosts = [Host(name="h1", address="192.0.2.1"), Host(name="h2", address="192.0.2.2")]
     fa, fb = build_fleet(a, hosts), build_fleet(b, hosts)
     assert [x.plan.recipe_hash for x in fa.replicas] == [x.plan.recipe_hash for x in fb.replicas]
     assert fa.router.recipe_hash != fb.router.recipe_hash
@@ -155,7 +156,7 @@ def test_hosts_beyond_the_replicas_are_spare_and_searched_for_retired_replicas(t
 GATEWAY = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "gateway.yaml"
 
 
-def _gateway(tmp_path, text: str | None = None, hosts='[{name: h5, address: 10.0.0.5, gpus: "0,1,2,3,4,5,6,7"}]'):
+def _gateway(tmp_path, text: str | None = None, hosts='[{name: h5, address: 192.0.2.5, gpus: "0,1,2,3,4,5,6,7"}]'):
     import shutil
 
     from inkctl.plan.gateway import build_gateway
@@ -176,14 +177,14 @@ def test_gateway_places_two_models_on_gpu_subsets_and_registers_them(tmp_path):
     f = _gateway(tmp_path)
     assert f.gateway and [(g.model, g.name, g.gpus) for g in f.replicas] == [
         ("alpha", "e2e-gw-alpha", "h5:0,1"), ("beta", "e2e-gw-beta", "h5:2,3")]
-    assert [g.url for g in f.replicas] == ["http://10.0.0.5:18100", "http://10.0.0.5:18110"]  # beta's ports shifted
-    assert f.router.deployment == "e2e-gw-gateway" and f.url == "http://10.0.0.5:30090"
+    assert [g.url for g in f.replicas] == ["http://192.0.2.5:18100", "http://192.0.2.5:18110"]  # beta's ports shifted
+    assert f.router.deployment == "e2e-gw-gateway" and f.url == "http://192.0.2.5:30090"
     argv = f.router.stages[0].steps[0].argv
     assert "--enable-igw" in argv and "--worker-urls" not in argv and not any("http://" in a for a in argv)
     assert [st.name for st in f.router.stages] == ["launch", "health", "register", "answer"]
     reg = f.router.stages[2].steps[0]
-    assert isinstance(reg, Register) and reg.url == "http://10.0.0.5:30090/workers"
-    assert reg.workers == (("http://10.0.0.5:18100", "alpha"), ("http://10.0.0.5:18110", "beta"))
+    assert isinstance(reg, Register) and reg.url == "http://192.0.2.5:30090/workers"
+    assert reg.workers == (("http://192.0.2.5:18100", "alpha"), ("http://192.0.2.5:18110", "beta"))
     answers = f.router.stages[3].steps
     assert all(isinstance(a, WaitHealth) for a in answers) and [a.model for a in answers] == ["alpha", "beta"]
 
@@ -198,7 +199,7 @@ def test_gateway_places_two_models_on_gpu_subsets_and_registers_them(tmp_path):
 ])
 def test_gateway_collisions_are_located_in_the_gateway_file(tmp_path, change, text):
     bad = GATEWAY.read_text().replace(*change)
-    hosts = "[{name: h5, address: 10.0.0.5}]" if "all its GPUs" in text else '[{name: h5, gpus: "0,1,2,3,4,5,6,7"}]'
+    hosts = "[{name: h5, address: 192.0.2.5}]" if "all its GPUs" in text else '[{name: h5, gpus: "0,1,2,3,4,5,6,7"}]'
     with pytest.raises(InkctlError) as e:
         _gateway(tmp_path, bad, hosts)
     assert text in e.value.message and e.value.message.startswith(str(tmp_path / "gateway.yaml") + ":")
@@ -220,5 +221,5 @@ def test_gateway_plan_json_shows_the_registrations(tmp_path):
 
     f = _gateway(tmp_path)
     steps = [s for st in plan_json(f.router)["stages"] for s in st["steps"] if s["kind"] == "register"]
-    assert steps[0]["workers"] == [{"url": "http://10.0.0.5:18100", "model": "alpha"},
-                                   {"url": "http://10.0.0.5:18110", "model": "beta"}]
+    assert steps[0]["workers"] == [{"url": "http://192.0.2.5:18100", "model": "alpha"},
+                                   {"url": "http://192.0.2.5:18110", "model": "beta"}]
