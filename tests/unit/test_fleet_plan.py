@@ -1,6 +1,6 @@
 """The fleet on paper: replicas over hosts or GPU subsets, names/ports/state dirs apart, the
-router's argv, and bad input located before anything starts. Addresses are in the documentation range: only
-labels, never contacted."""
+router's argv, and bad input located before anything starts. The addresses are in the
+documentation range: only labels, never contacted."""
 
 from __future__ import annotations
 
