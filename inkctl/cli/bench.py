@@ -236,7 +236,9 @@ def results(
         _boots(results_dir, runs, fmt)
     elif not runs:
         if recipe or plot:
-            raise UsageError("--recipe and --plot need a run")
+            flag = "--recipe FILE" if recipe else "--plot"
+            raise UsageError("--recipe and --plot need a run",
+                             hint=f"name a run (inkctl results lists them): inkctl results RUN {flag}")
         _list_runs(results_dir, fmt)
     else:
         _one_run(results_dir, runs, recipe, plot, fmt)

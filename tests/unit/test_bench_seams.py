@@ -111,3 +111,12 @@ def test_plot_without_matplotlib_names_this_pythons_pip(quick, tmp_path):
                "--results-dir", str(tmp_path / "runs"), "--plot", env=env)
     assert r.returncode == 1
     assert "python -m pip install matplotlib" in r.stderr and "inkctl[plot]" not in r.stderr
+
+
+@pytest.mark.parametrize("flag", [["--recipe", "r.yaml"], ["--plot"]])
+def test_results_with_recipe_or_plot_but_no_run_says_how_to_name_one(tmp_path, flag):
+    r = inkctl("results", *flag, "--results-dir", str(tmp_path))
+    assert r.returncode == 2, r.stderr
+    assert "--recipe and --plot need a run" in r.stderr
+    want = "--recipe FILE" if flag[0] == "--recipe" else "--plot"
+    assert f"hint: name a run (inkctl results lists them): inkctl results RUN {want}" in r.stderr, r.stderr
