@@ -1,0 +1,224 @@
+"""An engine command line, option by option, into the fields of an inkctl recipe.
+
+A flag inkctl types (parallelism, port, memory, parsers, data/expert parallelism, a speculative
+config) becomes its field when its value fits the field; any other option, or a typed one whose
+value the field cannot hold (``--max-model-len auto``), passes verbatim in ``engine.args.extra``
+with its values as written. Flags inkctl plans per host (``--nnodes``, ``--headless``...) are
+dropped and said so. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from inkctl.errors import InkctlError
+
+# flag -> the field it sets
+ARGS = {
+    "--tensor-parallel-size": "tensor_parallel", "-tp": "tensor_parallel", "--tp-size": "tensor_parallel", "--tp": "tensor_parallel",
+    "--pipeline-parallel-size": "pipeline_parallel", "-pp": "pipeline_parallel", "--pp-size": "pipeline_parallel",
+    "--port": "port", "--host": "bind_host",
+    "--max-model-len": "max_model_len", "--context-length": "max_model_len",
+    "--gpu-memory-utilization": "memory_fraction", "--mem-fraction-static": "memory_fraction",
+    "--kv-cache-dtype": "kv_cache_dtype", "--attention-backend": "attention_backend",
+    "--reasoning-parser": "reasoning_parser", "--tool-call-parser": "tool_call_parser",
+    "--max-num-seqs": "max_running_requests", "--max-running-requests": "max_running_requests",
+    "--data-parallel-size": "dp", "-dp": "dp", "--dp-size": "dp", "--dp": "dp",
+    "--ep-size": "ep_size", "--ep": "ep_size", "--all2all-backend": "a2a", "--moe-a2a-backend": "a2a",
+    "--deepep-mode": "deepep_mode", "--served-model-name": "served_name", "--revision": "revision",
+    "--speculative-config": "spec_config", "--speculative-algorithm": "spec_method", "--speculative-algo": "spec_method",
+    "--speculative-draft-model-path": "spec_draft", "--speculative-num-steps": "spec_steps",
+    "--speculative-eagle-topk": "spec_topk", "--speculative-num-draft-tokens": "spec_tokens",
+}
+SWITCHES = {"--enforce-eager": "enforce_eager", "--disable-cuda-graph": "enforce_eager",
+            "--trust-remote-code": "trust_remote_code", "--enable-expert-parallel": "ep",
+            "--enable-dp-attention": "dp_attention", "--enable-eplb": "eplb",
+            "--enable-auto-tool-choice": "auto_tool_choice"}
+INTS = {"tensor_parallel", "pipeline_parallel", "port", "max_model_len", "max_running_requests", "dp", "ep_size",
+        "spec_steps", "spec_topk", "spec_tokens"}
+PLANNED = {"--nnodes", "--node-rank", "--master-addr", "--master-port", "--dist-init-addr", "--data-parallel-size-local",
+           "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-start-rank", "--headless"}
+_FLAG = re.compile(r"^--?[A-Za-z]")
+
+
+@dataclass
+class Option:
+    flag: str
+    values: list[str]
+    written: list[str]  # the tokens as they stood
+
+
+@dataclass
+class Mapped:
+    """What the options became: recipe fields, verbatim extra, and what was dropped or changed."""
+
+    extra: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    dropped: dict[str, str] = field(default_factory=dict)  # flag -> why (inkctl plans it)
+
+
+def options(argv: list[str]) -> tuple[list[str], list[Option]]:
+    """Leading positional words, then each option with the values that follow it."""
+    i = next((k for k, a in enumerate(argv) if _FLAG.match(a)), len(argv))
+    lead, out = argv[:i], []
+    for a in argv[i:]:
+        if _FLAG.match(a):
+            flag, eq, inline = a.partition("=")
+            out.append(Option(flag, [inline] if eq else [], [a]))
+        else:
+            out[-1].values.append(a)
+            out[-1].written.append(a)
+    return lead, out
+
+
+def unbrace(value: str) -> str | None:
+    """``{{"method":"mtp"}}`` as JSON: the str.format escape (spark-vllm-docker's run-recipe
+    renders with str.format; sparkrun passes the braces as they are, and the engine's JSON reader
+    refuses them). Only a value that is JSON once unescaped and not before."""
+    if not (value.startswith("{{") and value.endswith("}}")):
+        return None
+    try:
+        json.loads(value)
+        return None
+    except ValueError:
+        pass
+    plain = value.replace("{{", "{").replace("}}", "}")
+    try:
+        json.loads(plain)
+    except ValueError:
+        return None
+    return plain
+
+
+def apply(out: dict, opts: list[Option], kind: str, *, ray: bool) -> Mapped:
+    m = Mapped()
+    spec: dict = {}
+    for o in opts:
+        _unbrace(o, m)
+        if kind == "vllm" and o.flag.startswith("--") and "_" in o.flag:
+            _dashed(o, m)
+        if o.flag in PLANNED or (ray and o.flag == "--distributed-executor-backend" and o.values == ["ray"]):
+            m.dropped[o.flag] = "inkctl plans it per host" if o.flag in PLANNED else "planned by engine.multinode: ray"
+            continue
+        if o.flag in SWITCHES and not o.values:
+            _switch(SWITCHES[o.flag], out, spec, m, o)
+            continue
+        if o.flag in ("--model", "--model-path") and len(o.values) == 1:
+            out["model"]["repo"] = o.values[0]
+            continue
+        if o.flag in ARGS and _typed(ARGS[o.flag], o, out, spec, kind, m):
+            continue
+        m.extra += o.written
+    if spec.pop("auto_tool_choice", None) and not out["engine"]["args"].get("tool_call_parser"):
+        m.extra.append("--enable-auto-tool-choice")
+    if spec:
+        out["speculative"] = spec
+    return m
+
+
+def _unbrace(o: Option, m: Mapped) -> None:
+    for k, v in enumerate(o.values):
+        plain = unbrace(v)
+        if plain is not None:
+            o.values[k] = plain
+            o.written = [plain if w == v else (f"{o.flag}={plain}" if w == f"{o.flag}={v}" else w) for w in o.written]
+            m.notes.append(f"{o.flag}: '{{{{'/'}}}}' read as the str.format escape of '{{'/'}}' (JSON as the "
+                           "recipe's author meant it; sparkrun would pass the doubled braces on)")
+
+
+def _dashed(o: Option, m: Mapped) -> None:
+    """vLLM's parser reads --max_model_len as --max-model-len; inkctl's checks read the dashed name."""
+    dashed = "--" + o.flag[2:].replace("_", "-")
+    o.written = [dashed + w[len(o.flag):] if w.startswith(o.flag) else w for w in o.written]
+    m.notes.append(f"{o.flag} written {dashed}, the name vLLM reads it as")
+    o.flag = dashed
+
+
+def _switch(key: str, out: dict, spec: dict, m: Mapped, o: Option) -> None:
+    args = out["engine"]["args"]
+    if key == "trust_remote_code":
+        out["model"]["trust_remote_code"] = True
+    elif key == "ep":
+        args.setdefault("expert", {})
+    elif key == "dp_attention":
+        args.setdefault("data_parallel", {})["attention"] = True
+    elif key == "eplb":
+        args.setdefault("expert", {})["eplb"] = True
+    elif key == "enforce_eager":
+        args["enforce_eager"] = True
+    elif key == "auto_tool_choice":
+        spec["auto_tool_choice"] = True
+
+
+def _typed(key: str, o: Option, out: dict, spec: dict, kind: str, m: Mapped) -> bool:
+    """Set the field; False when the value does not fit it (the option then passes verbatim)."""
+    if key == "served_name" and o.values:
+        return _served(o, out, kind)
+    if len(o.values) != 1:
+        return False
+    value = o.values[0]
+    v: object = value
+    if key in INTS:
+        if not value.lstrip("-").isdigit():
+            return False
+        v = int(value)
+    elif key == "memory_fraction":
+        try:
+            v = float(value)
+        except ValueError:
+            return False
+    return _set(key, v, value, out, spec)
+
+
+def _served(o: Option, out: dict, kind: str) -> bool:
+    if len(o.values) > 1 and kind != "vllm":
+        return False
+    out["model"]["served_name"] = o.values[0]
+    if len(o.values) > 1:
+        out["model"]["served_aliases"] = o.values[1:]
+    return True
+
+
+def _set(key: str, v: object, value: str, out: dict, spec: dict) -> bool:
+    args, model = out["engine"]["args"], out["model"]
+    if key == "revision":
+        model[key] = v
+    elif key == "dp":
+        args.setdefault("data_parallel", {})["size"] = v
+    elif key in ("ep_size", "a2a", "deepep_mode"):
+        name = {"ep_size": "size", "a2a": "all2all_backend", "deepep_mode": "deepep_mode"}[key]
+        args.setdefault("expert", {})[name] = v
+    elif key == "spec_config":
+        return _spec_config(value, spec)
+    elif key.startswith("spec_"):
+        name = {"spec_method": "method", "spec_steps": "num_steps", "spec_topk": "eagle_topk",
+                "spec_tokens": "num_speculative_tokens"}.get(key)
+        if name:
+            spec[name] = v
+        else:
+            spec["draft"] = {"repo": v}
+    else:
+        args[key] = v
+    return True
+
+
+def _spec_config(value: str, spec: dict) -> bool:
+    try:
+        cfg = json.loads(value)
+    except ValueError as e:
+        raise InkctlError(f"--speculative-config {value!r} is not JSON: {e}",
+                          hint="vLLM reads it as one JSON object, e.g. '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("method", ""), str):
+        return False
+    cfg = dict(cfg)
+    spec["method"] = cfg.pop("method", "draft_model")
+    if isinstance(cfg.get("model"), str):
+        spec["draft"] = {"repo": cfg.pop("model")}
+    n = cfg.get("num_speculative_tokens")
+    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 64:
+        spec["num_speculative_tokens"] = cfg.pop("num_speculative_tokens")
+    if cfg:
+        spec["config"] = cfg
+    return True
