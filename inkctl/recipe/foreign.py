@@ -119,7 +119,7 @@ def _sparkrun(doc: dict, opts: Options) -> Imported:
     except Refused:
         raise
     except InkctlError as e:
-        raise Refused(str(e), key="command", hint=e.hint) from None
+        raise Refused(str(e), key="command", text=getattr(e, "text", None), hint=e.hint) from None
     if cmd.others:
         _refuse_others(cmd, kind)
     served, launcher, opts_ = _program(cmd.argv, kind)

@@ -51,9 +51,44 @@ def read(text: str) -> ShellCommand:
         raise InkctlError("the command starts no server inkctl knows (vllm serve, sglang serve, "
                           "python3 -m sglang.launch_server)", hint="write the serve command out and import again")
     i, words, at = found[0]
+    expanded = expansions(text)
+    if expanded:
+        raise Expanded(expanded[0])
     env, wrappers = _before(words[:at])
     others = [shlex.join(c) for k, c in enumerate(commands) if k != i]
     return ShellCommand(argv=words[at:], env=env, wrappers=wrappers, others=others, notes=notes)
+
+
+class Expanded(InkctlError):
+    """The command leaves a value to the container's shell (``$VAR``, ``${VAR:-default}``, ``$(...)``)."""
+
+    def __init__(self, text: str):
+        super().__init__(f"{text} is expanded by the container's shell when sparkrun runs the command; inkctl "
+                         "passes the engine its arguments without a shell",
+                         hint="write the value out in the command, or set the variable under env:")
+        self.text = text
+
+
+_EXPANSION = re.compile(r"\$\{[^}]*\}|\$\([^)]*\)|\$[A-Za-z_][A-Za-z0-9_]*|`[^`]*`")
+
+
+def expansions(text: str) -> list[str]:
+    """What bash would expand: $... and `...` outside single quotes (a backslash escapes outside quotes)."""
+    plain, quoted, escaped = [], False, False
+    for ch in text:
+        if escaped:
+            escaped = False
+            plain.append(" ")
+            continue
+        if ch == "\\" and not quoted:
+            escaped = True
+            plain.append(" ")
+        elif ch == "'":
+            quoted = not quoted
+            plain.append(" ")
+        else:
+            plain.append(" " if quoted else ch)
+    return _EXPANSION.findall("".join(plain))
 
 
 def _odd_trailing_backslash(s: str) -> bool:
