@@ -22,39 +22,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError
 from inkctl.recipe import foreign_flags, foreign_shell, sparkrun
+from inkctl.recipe.foreign_common import Imported, Options, base, take
 from inkctl.recipe.sparkrun import Refused
 
-UNKNOWN_VERSION = "unknown"  # engine.version of an import whose image names no release: validate warns
-_RELEASE = re.compile(r"^v?\d+\.\d+\.\d+(?:\.?post\d+)?")
+__all__ = ["Imported", "Options", "convert", "detect", "finish"]
+
 _SPARKRUN_KEYS = {"model", "runtime", "container", "min_nodes", "max_nodes", "solo_only", "cluster_only", "mode",
                   "defaults", "env", "command", "name", "description", "recipe_version", "sparkrun_version",
                   "metadata", "volumes"}
-
-
-@dataclass
-class Options:
-    """What the command line adds to or overrides in the imported recipe."""
-
-    name: str
-    model: str | None = None
-    accelerator: str | None = None
-    gpus_per_host: int | None = None
-    nodes: int | None = None
-    image: str | None = None
-    variant: str | None = None
-
-
-@dataclass
-class Imported:
-    kind: str  # "sparkrun" | "vllm-recipe" | "vllm-config"
-    doc: dict
-    unmapped: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what import changed or inferred, to read before up
-    dropped: dict[str, str] = field(default_factory=dict)  # engine flags left to inkctl's plan, and why
 
 
 def detect(doc) -> str | None:
@@ -85,32 +63,6 @@ def convert(doc, opts: Options) -> Imported:
                       hint="an inkctl recipe needs no import: run inkctl validate on it")
 
 
-def version_of(image: str | None) -> str:
-    """The release an image tag names ('vllm/vllm-openai:v0.19.1' -> 'v0.19.1'), else UNKNOWN_VERSION
-    with the image, which validate warns about: import never invents a release."""
-    ref = (image or "").rsplit("/", 1)[-1]
-    tag = ref.split(":", 1)[1] if ":" in ref else ""
-    m = _RELEASE.match(tag)
-    if m:
-        return m.group(0)
-    return f"{UNKNOWN_VERSION} (the image {image or '(none)'} names no release)"
-
-
-def base(opts: Options, model: str | None, accelerator: str, gpus_per_host: int, nodes: int, kind: str,
-         image: str | None) -> dict:
-    from inkctl.recipe.accelerators import normalize
-
-    return {
-        "name": _slug(opts.name),
-        "model": {"repo": model},
-        "hardware": {"accelerator": normalize(accelerator) if accelerator else accelerator, "nodes": nodes,
-                     "gpus_per_host": gpus_per_host},
-        "engine": {"kind": kind, "version": version_of(image), "image": {"ref": image}, "args": {}},
-        "container": {"runtime": "docker", "gpus": "all", "ipc": "host", "network": "host",
-                      "mounts": [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}]},
-    }
-
-
 def _sparkrun(doc: dict, opts: Options) -> Imported:
     rendered = sparkrun.render(doc)
     kind, multinode = sparkrun.engine_of(rendered.runtime)
@@ -127,10 +79,7 @@ def _sparkrun(doc: dict, opts: Options) -> Imported:
     out = base(opts, None, opts.accelerator or "dgx-spark-gb10", opts.gpus_per_host or 1, 1, kind, image)
     imp = Imported("sparkrun", out, notes=list(cmd.notes))
     mapped = foreign_flags.apply(out, opts_, kind, ray=multinode == "ray")
-    imp.notes += mapped.notes
-    imp.dropped.update(mapped.dropped)
-    if mapped.extra:
-        out["engine"]["args"]["extra"] = mapped.extra
+    take(imp, mapped)
     _model(out, imp, opts, served, doc)
     _engine_shape(out, imp, kind, multinode, launcher, rendered.runtime)
     _nodes(out, imp, opts, doc)
@@ -253,7 +202,7 @@ def _mounts(out: dict, doc: dict) -> None:
     for v in vols or []:
         parts = str(v).split(":")
         if len(parts) >= 2 and parts[0].startswith(("/", "~", "$")):
-            mount = {"source": parts[0], "target": parts[1]}
+            mount: dict[str, object] = {"source": parts[0], "target": parts[1]}
             if len(parts) > 2 and "ro" in parts[2].split(","):
                 mount["read_only"] = True
             out["container"]["mounts"].append(mount)
@@ -291,10 +240,7 @@ def _vllm_config(doc: dict, opts: Options) -> Imported:
     imp = Imported("vllm-config", out)
     _, parsed = foreign_flags.options(argv)
     mapped = foreign_flags.apply(out, parsed, "vllm", ray=False)
-    imp.notes += mapped.notes
-    imp.dropped.update(mapped.dropped)
-    if mapped.extra:
-        out["engine"]["args"]["extra"] = mapped.extra
+    take(imp, mapped)
     out["provenance"] = {"source": f"imported from a vLLM config ({opts.name})", "status": "draft"}
     return imp
 
@@ -304,11 +250,6 @@ def finish(imp: Imported) -> Imported:
     for flag, why in imp.dropped.items():
         imp.unmapped.append(f"{flag} ({why})")
     return imp
-
-
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return s[:63] or "imported"
 
 
 def _short(value) -> str:

@@ -79,17 +79,16 @@ def unbrace(value: str) -> str | None:
     refuses them). Only a value that is JSON once unescaped and not before."""
     if not (value.startswith("{{") and value.endswith("}}")):
         return None
-    try:
-        json.loads(value)
-        return None
-    except ValueError:
-        pass
     plain = value.replace("{{", "{").replace("}}", "}")
+    return plain if not _is_json(value) and _is_json(plain) else None
+
+
+def _is_json(text: str) -> bool:
     try:
-        json.loads(plain)
+        json.loads(text)
     except ValueError:
-        return None
-    return plain
+        return False
+    return True
 
 
 def apply(out: dict, opts: list[Option], kind: str, *, ray: bool) -> Mapped:
@@ -99,23 +98,27 @@ def apply(out: dict, opts: list[Option], kind: str, *, ray: bool) -> Mapped:
         _unbrace(o, m)
         if kind == "vllm" and o.flag.startswith("--") and "_" in o.flag:
             _dashed(o, m)
-        if o.flag in PLANNED or (ray and o.flag == "--distributed-executor-backend" and o.values == ["ray"]):
-            m.dropped[o.flag] = "inkctl plans it per host" if o.flag in PLANNED else "planned by engine.multinode: ray"
-            continue
-        if o.flag in SWITCHES and not o.values:
-            _switch(SWITCHES[o.flag], out, spec, m, o)
-            continue
-        if o.flag in ("--model", "--model-path") and len(o.values) == 1:
-            out["model"]["repo"] = o.values[0]
-            continue
-        if o.flag in ARGS and _typed(ARGS[o.flag], o, out, spec, kind, m):
-            continue
-        m.extra += o.written
+        if not _place(o, out, spec, kind, ray, m):
+            m.extra += o.written
     if spec.pop("auto_tool_choice", None) and not out["engine"]["args"].get("tool_call_parser"):
         m.extra.append("--enable-auto-tool-choice")
     if spec:
         out["speculative"] = spec
     return m
+
+
+def _place(o: Option, out: dict, spec: dict, kind: str, ray: bool, m: Mapped) -> bool:
+    """Put one option in its field, or drop it as planned; False: it passes verbatim."""
+    if o.flag in PLANNED or (ray and o.flag == "--distributed-executor-backend" and o.values == ["ray"]):
+        m.dropped[o.flag] = "inkctl plans it per host" if o.flag in PLANNED else "planned by engine.multinode: ray"
+        return True
+    if o.flag in SWITCHES and not o.values:
+        _switch(SWITCHES[o.flag], out, spec)
+        return True
+    if o.flag in ("--model", "--model-path") and len(o.values) == 1:
+        out["model"]["repo"] = o.values[0]
+        return True
+    return o.flag in ARGS and _typed(ARGS[o.flag], o, out, spec, kind)
 
 
 def _unbrace(o: Option, m: Mapped) -> None:
@@ -136,7 +139,7 @@ def _dashed(o: Option, m: Mapped) -> None:
     o.flag = dashed
 
 
-def _switch(key: str, out: dict, spec: dict, m: Mapped, o: Option) -> None:
+def _switch(key: str, out: dict, spec: dict) -> None:
     args = out["engine"]["args"]
     if key == "trust_remote_code":
         out["model"]["trust_remote_code"] = True
@@ -152,7 +155,7 @@ def _switch(key: str, out: dict, spec: dict, m: Mapped, o: Option) -> None:
         spec["auto_tool_choice"] = True
 
 
-def _typed(key: str, o: Option, out: dict, spec: dict, kind: str, m: Mapped) -> bool:
+def _typed(key: str, o: Option, out: dict, spec: dict, kind: str) -> bool:
     """Set the field; False when the value does not fit it (the option then passes verbatim)."""
     if key == "served_name" and o.values:
         return _served(o, out, kind)
@@ -193,10 +196,10 @@ def _set(key: str, v: object, value: str, out: dict, spec: dict) -> bool:
     elif key == "spec_config":
         return _spec_config(value, spec)
     elif key.startswith("spec_"):
-        name = {"spec_method": "method", "spec_steps": "num_steps", "spec_topk": "eagle_topk",
-                "spec_tokens": "num_speculative_tokens"}.get(key)
-        if name:
-            spec[name] = v
+        typed = {"spec_method": "method", "spec_steps": "num_steps", "spec_topk": "eagle_topk",
+                 "spec_tokens": "num_speculative_tokens"}.get(key)
+        if typed is not None:
+            spec[typed] = v
         else:
             spec["draft"] = {"repo": v}
     else:

@@ -18,7 +18,7 @@ from inkctl.errors import InkctlError
 from inkctl.recipe import foreign_flags
 
 if TYPE_CHECKING:
-    from inkctl.recipe.foreign import Imported, Options
+    from inkctl.recipe.foreign_common import Imported, Options
 
 _USED = {"model", "variants", "features", "opt_in_features", "strategy_overrides"}
 _DOCS = {"meta", "guide", "dependencies", "compatible_strategies", "hardware_overrides", "kv_offload_support",
@@ -27,7 +27,7 @@ _DOCS = {"meta", "guide", "dependencies", "compatible_strategies", "hardware_ove
 
 
 def convert_model_file(doc: dict, opts: "Options") -> "Imported":
-    from inkctl.recipe.foreign import Imported, base
+    from inkctl.recipe.foreign_common import Imported, base, take
 
     model = doc["model"]
     if doc.get("omni"):
@@ -36,28 +36,15 @@ def convert_model_file(doc: dict, opts: "Options") -> "Imported":
         raise Refused("a vLLM-Omni model file (image, audio or video generation): inkctl serves text models with "
                       "vLLM and SGLang", key="omni", hint="serve it with vLLM-Omni as the model file says")
     variant_name, variant = _variant(doc, opts)
-    if not opts.accelerator or not opts.gpus_per_host:
-        verified = ", ".join(k for k, v in ((doc.get("meta") or {}).get("hardware") or {}).items() if v == "verified")
-        raise InkctlError("a vLLM recipes model file names GPU families, not the hardware to run on",
-                          hint="pass --accelerator NAME and --gpus-per-host N" + (f" (verified there: {verified})" if verified else ""))
-    tp = _tp(doc, variant, opts.gpus_per_host)
-    argv = [str(a) for a in model.get("base_args") or []]
-    if variant_name != "default":
-        argv += [str(a) for a in variant.get("extra_args") or []]
-    argv += ["--tensor-parallel-size", str(tp)]
-    argv += _feature_args(doc)
+    gpus = _gpus(doc, opts)
+    tp = _tp(doc, variant, gpus)
     repo = opts.model or variant.get("model_id") or model["model_id"]
-    image = opts.image or _image(model, variant)
-    out = base(opts, str(repo), opts.accelerator, tp, opts.nodes or 1, "vllm", image)
+    out = base(opts, str(repo), str(opts.accelerator), tp, opts.nodes or 1, "vllm", opts.image or _image(model, variant))
     imp = Imported("vllm-recipe", out)
-    if tp < opts.gpus_per_host:
+    if tp < gpus:
         imp.notes.append(f"the model file serves on {tp} GPU(s) (tensor parallel {tp}): hardware.gpus_per_host {tp}")
-    _, parsed = foreign_flags.options(argv)
-    mapped = foreign_flags.apply(out, parsed, "vllm", ray=False)
-    imp.notes += mapped.notes
-    imp.dropped.update(mapped.dropped)
-    if mapped.extra:
-        out["engine"]["args"]["extra"] = mapped.extra
+    _, parsed = foreign_flags.options(_argv(doc, variant_name, variant, tp))
+    take(imp, foreign_flags.apply(out, parsed, "vllm", ray=False))
     env = {str(k): str(v) for k, v in (model.get("base_env") or {}).items()}
     if variant_name != "default":
         env.update({str(k): str(v) for k, v in (variant.get("extra_env") or {}).items()})
@@ -68,6 +55,22 @@ def convert_model_file(doc: dict, opts: "Options") -> "Imported":
                                    f"single-node tensor parallel)", "status": "draft"}
     imp.unmapped += _unused(doc)
     return imp
+
+
+def _gpus(doc: dict, opts: "Options") -> int:
+    if not opts.accelerator or not opts.gpus_per_host:
+        verified = ", ".join(k for k, v in ((doc.get("meta") or {}).get("hardware") or {}).items() if v == "verified")
+        raise InkctlError("a vLLM recipes model file names GPU families, not the hardware to run on",
+                          hint="pass --accelerator NAME and --gpus-per-host N" + (f" (verified there: {verified})" if verified else ""))
+    return opts.gpus_per_host
+
+
+def _argv(doc: dict, variant_name: str, variant: dict, tp: int) -> list[str]:
+    """The site's order: base_args, the variant's extra_args, the parallel size, the features."""
+    argv = [str(a) for a in doc["model"].get("base_args") or []]
+    if variant_name != "default":
+        argv += [str(a) for a in variant.get("extra_args") or []]
+    return argv + ["--tensor-parallel-size", str(tp)] + _feature_args(doc)
 
 
 def _variant(doc: dict, opts: "Options") -> tuple[str, dict]:
