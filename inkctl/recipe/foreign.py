@@ -78,7 +78,7 @@ def _sparkrun(doc: dict, opts: Options) -> Imported:
     image = opts.image or _container(doc)
     out = base(opts, None, opts.accelerator or "dgx-spark-gb10", opts.gpus_per_host or 1, 1, kind, image)
     imp = Imported("sparkrun", out, notes=list(cmd.notes))
-    mapped = foreign_flags.apply(out, opts_, kind, ray=multinode == "ray")
+    mapped = foreign_flags.apply(out, opts_, kind, ray=multinode == "ray", values=rendered.values)
     take(imp, mapped)
     _model(out, imp, opts, served, doc)
     _engine_shape(out, imp, kind, multinode, launcher, rendered.runtime)

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from inkctl.errors import InkctlError
+from inkctl.recipe.foreign_shell import Refused
 
 # flag -> the field it sets
 ARGS = {
@@ -73,13 +73,25 @@ def options(argv: list[str]) -> tuple[list[str], list[Option]]:
     return lead, out
 
 
-def unbrace(value: str) -> str | None:
-    """``{{"method":"mtp"}}`` as JSON: the str.format escape (spark-vllm-docker's run-recipe
-    renders with str.format; sparkrun passes the braces as they are, and the engine's JSON reader
-    refuses them). Only a value that is JSON once unescaped and not before."""
+_FORMAT = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def unbrace(value: str, values: dict | None = None) -> str | None:
+    """``{{"method":"mtp","num_speculative_tokens":{n}}}`` as the JSON its author meant: str.format's
+    reading (``{{``/``}}`` are braces, ``{n}`` a value), which spark-vllm-docker's run-recipe
+    applies. sparkrun does not: it passes the doubled braces on, and a placeholder inside them
+    stays unfilled (its pattern runs from the first ``{`` to the first ``}``), so the engine's
+    JSON reader refuses the value. Only a value that is JSON this way and not as written."""
     if not (value.startswith("{{") and value.endswith("}}")):
         return None
-    plain = value.replace("{{", "{").replace("}}", "}")
+    data = values or {}
+
+    def one(m: re.Match) -> str:
+        if m.group(1) is None:
+            return m.group()[0]
+        return str(data[m.group(1)]) if data.get(m.group(1)) is not None else m.group()
+
+    plain = _FORMAT.sub(one, value)
     return plain if not _is_json(value) and _is_json(plain) else None
 
 
@@ -91,11 +103,12 @@ def _is_json(text: str) -> bool:
     return True
 
 
-def apply(out: dict, opts: list[Option], kind: str, *, ray: bool) -> Mapped:
+def apply(out: dict, opts: list[Option], kind: str, *, ray: bool, values: dict | None = None) -> Mapped:
+    """Place OPTS in OUT; VALUES: the recipe's template values (sparkrun's defaults and model)."""
     m = Mapped()
     spec: dict = {}
     for o in opts:
-        _unbrace(o, m)
+        _unbrace(o, m, values)
         if kind == "vllm" and o.flag.startswith("--") and "_" in o.flag:
             _dashed(o, m)
         if not _place(o, out, spec, kind, ray, m):
@@ -121,14 +134,14 @@ def _place(o: Option, out: dict, spec: dict, kind: str, ray: bool, m: Mapped) ->
     return o.flag in ARGS and _typed(ARGS[o.flag], o, out, spec, kind)
 
 
-def _unbrace(o: Option, m: Mapped) -> None:
+def _unbrace(o: Option, m: Mapped, values: dict | None) -> None:
     for k, v in enumerate(o.values):
-        plain = unbrace(v)
+        plain = unbrace(v, values)
         if plain is not None:
             o.values[k] = plain
             o.written = [plain if w == v else (f"{o.flag}={plain}" if w == f"{o.flag}={v}" else w) for w in o.written]
-            m.notes.append(f"{o.flag}: '{{{{'/'}}}}' read as the str.format escape of '{{'/'}}' (JSON as the "
-                           "recipe's author meant it; sparkrun would pass the doubled braces on)")
+            m.notes.append(f"{o.flag}: {v} read as str.format reads it, {plain} (the JSON its author meant; "
+                           "sparkrun would pass the doubled braces on and the engine refuse them)")
 
 
 def _dashed(o: Option, m: Mapped) -> None:
@@ -211,8 +224,8 @@ def _spec_config(value: str, spec: dict) -> bool:
     try:
         cfg = json.loads(value)
     except ValueError as e:
-        raise InkctlError(f"--speculative-config {value!r} is not JSON: {e}",
-                          hint="vLLM reads it as one JSON object, e.g. '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
+        raise Refused(f"--speculative-config {value!r} is not JSON: {e}", key="command", text="--speculative-config",
+                      hint="vLLM reads it as one JSON object, e.g. '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'") from None
     if not isinstance(cfg, dict) or not isinstance(cfg.get("method", ""), str):
         return False
     cfg = dict(cfg)

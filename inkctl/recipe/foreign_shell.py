@@ -26,6 +26,15 @@ _SEPARATORS = {";", "&&", "||", "|", "&", "\n", ";;"}
 _NO_EFFECT = {"exec", "env", "command"}  # words before the program that change nothing inkctl plans
 
 
+class Refused(InkctlError):
+    """A recipe inkctl cannot import faithfully; ``key`` is the top-level key at fault, ``text``
+    a piece of its value that shows where (for the caller to give file:line)."""
+
+    def __init__(self, message: str, *, key: str, text: str | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.key, self.text = key, text
+
+
 @dataclass
 class ShellCommand:
     """The server's command and what surrounds it in the script."""

@@ -28,7 +28,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from inkctl.errors import InkctlError
+from inkctl.recipe.foreign_shell import Refused
+
+__all__ = ["Refused", "render", "runtime", "engine_of", "min_nodes", "values", "substitute"]
 
 _ARG = re.compile(r"\{(.*?)\}")
 _TRAILING_SPACE_CONTINUATION = re.compile(r"\\ +\n")
@@ -41,15 +43,6 @@ _LEFT = re.compile(r"(?<![\\${])\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 RUNTIMES = {"vllm-distributed": ("vllm", "native"), "vllm-ray": ("vllm", "ray"), "eugr-vllm": ("vllm", "ray"),
             "sglang": ("sglang", None)}
 MAX_ROUNDS = 64
-
-
-class Refused(InkctlError):
-    """A recipe inkctl cannot import faithfully; ``key`` is the top-level key at fault, ``text``
-    a piece of its value that shows where (for the caller to give file:line)."""
-
-    def __init__(self, message: str, *, key: str, text: str | None = None, hint: str | None = None):
-        super().__init__(message, hint=hint)
-        self.key, self.text = key, text
 
 
 @dataclass
