@@ -1,8 +1,8 @@
 """``inkctl import``: read another tool's recipe, convert it, validate the result where it lands.
 
 Every refusal names the input file and line (the key, or the place in the command, at fault);
-the imported recipe's problems name the written file (``--out``), or the input file by field
-when the recipe goes to stdout: never a temporary file.
+so does each problem of the imported recipe (the line of the input that says what is at fault,
+with the imported recipe's field path): never a temporary file.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def import_recipe(file: Path, *, out: Path | None = None, name: str | None = Non
     header = (f"# Imported by `inkctl import` from {file.name} ({imp.kind}).\n"
               "# yaml-language-server: $schema=https://inkctl.invalid/recipe.schema.json\n")
     text = header + yaml.safe_dump(imp.doc, sort_keys=False, allow_unicode=True, width=100)
-    problems = _validate(text, out, file)
+    problems = [_in_source(p, source, file, imp.doc) for p in _validate(text, out or file)]
     return ImportResult(imp.kind, text, imp.unmapped, imp.notes, problems)
 
 
@@ -67,20 +67,48 @@ def _line_of(source: str, key: str, text: str | None) -> int:
     return start + 1
 
 
-def _validate(text: str, out: Path | None, source: Path) -> list[Problem]:
-    """The imported document through the same loader and rules as any recipe, located in the
-    file it is written to; without one, in the input file by field path alone."""
-    import dataclasses
-
+def _validate(text: str, where: Path) -> list[Problem]:
+    """The imported document through the same loader and rules as any recipe."""
     from inkctl.errors import RecipeInvalid
     from inkctl.recipe.load import load_model
     from inkctl.recipe.model import Recipe
 
-    where = out if out is not None else source
     try:
         _, problems = load_model(Recipe, where, text=text)
     except RecipeInvalid as e:
         problems = list(e.problems)
-    if out is None:  # the lines are the imported text's, which is on stdout: say the field, not a wrong line
-        problems = [dataclasses.replace(p, file=f"{source} (imported)", line=None, col=None) for p in problems]
     return list(problems)
+
+
+def _in_source(p: Problem, source: str, file: Path, doc: dict) -> Problem:
+    """A problem of the imported recipe, located where the input file says the thing at fault
+    (its field path stays the imported recipe's)."""
+    import dataclasses
+
+    line = None
+    for needle in _needles(p.path or "", doc):
+        line = next((i + 1 for i, text in enumerate(source.splitlines()) if needle in text), None)
+        if line:
+            break
+    return dataclasses.replace(p, file=str(file), line=line, col=None)
+
+
+def _needles(path: str, doc: dict) -> list[str]:
+    """What to look for in the input, most telling first, for a field of the imported recipe."""
+    from inkctl.recipe.foreign_flags import ARGS
+
+    head, _, rest = path.partition(".")
+    if path.startswith("engine.args.extra["):
+        i = int(path.split("[", 1)[1].split("]", 1)[0])
+        extra = doc["engine"]["args"].get("extra") or []
+        return [extra[i].split("=", 1)[0]] if i < len(extra) else []
+    if path.startswith("engine.args."):
+        name = path.split(".")[2].split("[")[0]
+        flags = [f for f, k in ARGS.items() if k == name or (name, k) in (("data_parallel", "dp"), ("expert", "ep_size"))]
+        return [f + " " for f in flags] + [name + ":"]
+    if head == "hardware":
+        return ["min_nodes:", "-tp ", "--tensor-parallel-size", "--tp", "command:"]
+    if head == "container" and rest.startswith("env."):
+        return [rest[4:] + ":", rest[4:] + "="]
+    return {"model": ["model:", "model_id:"], "engine": ["container:", "docker_image:", "min_vllm_version:"],
+            "speculative": ["--speculative"]}.get(head, [])
