@@ -76,6 +76,9 @@ def _sparkrun(doc: dict, opts: Options) -> Imported:
         _refuse_others(cmd, kind)
     served, launcher, opts_ = _program(cmd.argv, kind)
     image = opts.image or _container(doc)
+    if not image:
+        raise Refused("the recipe names no container image (sparkrun builds or picks one)", key="container",
+                      hint="pass --image REF, the image the recipe runs in")
     out = base(opts, None, opts.accelerator or "dgx-spark-gb10", opts.gpus_per_host or 1, 1, kind, image)
     imp = Imported("sparkrun", out, notes=list(cmd.notes))
     mapped = foreign_flags.apply(out, opts_, kind, ray=multinode == "ray", values=rendered.values)
@@ -133,9 +136,9 @@ def _model(out: dict, imp: Imported, opts: Options, served: str | None, doc: dic
     if not repo:
         raise Refused("the recipe names no model (model:, or the command's)", key="model", hint="pass --model ORG/NAME")
     m["repo"] = str(repo)
-    if str(repo).startswith("/") and doc.get("model") and doc.get("model") != repo:
-        imp.notes.append(f"the command serves the local path {repo}, not the Hub repository {doc['model']} "
-                         "(model:): kept as the command says")
+    if doc.get("model") and doc.get("model") != repo and not opts.model:
+        what = "the local path" if str(repo).startswith("/") else "the model"
+        imp.notes.append(f"the command serves {what} {repo}, not {doc['model']} (model:): kept as the command says")
     if doc.get("model_revision") and "revision" not in m:
         m["revision"] = str(doc["model_revision"])
 
@@ -190,9 +193,7 @@ def _env(out: dict, imp: Imported, doc: dict, cmd: foreign_shell.ShellCommand) -
 
 
 def _env_text(v) -> str:
-    if isinstance(v, bool):
-        return "1" if v else "0"
-    return str(v)
+    return str(v)  # as sparkrun passes it (True stays 'True')
 
 
 def _mounts(out: dict, doc: dict) -> None:
@@ -215,8 +216,9 @@ def _sparkrun_unmapped(doc: dict, cmd: foreign_shell.ShellCommand) -> list[str]:
                    "itself: not applied)")
     for key in sorted(set(doc) - _SPARKRUN_KEYS - {"model_revision"}):
         out.append(f"{key}: {_short(doc[key])} (no place in an inkctl recipe)")
-    for key in sorted(set(doc.get("metadata") or {}) - {"description"}):
-        out.append(f"metadata.{key}: {_short(doc['metadata'][key])} (not used)")
+    meta = sorted(set(doc.get("metadata") or {}) - {"description"})
+    if meta:
+        out.append(f"metadata: {', '.join(meta)} (sparkrun's notes: not used)")
     return out
 
 
