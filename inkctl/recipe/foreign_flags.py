@@ -137,6 +137,11 @@ def _place(o: Option, out: dict, spec: dict, kind: str, ray: bool, m: Mapped) ->
 def _unbrace(o: Option, m: Mapped, values: dict | None) -> None:
     for k, v in enumerate(o.values):
         plain = unbrace(v, values)
+        unfilled = [x for x in _FORMAT.findall(plain or v) if x and (values or {}).get(x) is not None]
+        if unfilled:
+            raise Refused(f"{o.flag} {v}: sparkrun leaves {{{unfilled[0]}}} unfilled there (its pattern stops at the "
+                          "first '}'), and the value is not JSON read the str.format way either", key="command",
+                          text=o.flag, hint="write the value out, or the JSON with doubled braces ({{...}})")
         if plain is not None:
             o.values[k] = plain
             o.written = [plain if w == v else (f"{o.flag}={plain}" if w == f"{o.flag}={v}" else w) for w in o.written]
@@ -145,8 +150,12 @@ def _unbrace(o: Option, m: Mapped, values: dict | None) -> None:
 
 
 def _dashed(o: Option, m: Mapped) -> None:
-    """vLLM's parser reads --max_model_len as --max-model-len; inkctl's checks read the dashed name."""
-    dashed = "--" + o.flag[2:].replace("_", "-")
+    """vLLM's parser reads --max_model_len as --max-model-len (the name up to its first '.': the keys
+    of a --json-arg.key option keep theirs); inkctl's checks read the dashed name."""
+    name, dot, keys = o.flag[2:].partition(".")
+    if "_" not in name:
+        return
+    dashed = "--" + name.replace("_", "-") + dot + keys
     o.written = [dashed + w[len(o.flag):] if w.startswith(o.flag) else w for w in o.written]
     m.notes.append(f"{o.flag} written {dashed}, the name vLLM reads it as")
     o.flag = dashed

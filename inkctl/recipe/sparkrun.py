@@ -82,7 +82,7 @@ def render(doc: dict) -> Rendered:
         if rounds > MAX_ROUNDS:
             raise Refused("the command's placeholders expand without end (a default refers to itself)", key="defaults")
     text = _TRAILING_SPACE_CONTINUATION.sub("\\\n", text)
-    left = sorted(set(_LEFT.findall(text)))
+    left = sorted({x for x in _LEFT.findall(text) if data.get(x) is None})  # a known one inside {{...}}: foreign_flags
     if left:
         names = ", ".join("{" + x + "}" for x in left)
         raise Refused(f"the command uses {names}, which neither defaults nor model gives (sparkrun would pass "

@@ -51,16 +51,22 @@ def _options(argv: list[str]) -> list[tuple[str, list[str]]]:
     return out
 
 
-def _json_meant(value: str) -> str:
+def _json_meant(value: str, values: dict) -> str:
+    """A doubled-brace value as str.format reads it (Python's own str.format here)."""
     if value.startswith("{{") and value.endswith("}}"):
-        return value.replace("{{", "{").replace("}}", "}")
+        try:
+            return value.format_map(values)
+        except (KeyError, ValueError, IndexError):
+            return value
     return value
 
 
-def _assert_flags_intact(options, kind: str, argv: list[str], result, repo: str) -> None:
+def _assert_flags_intact(options, kind: str, argv: list[str], result, repo: str, values: dict | None = None) -> None:
     dropped = " ".join(result.unmapped)
     for flag, vals in options:
-        flag = flag if not flag.startswith("--") else flag.replace("_", "-")
+        if kind == "vllm" and flag.startswith("--"):  # vLLM reads --a_b as --a-b (up to a '.')
+            name, dot, keys = flag[2:].partition(".")
+            flag = "--" + name.replace("_", "-") + dot + keys
         if flag in ("--model", "--model-path"):
             assert repo in argv, (flag, repo, argv)
             continue
@@ -71,7 +77,7 @@ def _assert_flags_intact(options, kind: str, argv: list[str], result, repo: str)
             assert flag in dropped, f"{flag} is neither in the planned argv nor reported: {argv}"
             continue
         if vals:
-            want = [_json_meant(v) for v in vals]
+            want = [_json_meant(v, values or {}) for v in vals]
             seen = values_after(argv, planned, len(want))
             assert any(len(s) == len(want) and all(same_value(w, g) for w, g in zip(want, s)) for s in seen), \
                 (flag, want, seen)
@@ -97,7 +103,8 @@ def test_sparkrun_recipe_imports_with_its_flags_or_is_refused_where_it_says(src,
     rendered = foreign_shell.read(sparkrun.render(doc).text).argv
     words = 3 if rendered[0].startswith("python") else 2
     assert argv[:words] == rendered[:words] or kind == "sglang"
-    _assert_flags_intact(_options(rendered[words:]), kind, argv, result, loaded.recipe.model.repo)
+    _assert_flags_intact(_options(rendered[words:]), kind, argv, result, loaded.recipe.model.repo,
+                         sparkrun.values(doc))
     if not rendered[words].startswith("-"):  # vllm serve MODEL
         assert argv[2] == rendered[words]
 
@@ -150,7 +157,7 @@ def test_corpus_counts():
             key = next((k for k, v in REFUSED.items() if v in str(e)), "refused: " + str(e))
         counts[key] = counts.get(key, 0) + 1
     assert len(SPARKRUN) >= 30
-    assert counts == {"imported": 80, "llama-cpp": 3, "omni": 11}, counts
+    assert counts == {"imported": 83, "llama-cpp": 3, "omni": 11}, counts
 
 
 def test_no_internal_error_from_the_command_line(tmp_path):

@@ -72,3 +72,24 @@ def test_the_shell_reading_of_a_command():
     with pytest.raises(foreign_shell.Expanded) as e:
         foreign_shell.read("vllm serve m --download-dir \"$HF_HOME\" --x '$literal'")
     assert e.value.text == "$HF_HOME"
+
+
+def _mapped(argv: list[str], values: dict | None = None):
+    from inkctl.recipe import foreign_flags
+
+    out = {"model": {}, "engine": {"args": {}}}
+    _, opts = foreign_flags.options(argv)
+    return out, foreign_flags.apply(out, opts, "vllm", ray=False, values=values)
+
+
+def test_a_placeholder_sparkrun_leaves_inside_single_braces_is_refused():
+    with pytest.raises(sparkrun.Refused, match="leaves {n} unfilled"):
+        _mapped(["--compilation-config", '{"level": {n}}'], {"n": 3})
+
+
+def test_vllm_reads_underscores_as_dashes_up_to_a_dot():
+    out, m = _mapped(["--max_num_batched_tokens", "8192", "--default-chat-template-kwargs.reasoning_effort=high",
+                      "--max_model_len", "auto"])
+    assert m.extra == ["--max-num-batched-tokens", "8192", "--default-chat-template-kwargs.reasoning_effort=high",
+                       "--max-model-len", "auto"]
+    assert "max_model_len" not in out["engine"]["args"]  # 'auto' fits no typed field: passed as written
