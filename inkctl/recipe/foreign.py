@@ -73,7 +73,7 @@ def _sparkrun(doc: dict, opts: Options) -> Imported:
     except InkctlError as e:
         raise Refused(str(e), key="command", text=getattr(e, "text", None), hint=e.hint) from None
     if cmd.others:
-        _refuse_others(cmd, kind)
+        _refuse_others(cmd)
     served, launcher, opts_ = _program(cmd.argv, kind)
     image = opts.image or _container(doc)
     if not image:
@@ -102,7 +102,8 @@ def _container(doc: dict) -> str | None:
     return str(c) if c else None
 
 
-def _refuse_others(cmd: foreign_shell.ShellCommand, kind: str) -> None:
+def _refuse_others(cmd: foreign_shell.ShellCommand) -> None:
+    """``export A=B`` before the server is its environment; anything else is refused."""
     rest = [c for c in cmd.others if not re.fullmatch(r"export [A-Za-z_][A-Za-z0-9_]*=.*", c)]
     for c in cmd.others:
         if c not in rest:
@@ -126,7 +127,7 @@ def _program(argv: list[str], kind: str) -> tuple[str | None, list[str] | None, 
     if len(lead) > 1:
         raise Refused(f"the command gives {len(lead)} words before its options ({' '.join(lead)}): one model at most",
                       key="command", text=lead[1])
-    return (lead[0] if lead else None), (program if kind == "sglang" else None), opts
+    return (lead[0] if lead else None), (program if kind == "sglang" or words == 3 else None), opts
 
 
 def _model(out: dict, imp: Imported, opts: Options, served: str | None, doc: dict) -> None:
@@ -147,13 +148,16 @@ def _engine_shape(out: dict, imp: Imported, kind: str, multinode: str | None, la
     e = out["engine"]
     if kind == "vllm" and multinode == "ray":
         e["multinode"] = "ray"
-    if launcher and launcher != ["python3", "-m", "sglang.launch_server"]:
+    if kind == "sglang" and launcher and launcher != ["python3", "-m", "sglang.launch_server"]:
         e["launcher"] = launcher
+    elif kind == "vllm" and launcher:
+        imp.notes.append(f"{' '.join(launcher)} runs as vllm serve (the same server)")
     imp.notes.append(f"sparkrun runtime {runtime}: engine {kind}" + (f", multinode: {multinode}" if multinode else ""))
 
 
 def _parallel_gpus(args: dict) -> int:
-    dp = (args.get("data_parallel") or {}).get("size", 1)
+    dp_spec = args.get("data_parallel") or {}
+    dp = 1 if dp_spec.get("attention") else dp_spec.get("size", 1)  # DP attention runs inside TP
     return int(args.get("tensor_parallel", 1)) * int(args.get("pipeline_parallel", 1)) * int(dp)
 
 

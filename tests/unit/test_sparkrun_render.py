@@ -93,3 +93,16 @@ def test_vllm_reads_underscores_as_dashes_up_to_a_dot():
     assert m.extra == ["--max-num-batched-tokens", "8192", "--default-chat-template-kwargs.reasoning_effort=high",
                        "--max-model-len", "auto"]
     assert "max_model_len" not in out["engine"]["args"]  # 'auto' fits no typed field: passed as written
+
+
+def test_python_module_entrypoints_and_dp_attention(tmp_path):
+    from inkctl.recipe.foreign import Options, convert
+
+    doc = {"model": "Qwen/Qwen3-1.7B", "container": "vllm/vllm-openai:v0.14.1",
+           "command": "python3 -m vllm.entrypoints.openai.api_server --model {model} --port 8000"}
+    imp = convert(doc, Options(name="x"))
+    assert "launcher" not in imp.doc["engine"] and imp.doc["model"]["repo"] == "Qwen/Qwen3-1.7B"
+    assert any("runs as vllm serve" in n for n in imp.notes)
+    doc = {"model": "m/x", "container": "lmsysorg/sglang:v0.5.9", "runtime": "sglang",
+           "command": "python3 -m sglang.launch_server --model-path {model} --tp 2 --dp 2 --enable-dp-attention"}
+    assert convert(doc, Options(name="x")).doc["hardware"]["nodes"] == 2  # DP attention runs inside TP
