@@ -3,9 +3,11 @@
 A model file describes a model for the recipes site, which builds a ``vllm serve`` command from
 it (``src/lib/command-synthesis.js``). Import builds the single-node tensor-parallel command the
 same way: ``model.base_args``, the variant's ``extra_args`` (not the default variant's), the
-tensor-parallel size, then the args of each feature the site turns on by default (every feature
-not in ``opt_in_features``; a feature with ``modes`` gives its ``default_mode``'s). The env is
-``model.base_env`` and the variant's ``extra_env``. ``meta``, ``guide``, ``dependencies`` and the
+tensor-parallel size, the ``hardware_overrides`` blocks for the GPU (its generation, else its
+brand: the model file's, then the variant's), then the args of each feature the site turns on
+by default (every feature not in ``opt_in_features``; a feature with ``modes`` gives its
+``default_mode``'s; a feature's own hardware block replaces its args). The env is
+``model.base_env``, the variant's ``extra_env`` and the hardware blocks' ``extra_env``. ``meta``, ``guide``, ``dependencies`` and the
 other strategies are documentation for people: listed as not used, never turned into flags.
 Pure: no I/O.
 """
@@ -43,11 +45,10 @@ def convert_model_file(doc: dict, opts: "Options") -> "Imported":
     imp = Imported("vllm-recipe", out)
     if tp < gpus:
         imp.notes.append(f"the model file serves on {tp} GPU(s) (tensor parallel {tp}): hardware.gpus_per_host {tp}")
-    _, parsed = foreign_flags.options(_argv(doc, variant_name, variant, tp))
+    keys = hardware_keys(str(opts.accelerator))
+    _, parsed = foreign_flags.options(_argv(doc, variant_name, variant, tp, keys))
     take(imp, foreign_flags.apply(out, parsed, "vllm", ray=False))
-    env = {str(k): str(v) for k, v in (model.get("base_env") or {}).items()}
-    if variant_name != "default":
-        env.update({str(k): str(v) for k, v in (variant.get("extra_env") or {}).items()})
+    env = _env(doc, variant_name, variant, keys)
     if env:
         out["container"]["env"] = env
     title = (doc.get("meta") or {}).get("title") or model["model_id"]
@@ -65,12 +66,53 @@ def _gpus(doc: dict, opts: "Options") -> int:
     return opts.gpus_per_host
 
 
-def _argv(doc: dict, variant_name: str, variant: dict, tp: int) -> list[str]:
-    """The site's order: base_args, the variant's extra_args, the parallel size, the features."""
+def hardware_keys(accelerator: str) -> list[str]:
+    """The keys of a hardware_overrides map that apply, most specific first: the GPU's id, its
+    generation (hopper, blackwell...), its brand (nvidia, amd)."""
+    from inkctl.recipe.accelerators import lookup
+
+    acc = lookup(accelerator)
+    if acc is None:
+        return [accelerator.replace("-", "_")]
+    gen = {"8": "ampere", "9": "hopper", "10": "blackwell", "11": "blackwell", "12": "blackwell"}.get(
+        acc.arch.split(".")[0]) if acc.vendor == "nvidia" else "amd"
+    if acc.arch == "8.9":
+        gen = "ada"
+    return [acc.name.replace("-", "_")] + [k for k in (gen, acc.vendor) if k]
+
+
+def _override(overrides, keys: list[str], *, exact: bool = False) -> dict:
+    """The first block of OVERRIDES for KEYS (a generation, then the brand; with EXACT the GPU's id only)."""
+    if not isinstance(overrides, dict):
+        return {}
+    for k in keys[:1] if exact else keys[1:]:
+        if isinstance(overrides.get(k), dict):
+            return overrides[k]
+    return {}
+
+
+def _argv(doc: dict, variant_name: str, variant: dict, tp: int, keys: list[str]) -> list[str]:
+    """The site's order: base_args, the variant's extra_args (its exact-GPU block's too), the
+    parallel size, the hardware blocks (the model file's, then the variant's, for the generation),
+    the features."""
     argv = [str(a) for a in doc["model"].get("base_args") or []]
     if variant_name != "default":
         argv += [str(a) for a in variant.get("extra_args") or []]
-    return argv + ["--tensor-parallel-size", str(tp)] + _feature_args(doc)
+    argv += [str(a) for a in _override(variant.get("hardware_overrides"), keys, exact=True).get("extra_args") or []]
+    argv += ["--tensor-parallel-size", str(tp)]
+    for block in (_override(doc.get("hardware_overrides"), keys), _override(variant.get("hardware_overrides"), keys)):
+        argv += [str(a) for a in block.get("extra_args") or []]
+    return argv + _feature_args(doc, keys)
+
+
+def _env(doc: dict, variant_name: str, variant: dict, keys: list[str]) -> dict[str, str]:
+    env = dict(doc["model"].get("base_env") or {})
+    if variant_name != "default":
+        env.update(variant.get("extra_env") or {})
+    for block in (_override(doc.get("hardware_overrides"), keys), _override(variant.get("hardware_overrides"), keys),
+                  _override(variant.get("hardware_overrides"), keys, exact=True)):
+        env.update(block.get("extra_env") or {})
+    return {str(k): str(v) for k, v in env.items()}
 
 
 def _variant(doc: dict, opts: "Options") -> tuple[str, dict]:
@@ -90,7 +132,7 @@ def _tp(doc: dict, variant: dict, gpus: int) -> int:
     return gpus
 
 
-def _feature_args(doc: dict) -> list[str]:
+def _feature_args(doc: dict, keys: list[str]) -> list[str]:
     out: list[str] = []
     opt_in = set(doc.get("opt_in_features") or [])
     for name, feat in (doc.get("features") or {}).items():
@@ -99,10 +141,9 @@ def _feature_args(doc: dict) -> list[str]:
         if feat.get("strategies") and "single_node_tp" not in feat["strategies"]:
             continue
         if isinstance(feat.get("modes"), dict):
-            mode = feat["modes"].get(feat.get("default_mode")) or {}
-            out += [str(a) for a in mode.get("args") or []]
-        else:
-            out += [str(a) for a in feat.get("args") or []]
+            feat = feat["modes"].get(feat.get("default_mode")) or {}
+        block = _override(feat.get("hardware_overrides"), keys)  # replaces the feature's args
+        out += [str(a) for a in (block.get("args") if "args" in block else feat.get("args")) or []]
     return out
 
 

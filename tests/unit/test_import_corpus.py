@@ -63,7 +63,10 @@ def _json_meant(value: str, values: dict) -> str:
 
 def _assert_flags_intact(options, kind: str, argv: list[str], result, repo: str, values: dict | None = None) -> None:
     dropped = " ".join(result.unmapped)
-    for flag, vals in options:
+    last = {flag: i for i, (flag, _) in enumerate(options)}  # given twice, the engine takes the last
+    for i, (flag, vals) in enumerate(options):
+        if last[flag] != i:
+            continue
         if kind == "vllm" and flag.startswith("--"):  # vLLM reads --a_b as --a-b (up to a '.')
             name, dot, keys = flag[2:].partition(".")
             flag = "--" + name.replace("_", "-") + dot + keys
@@ -109,23 +112,43 @@ def test_sparkrun_recipe_imports_with_its_flags_or_is_refused_where_it_says(src,
         assert argv[2] == rendered[words]
 
 
+HOPPER = ("hopper", "nvidia")  # the H200's blocks in a model file's hardware_overrides
+
+
+def _block(overrides) -> dict:
+    return next((overrides[k] for k in HOPPER if isinstance(overrides, dict) and k in overrides), {})
+
+
 def _model_file_argv(doc: dict) -> list[str]:
+    """The recipes site's single-node command for the default variant on an H200, read here."""
     argv = [str(a) for a in doc["model"].get("base_args") or []]
+    default = (doc.get("variants") or {}).get("default") or {}
+    for overrides in (doc.get("hardware_overrides"), default.get("hardware_overrides")):
+        argv += [str(a) for a in _block(overrides).get("extra_args") or []]
     for name, feat in (doc.get("features") or {}).items():
         if name in (doc.get("opt_in_features") or []):
             continue
         if feat.get("strategies") and "single_node_tp" not in feat["strategies"]:
             continue
         if feat.get("modes"):
-            argv += [str(a) for a in feat["modes"][feat["default_mode"]].get("args") or []]
-        else:
-            argv += [str(a) for a in feat.get("args") or []]
+            feat = feat["modes"][feat["default_mode"]]
+        block = _block(feat.get("hardware_overrides"))
+        argv += [str(a) for a in (block["args"] if "args" in block else feat.get("args")) or []]
     return argv
+
+
+# imported as the model file says, refused by validate only because inkctl's newest vLLM flag table
+# is older than the release the file targets (issue 28: the tables lag the engines)
+TABLES_LAG = {"NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16.yaml": "--mamba-ssu-algorithm"}
 
 
 @pytest.mark.parametrize("src", VLLM_RECIPES, ids=lambda p: str(p.relative_to(DATA)))
 def test_vllm_recipes_model_file_imports_without_its_prose_or_is_refused(src, tmp_path):
     doc = yaml.safe_load(src.read_text())
+    if src.name in TABLES_LAG:
+        with pytest.raises(AssertionError, match=TABLES_LAG[src.name]):
+            imported(src, tmp_path / "out.yaml", accelerator="h200", gpus_per_host=8)
+        return
     try:
         result, loaded, argv = imported(src, tmp_path / "out.yaml", accelerator="h200", gpus_per_host=8)
     except InkctlError as e:
@@ -152,12 +175,13 @@ def test_corpus_counts():
         kw = {"accelerator": "h200", "gpus_per_host": 8} if src in VLLM_RECIPES else {}
         try:
             r = import_recipe(src, **kw)
-            key = "imported" if not any(p.severity == "error" for p in r.problems) else "invalid"
+            key = "imported" if not any(p.severity == "error" for p in r.problems) else "invalid: " + src.name
         except InkctlError as e:
             key = next((k for k, v in REFUSED.items() if v in str(e)), "refused: " + str(e))
         counts[key] = counts.get(key, 0) + 1
     assert len(SPARKRUN) >= 30
-    assert counts == {"imported": 83, "llama-cpp": 3, "omni": 11}, counts
+    assert counts == {"imported": 82, "llama-cpp": 3, "omni": 11,
+                      "invalid: NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16.yaml": 1}, counts
 
 
 def test_no_internal_error_from_the_command_line(tmp_path):
