@@ -15,7 +15,7 @@ health and one streamed completion through it, so ``up`` runs it with the same r
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import runtime
@@ -26,6 +26,7 @@ from inkctl.recipe.fleet import Fleet, Router
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.loaded import Loaded
 from inkctl.recipe.model import Recipe
+from inkctl.recipe.rollout import Rollout
 
 ROUTER_ROLE = "router"
 
@@ -68,6 +69,7 @@ class FleetPlan:
     router_spec: Router
     url: str  # the router's OpenAI-compatible base URL
     hosts: tuple[Host, ...] = ()  # every inventory host (replicas of a larger fleet may be on any)
+    rollout: Rollout = field(default_factory=Rollout)  # how up replaces replicas that run another version
 
     @property
     def gateway(self) -> bool:
@@ -189,7 +191,7 @@ def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str 
     router_host = _router_host(recipe, hosts, source)
     router = router_plan(recipe, router_host, replicas, placeholder=placeholder)
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=fleet.router,
-                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()))
+                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()), rollout=fleet.rollout)
 
 
 def spare_hosts(fleet: FleetPlan) -> list[str]:

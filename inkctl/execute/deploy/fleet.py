@@ -64,7 +64,9 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     sink = LockedSink(sink)
     out = FleetOutcome(url=fleet.url)
     errors: dict[str, BaseException] = {}
-    todo = [r for r in fleet.replicas if only is None or r.name in only]
+    rolled = _rolled(loaded, fleet, sink, secrets, accept_new=accept_new, keep=keep, timeout=timeout, skip=skip,
+                     interrupt=interrupt, weights=weights) if only is None else {}
+    todo = [r for r in fleet.replicas if (only is None or r.name in only) and r.name not in rolled]
 
     def one(rep) -> None:
         try:
@@ -88,10 +90,23 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     except BaseException:
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise
+    out.replicas.update(rolled)
     if only is None:  # replicas of a larger fleet, or groups the gateway file no longer lists
         out.retired = retire(fleet, sink, accept_new=accept_new)
     out.seconds = time.monotonic() - t0
     return out
+
+
+def _rolled(loaded, fleet, sink, secrets, **kw) -> dict[str, Outcome]:
+    """A running fleet whose replicas run another version: replaced one at a time first
+    (``rolling.py``); deployment -> outcome of each replaced replica."""
+    from inkctl.plan.rollout import rolling
+
+    if not rolling(fleet):
+        return {}
+    from inkctl.execute.deploy.rolling import roll
+
+    return roll(loaded, fleet, sink, secrets, **kw).outcomes
 
 
 def _first(errors: dict[str, BaseException], fleet) -> BaseException:

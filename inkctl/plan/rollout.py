@@ -1,0 +1,129 @@
+"""A fleet's rolling update on paper: the order replicas are replaced in, what each step does,
+and the old version of one replica as a plan again (to bring it back when its new version
+fails). Pure: no I/O.
+
+One replica at a time, in index order: out of the router, drained (its requests in flight end,
+at most ``fleet.rollout.drain_timeout_s``), the old version stopped and removed, the new one
+started, its health and the recipe's smoke checks, back in the router; then the next. The
+others serve meanwhile. The old version comes back from the plan record its hosts kept at the
+last launch (``plan.record``: every run step of the ranks on that host, in launch order) and the
+files of its deployment directory, kept aside until the new version serves.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from inkctl.plan.step import Plan, Run, Stage, WaitHealth
+
+ASIDE = ".rollback"  # the old deployment directory, kept beside the new one until the new version serves
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    index: int
+    deployment: str
+    url: str  # the replica's engine base URL, as the router lists it
+    changes: tuple[str, ...] = ()  # what changes (- old, + new), when known
+
+
+@dataclass(frozen=True)
+class Rollout:
+    steps: tuple[RolloutStep, ...]
+    drain_timeout_s: int
+    router_url: str
+
+    @property
+    def deployments(self) -> tuple[str, ...]:
+        return tuple(s.deployment for s in self.steps)
+
+
+def rolling(fleet) -> bool:
+    """Does ``up`` of this fleet replace changed replicas one at a time? (a gateway's groups are
+    different models: each is replaced where it stands)."""
+    return not fleet.gateway and fleet.rollout.strategy == "rolling"
+
+
+def rollout(fleet, changed: dict[str, tuple[str, ...]]) -> Rollout:
+    """The rollout of the replicas in ``changed`` (deployment -> what changes), in index order."""
+    steps = tuple(RolloutStep(r.index, r.name, r.url, changed[r.name]) for r in fleet.replicas if r.name in changed)
+    return Rollout(steps=steps, drain_timeout_s=fleet.rollout.drain_timeout_s, router_url=fleet.url)
+
+
+def step_lines(fleet, index: int) -> list[str]:
+    """What replacing replica ``index`` does, in order (``inkctl plan`` and ``up`` show these)."""
+    rep = fleet.replicas[index]
+    t = fleet.rollout.drain_timeout_s
+    return [
+        f"take {rep.url} out of the router ({fleet.url})",
+        f"drain: wait until its requests in flight end (its /metrics: running + waiting), at most {t} s",
+        f"keep its deployment directory aside ({ASIDE}), stop and remove its containers",
+        f"start the new version ({rep.plan.recipe_hash}): " + ", ".join(c.name for c in rep.plan.containers),
+        "wait for health and the recipe's smoke checks",
+        f"put {rep.url} back in the router",
+        "on failure: remove the new version, start the old one again from its plan record, put it back; stop the rollout",
+    ]
+
+
+def plan_lines(fleet) -> list[str]:
+    """The rollout ``up`` runs when the replicas run another version of the recipe."""
+    if fleet.gateway:
+        return []
+    if not rolling(fleet):
+        return ["if the replicas run another version: every replica replaced at once (fleet.rollout.strategy "
+                "all_at_once): the fleet does not serve while the new version boots"]
+    n = len(fleet.replicas)
+    out = [f"if the replicas run another version of the recipe: one replica at a time, in order "
+           f"({', '.join(r.name for r in fleet.replicas)}); the other {n - 1} serve meanwhile" if n > 1 else
+           "if the replica runs another version of the recipe: it is replaced; with one replica, nothing "
+           "serves while the new version boots (raise fleet.replicas to 2 to keep serving)"]
+    for i, rep in enumerate(fleet.replicas):
+        out.append(f"replica {i} ({rep.name}):")
+        out += [f"  {k}. {line}" for k, line in enumerate(step_lines(fleet, i), 1)]
+    out.append("the per-rank changes (- old, + new) are read from each host's plan record when up runs")
+    return out
+
+
+def aside(state_dir: str) -> str:
+    return state_dir.rstrip("/") + ASIDE
+
+
+def keep_aside(state_dir: str) -> tuple[str, ...]:
+    """Copy the deployment directory aside (its env file, hotfixes and plan record), replacing an
+    earlier copy."""
+    a = aside(state_dir)
+    return ("sh", "-c", 'rm -rf -- "$2" && if [ -d "$1" ]; then cp -a -- "$1" "$2"; fi', "keep-aside", state_dir, a)
+
+
+def restore_aside(state_dir: str) -> tuple[str, ...]:
+    """Put the copy back as the deployment directory."""
+    return ("sh", "-c", 'if [ -d "$2" ]; then rm -rf -- "$1" && mv -- "$2" "$1"; fi', "restore-aside", state_dir,
+            aside(state_dir))
+
+
+def drop_aside(state_dir: str) -> tuple[str, ...]:
+    return ("rm", "-rf", "--", aside(state_dir))
+
+
+def old_plan(new: Plan, records: dict[str, str]) -> Plan:
+    """The old version of a replica as a plan again: for each host, in the new plan's host order,
+    the run steps its plan record holds (host -> the record's text), then the new plan's health
+    wait (the same replica: the same URL). Raises ValueError when a host's record is missing or
+    unreadable."""
+    runs: list[Run] = []
+    old_hash = ""
+    for h in new.hosts:
+        if h.name not in records:
+            raise ValueError(f"{h.name}: no plan record")
+        d = json.loads(records[h.name])
+        if not isinstance(d, dict) or not isinstance(d.get("runs"), list):
+            raise ValueError(f"{h.name}: not a plan record")
+        old_hash = old_hash or str(d.get("recipe_hash", ""))
+        runs += [Run(host=h.name, rank=int(r["rank"]), purpose=str(r.get("purpose") or "run"),
+                     argv=tuple(str(a) for a in r["argv"])) for r in d["runs"]]
+    stages = [Stage("launch", "start the old version again (its plan record)", tuple(runs))]
+    wait = next((s for s in new.steps() if isinstance(s, WaitHealth)), None)
+    if wait is not None:
+        stages.append(Stage("health", "wait for the old version to serve", (replace(wait, answer_url="", model=""),)))
+    return replace(new, recipe_hash=old_hash, stages=tuple(stages), warnings=())

@@ -1,0 +1,19 @@
+"""How ``up`` replaces the replicas of a fleet whose recipe changed (``fleet.rollout``).
+
+Kept apart from ``fleet.py``: a rollout is about changing a running fleet, not its shape.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from inkctl.recipe.fields import Strict
+
+
+class Rollout(Strict):
+    """How `up` of a changed fleet recipe replaces its running replicas."""
+
+    strategy: Literal["rolling", "all_at_once"] = Field("rolling", description="'rolling' (default): one replica at a time: out of the router, drained, replaced, health and smoke checks, back in the router, then the next; the others keep serving. 'all_at_once': every replica replaced together (the whole fleet is down while the new version boots).")
+    drain_timeout_s: int = Field(120, ge=0, le=86400, description="Seconds to wait for a replica's requests in flight (the engine's /metrics: running + waiting) to finish once it is out of the router, before it is stopped anyway.")
