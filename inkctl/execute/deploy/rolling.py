@@ -136,7 +136,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         o = bring_up(replica_loaded(loaded, rep), rep.plan, sink, secrets, accept_new=accept_new, keep=keep,
                      timeout=timeout, skip=skip, interrupt=interrupt, after_boot=False, weights=weights)
     except BaseException as e:  # noqa: BLE001 - the old version comes back whatever stopped the new one
-        interrupted = interrupt.is_set() or isinstance(e, (Cancelled, KeyboardInterrupt))
+        interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
         restored = _restore(fleet, rep, records, sink, accept_new)
         raise _Failed(rep, e, restored, interrupted) from None
     put_back(fleet.url, rep.url)
@@ -237,6 +237,8 @@ def _stopped(fleet, done: list[str], untouched: tuple[str, ...] | list[str], f: 
     lines = []
     if f is not None:
         cause = getattr(f.cause, "message", None) or str(f.cause) or type(f.cause).__name__
+        # bring_up's own words about its rollback (the old version removed) are not the end of it here
+        cause = "\n".join(x for x in cause.splitlines() if not x.startswith(("rolled back:", "the previous version")))
         what = "interrupted while its new version was starting" if f.interrupted else f"its new version failed: {cause}"
         lines.append(f"rolling update of {fleet.name} stopped at replica {f.rep.index} ({f.rep.name}): {what}")
         lines.append(f"  {f.rep.name}: " + ("back on the old version, in the router" if not f.restored else

@@ -1,0 +1,196 @@
+"""A fleet's rolling update end to end: two replicas of the fake engine on GPU subsets of one
+8-GPU host behind the REAL vllm-router, a client sending completions through the router the
+whole time.
+
+- a changed recipe: every replica replaced one at a time, no request failed, both on the new
+  argv, the old containers gone, both in the router;
+- a new version that fails to boot: the rollout stops at replica 0, which runs the old version
+  again (in the router); replica 1 untouched (same container);
+- Ctrl-C while replica 1's new version boots: replica 0 on the new version, replica 1 back on
+  the old, both in the router, exit 130.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import urllib.request
+
+import pytest
+
+from tests.e2e.conftest import no_traceback
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One 8x H200 docker host with the vllm-router image: a cluster of this module's own
+    (net id INKCTL_E2E_NET_ID + 120), removed when the module ends."""
+    if os.geteuid() != 0:
+        pytest.skip("the test cluster needs root (network namespaces, dockerd)")
+    from tests.cluster import Cluster
+    from tests.cluster import router_image
+
+    c = Cluster.up(2, podman_hosts=(), profiles={"h1": "h200x8", "h2": "h200x8"},
+                   net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 120)
+    router_image.load(c, ["h1"], kind="vllm")
+    yield c
+    c.down()
+
+
+ROUTER = {"kind": "vllm", "policy": "round_robin", "port": 30090, "prometheus_port": 29010,
+          "health_check_interval_s": 2, "image": "vllm/vllm-router:latest"}
+
+
+def _chat(url: str, prompt: str, timeout: float = 30) -> dict:
+    body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": prompt}], "max_tokens": 8}).encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", body, {"content-type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read().decode())
+
+
+class Loop:
+    """Two clients sending completions through the router until stopped: (ok, failed, errors)."""
+
+    def __init__(self, url: str):
+        self.url, self.ok, self.failed, self.errors = url, 0, 0, []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(k,), daemon=True) for k in range(2)]
+
+    def _run(self, k: int) -> None:
+        i = 0
+        while not self._stop.is_set():
+            i += 1
+            try:
+                assert "choices" in _chat(self.url, f"client {k} request {i}")
+                self.ok += 1
+            except Exception as e:  # noqa: BLE001 - counted: the test asserts there are none
+                self.failed += 1
+                self.errors.append(repr(e)[:200])
+
+    def __enter__(self) -> "Loop":
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(60)
+
+
+def _argv(url: str) -> list[str]:
+    return json.loads(urllib.request.urlopen(url + "/inkctl/fake/argv", timeout=5).read())["argv"]
+
+
+def _listed(router: str) -> list[str]:
+    return sorted(json.loads(urllib.request.urlopen(router + "/list_workers", timeout=5).read())["urls"])
+
+
+def _ids(cluster, deployment: str) -> list[str]:
+    r = cluster.docker("h1", "ps", "--all", "--filter", f"label=inkctl.deployment={deployment}",
+                       "--format", "{{.ID}} {{.Names}} {{.State}}")
+    return sorted(x for x in r.stdout.split("\n") if x)
+
+
+@pytest.fixture
+def fleet(cluster, inkctl, inventory, recipe):
+    """(recipe(**changes) -> path, inventory, router URL, replica URLs); the fleet is up on the
+    first version when the test starts, and down when it ends."""
+    inv = inventory("h1", h1={"gpus": "0,1,2,3"})
+    env = {"FAKE_ITL": "0.02"}
+
+    def make(name="e2e-roll", **changes):
+        base = {"container": {"env": dict(env)}, "fleet": {"router": ROUTER}}
+        for k, v in changes.items():
+            base[k] = {**base.get(k, {}), **v} if isinstance(v, dict) else v
+        return recipe("fleet", name=name, **base)
+
+    first = make()
+    r = inkctl("up", first, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    a = cluster.hosts[0].address
+    yield make, inv, f"http://{a}:{ROUTER['port']}", [f"http://{a}:18000", f"http://{a}:18010"]
+    inkctl("down", first, "--hosts", inv, timeout=120)
+
+
+def test_rolling_update_under_load_fails_no_request(cluster, inkctl, fleet):
+    make, inv, router, reps = fleet
+    assert _listed(router) == reps
+    old_ids = {d: _ids(cluster, d) for d in ("e2e-roll-r0", "e2e-roll-r1")}
+    router_ids = _ids(cluster, "e2e-roll-router")
+    new = make(engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}})
+    with Loop(router) as loop:
+        time.sleep(1.0)
+        r = inkctl("up", new, "--hosts", inv, timeout=240)
+        time.sleep(1.0)
+    assert r.rc == 0, r
+    assert no_traceback(r.out)
+    out = " ".join(r.out.split())
+    assert "rolling update of e2e-roll: 2 of 2 replicas run another version" in out, r.out
+    assert out.index("replica 0 (e2e-roll-r0) runs the new version") < out.index("replica 1 (e2e-roll-r1): out of the router")
+    assert "+ --max-model-len 4096" in r.out  # what changes, per rank
+    assert loop.failed == 0, loop.errors[:5]
+    assert loop.ok >= 20, loop.ok
+    for u in reps:
+        argv = _argv(u)
+        assert argv[argv.index("--max-model-len") + 1] == "4096", argv
+    for d, before in old_ids.items():
+        now = _ids(cluster, d)
+        assert len(now) == 1 and now[0].endswith("running") and now != before, (before, now)  # old ones gone
+    assert _ids(cluster, "e2e-roll-router") == router_ids  # the router kept serving, untouched
+    assert _listed(router) == reps
+    # the copies of the old version are gone too
+    assert not any(p.endswith(".rollback") for p in os.listdir(cluster.host("h1").state_dir))
+
+
+def test_a_new_version_that_fails_to_boot_is_rolled_back(cluster, inkctl, fleet):
+    make, inv, router, reps = fleet
+    r1_before = _ids(cluster, "e2e-roll-r1")
+    bad = make(engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}},
+               container={"env": {"FAKE_ITL": "0.02", "FAKE_READY_AFTER": "2", "FAKE_CRASH_AFTER": "0.5"}})
+    with Loop(router) as loop:
+        r = inkctl("up", bad, "--hosts", inv, timeout=240)
+    assert r.rc == 1, r
+    assert no_traceback(r.out)
+    out = " ".join(r.out.split())
+    assert "rolling update of e2e-roll stopped at replica 0 (e2e-roll-r0): its new version failed" in out, r.out
+    assert "e2e-roll-r0: back on the old version, in the router" in out
+    assert "untouched, on the old version, in the router: e2e-roll-r1" in out
+    assert "--max-model-len" not in _argv(reps[0])  # the old version again
+    assert _ids(cluster, "e2e-roll-r1") == r1_before  # untouched: the same container
+    assert _listed(router) == reps
+    assert loop.failed == 0, loop.errors[:5]
+
+
+def test_ctrl_c_mid_rollout_leaves_a_consistent_fleet(cluster, inkctl, fleet):
+    make, inv, router, reps = fleet
+    slow = make(engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}},
+                container={"env": {"FAKE_ITL": "0.02", "FAKE_READY_AFTER": "4"}})
+    p = inkctl.start("up", slow, "--hosts", inv, env={"PYTHONUNBUFFERED": "1"})
+    lines: list[str] = []
+    # progress goes to stderr, the summary to stdout
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stderr.readline, "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any("replica 1 (e2e-roll-r1): drained" in x for x in list(lines)):
+        time.sleep(0.1)
+    time.sleep(1.5)  # replica 1's new version is booting (FAKE_READY_AFTER)
+    p.send_signal(2)
+    try:
+        p.wait(120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    reader.join(10)
+    text = " ".join((p.stdout.read() + "".join(lines)).split())
+    assert p.returncode == 130, text[-3000:]
+    assert "e2e-roll-r1: back on the old version, in the router" in text, text[-3000:]
+    assert "on the new version, in the router: e2e-roll-r0" in text
+    assert "--max-model-len" in _argv(reps[0]) and "--max-model-len" not in _argv(reps[1])
+    assert _listed(router) == reps
+    for d in ("e2e-roll-r0", "e2e-roll-r1"):
+        assert [x.split()[-1] for x in _ids(cluster, d)] == ["running"]
