@@ -118,6 +118,13 @@ def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None
             for st in retire_steps(h, rt, deployment, ["<its containers>"])]
 
 
+def rollout_lines(fleet: FleetPlan) -> list[str]:
+    """What ``up`` does when the replicas run another version: the order and each step."""
+    from inkctl.plan.rollout import plan_lines
+
+    return plan_lines(fleet)
+
+
 def gateway_label(fleet: FleetPlan) -> str:
     """The label (key=value) every container of a gateway's groups carries."""
     from inkctl.plan.gateway import GATEWAY_LABEL

@@ -45,8 +45,21 @@ def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_c
         _print_dropped(out, fleet, only_host)
     elif fleet.hosts:
         _print_retire(out, fleet, only_host)
+    _print_rollout(out, fleet)
     out.print("")
     out.print(f"next: {next_command}")
+
+
+def _print_rollout(out, fleet) -> None:
+    """What up does when the replicas run another version of the recipe (a rolling update)."""
+    from inkctl.api.fleet import rollout_lines
+
+    lines = rollout_lines(fleet)
+    if lines:
+        out.print("")
+        out.print("[bold]rolling update[/]")
+        for line in lines:
+            out.print(f"  {line}", markup=False)
 
 
 def _fleet_head(out, loaded, fleet) -> None:

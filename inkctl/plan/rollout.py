@@ -75,7 +75,7 @@ def plan_lines(fleet) -> list[str]:
                 "all_at_once): the fleet does not serve while the new version boots"]
     n = len(fleet.replicas)
     out = [f"if the replicas run another version of the recipe: one replica at a time, in order "
-           f"({', '.join(r.name for r in fleet.replicas)}); the other {n - 1} serve meanwhile" if n > 1 else
+           f"({', '.join(r.name for r in fleet.replicas)}); the others serve meanwhile" if n > 1 else
            "if the replica runs another version of the recipe: it is replaced; with one replica, nothing "
            "serves while the new version boots (raise fleet.replicas to 2 to keep serving)"]
     for i, rep in enumerate(fleet.replicas):

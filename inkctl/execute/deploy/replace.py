@@ -21,6 +21,10 @@ from inkctl.plan.record import Record, argv_by_rank, diff_plans, parse_record, r
 from inkctl.plan.step import Plan
 
 
+# said of a single deployment being replaced (a rolling update's replica is out of its router meanwhile)
+DOWN_WHILE_BOOTING = "does not serve while its new version boots"
+
+
 @dataclass
 class Replacement:
     """What ``up`` found of another version of the deployment, and what it will do about it."""
@@ -107,6 +111,9 @@ def replace_old(replacement: Replacement, transports: dict, sink) -> None:
 
     replacement.read_records(transports)
     sink.emit(Info(text="\n".join(replacement.describe())))
+    sink.emit(Info(text=f"{replacement.plan.deployment} {DOWN_WHILE_BOOTING}: the old version is removed first "
+                        "(a fleet of 2 or more replicas behind a router is replaced one replica at a time and keeps serving)",
+                   level="warning"))
     t0 = time.monotonic()
     for h in sorted({f.host for f in replacement.found}, key=replacement._order):
         sink.emit(StepStarted(host=h, rank=None, kind="run", purpose="remove the old version"))

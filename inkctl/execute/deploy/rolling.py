@@ -105,6 +105,23 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
     return rolled
 
 
+class _Quiet:
+    """The replica's own bring-up, without the warning that a replaced deployment does not serve
+    meanwhile (it is out of the router; the others serve)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def emit(self, event) -> None:
+        from inkctl.execute.deploy.replace import DOWN_WHILE_BOOTING
+
+        if DOWN_WHILE_BOOTING not in (getattr(event, "text", "") or ""):
+            self.inner.emit(event)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 class _Failed(Exception):
     def __init__(self, rep, cause: BaseException, restored: str, interrupted: bool):
         super().__init__(str(cause))
@@ -133,7 +150,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     try:
         if interrupt.is_set():
             raise Cancelled("interrupted")
-        o = bring_up(replica_loaded(loaded, rep), rep.plan, sink, secrets, accept_new=accept_new, keep=keep,
+        o = bring_up(replica_loaded(loaded, rep), rep.plan, _Quiet(sink), secrets, accept_new=accept_new, keep=keep,
                      timeout=timeout, skip=skip, interrupt=interrupt, after_boot=False, weights=weights)
     except BaseException as e:  # noqa: BLE001 - the old version comes back whatever stopped the new one
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
