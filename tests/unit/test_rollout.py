@@ -1,0 +1,124 @@
+"""A fleet's rolling update on paper (``plan.rollout``): the order, what ``plan`` says of each
+step, the old version of a replica rebuilt from its hosts' plan records, the copy of its
+deployment directory kept aside (run for real with sh on a temporary directory), and the
+drain loop (``client.drain``) on a scripted engine. The addresses are in the documentation
+range: only labels, never contacted."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from inkctl.client.drain import drain
+from inkctl.errors import InkctlError
+from inkctl.plan.fleet import build_fleet
+from inkctl.plan.record import record_text
+from inkctl.plan.rollout import drop_aside, keep_aside, old_plan, plan_lines, restore_aside, rollout
+from inkctl.plan.step import Run, WaitHealth
+from inkctl.recipe.hosts import Host
+from inkctl.recipe.source import load_recipe
+
+RECIPE = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "fleet.yaml"
+BOX = [Host(name="box", address="192.0.2.9", gpus="0,1,2,3,4,5")]
+
+
+def _fleet(tmp_path, **changes):
+    doc = yaml.safe_load(RECIPE.read_text())
+    for k, v in changes.items():
+        doc[k] = {**doc.get(k, {}), **v} if isinstance(v, dict) else v
+    p = tmp_path / "fleet.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return build_fleet(load_recipe(p).recipe, BOX)
+
+
+def test_order_is_the_replicas_order_and_only_the_changed(tmp_path):
+    f = _fleet(tmp_path, fleet={"replicas": 3})
+    ro = rollout(f, {"e2e-fleet-r2": ("x",), "e2e-fleet-r0": ()})
+    assert ro.deployments == ("e2e-fleet-r0", "e2e-fleet-r2")
+    assert [s.url for s in ro.steps] == ["http://192.0.2.9:18000", "http://192.0.2.9:18020"]
+    assert ro.steps[1].changes == ("x",)
+    assert ro.drain_timeout_s == 120 and ro.router_url == "http://192.0.2.9:30080"
+
+
+def test_plan_lines_say_the_order_and_each_step(tmp_path):
+    f = _fleet(tmp_path, fleet={"replicas": 2, "rollout": {"drain_timeout_s": 30}})
+    lines = plan_lines(f)
+    assert "one replica at a time, in order (e2e-fleet-r0, e2e-fleet-r1)" in lines[0]
+    assert lines.index("replica 0 (e2e-fleet-r0):") < lines.index("replica 1 (e2e-fleet-r1):")
+    text = "\n".join(lines)
+    assert "1. take http://192.0.2.9:18010 out of the router (http://192.0.2.9:30080)" in text
+    assert "at most 30 s" in text
+    assert f"start the new version ({f.replicas[1].plan.recipe_hash}): inkctl-e2e-fleet-r1-r0" in text
+    assert text.index("wait for health and the recipe's smoke checks") < text.index("put http://192.0.2.9:18000 back")
+
+
+def test_one_replica_and_all_at_once_say_the_fleet_does_not_serve(tmp_path):
+    one = plan_lines(_fleet(tmp_path, fleet={"replicas": 1}))
+    assert "nothing serves while the new version boots" in one[0]
+    every = plan_lines(_fleet(tmp_path, fleet={"replicas": 2, "rollout": {"strategy": "all_at_once"}}))
+    assert len(every) == 1 and "every replica replaced at once" in every[0]
+
+
+def test_an_unknown_strategy_is_refused(tmp_path):
+    with pytest.raises(InkctlError) as e:
+        _fleet(tmp_path, fleet={"replicas": 2, "rollout": {"strategy": "blue_green"}})
+    assert "fleet.rollout.strategy" in e.value.message
+
+
+def test_the_old_version_comes_back_from_its_plan_records(tmp_path):
+    old = _fleet(tmp_path, fleet={"replicas": 2}).replicas[1].plan
+    new = _fleet(tmp_path, fleet={"replicas": 2}, engine={"args": {"tensor_parallel": 2, "port": 18000,
+                                                                   "max_model_len": 4096}}).replicas[1].plan
+    assert old.recipe_hash != new.recipe_hash
+    records = {h.name: record_text(old.deployment, old.recipe_hash, h.name, old.stages) for h in old.hosts}
+    back = old_plan(new, records)
+    assert back.recipe_hash == old.recipe_hash and back.deployment == new.deployment
+    runs = [s for s in back.steps() if isinstance(s, Run)]
+    assert [r.argv for r in runs] == [s.argv for s in old.steps() if isinstance(s, Run)]
+    assert "--max-model-len" not in runs[-1].argv
+    wait = [s for s in back.steps() if isinstance(s, WaitHealth)]
+    assert [w.url for w in wait] == [old.health_url] and wait[0].answer_url == ""
+    assert back.containers == new.containers and back.teardown == new.teardown
+
+
+def test_no_record_no_old_plan(tmp_path):
+    new = _fleet(tmp_path).replicas[0].plan
+    with pytest.raises(ValueError, match="box: no plan record"):
+        old_plan(new, {})
+    with pytest.raises(ValueError, match="box: not a plan record"):
+        old_plan(new, {"box": "[]"})
+
+
+def test_the_deployment_directory_is_kept_aside_and_put_back(tmp_path):
+    state = tmp_path / "dep"
+    state.mkdir()
+    (state / "env").write_text("OLD=1\n")
+    subprocess.run(keep_aside(str(state)), check=True)
+    (state / "env").write_text("NEW=1\n")  # the new version's files, then it fails
+    subprocess.run(restore_aside(str(state)), check=True)
+    assert (state / "env").read_text() == "OLD=1\n"
+    assert not Path(str(state) + ".rollback").exists()
+    subprocess.run(keep_aside(str(state)), check=True)
+    subprocess.run(drop_aside(str(state)), check=True)
+    assert not Path(str(state) + ".rollback").exists() and (state / "env").exists()
+    # nothing kept (no directory): putting back changes nothing
+    subprocess.run(keep_aside(str(tmp_path / "none")), check=True)
+    subprocess.run(restore_aside(str(tmp_path / "none")), check=True)
+    assert not (tmp_path / "none").exists()
+
+
+def test_drain_ends_on_two_empty_reads_in_a_row():
+    said = iter([3.0, 1.0, 0.0, 2.0, 0.0, 0.0, 5.0])
+    d = drain("http://192.0.2.9:18000", 30, interval_s=0.0, read=lambda _u: next(said))
+    assert d.ok and d.left == 0.0
+    assert next(said) == 5.0  # stopped right after the second zero in a row
+
+
+def test_drain_gives_up_at_its_timeout_and_says_what_is_left():
+    d = drain("http://192.0.2.9:18000", 0.05, interval_s=0.01, read=lambda _u: 2.0)
+    assert not d.ok and d.left == 2.0 and d.seconds >= 0.05
+    unknown = drain("http://192.0.2.9:18000", 0.0, read=lambda _u: None)
+    assert not unknown.ok and unknown.left is None
