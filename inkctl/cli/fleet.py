@@ -57,7 +57,7 @@ def _print_rollout(out, fleet) -> None:
     lines = rollout_lines(fleet)
     if lines:
         out.print("")
-        out.print("[bold]rolling update[/]")
+        out.print("[bold]a changed gateway file[/]" if fleet.gateway else "[bold]rolling update[/]")
         for line in lines:
             out.print(f"  {line}", markup=False)
 

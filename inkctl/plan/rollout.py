@@ -69,7 +69,11 @@ def step_lines(fleet, index: int) -> list[str]:
 def plan_lines(fleet) -> list[str]:
     """The rollout ``up`` runs when the replicas run another version of the recipe."""
     if fleet.gateway:
-        return []
+        return ["models no longer in the file go FIRST, before any model of the file starts (a model put on a "
+                "dropped one's GPUs and port needs them free): off the gateway, drained (at most "
+                f"{fleet.rollout.drain_timeout_s} s), then removed (the steps below 'models no longer in the "
+                "gateway file')",
+                "a model whose recipe changed is replaced where it stands: it does not serve while it boots"]
     if not rolling(fleet):
         return ["if the replicas run another version: every replica replaced at once (fleet.rollout.strategy "
                 "all_at_once): the fleet does not serve while the new version boots"]

@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -194,3 +195,73 @@ def test_ctrl_c_mid_rollout_leaves_a_consistent_fleet(cluster, inkctl, fleet):
     assert _listed(router) == reps
     for d in ("e2e-roll-r0", "e2e-roll-r1"):
         assert [x.split()[-1] for x in _ids(cluster, d)] == ["running"]
+
+
+def _gateway(tmp_path, name: str, second: str) -> Path:
+    """A gateway file: alpha on h1's GPUs 0,1 and ``second`` (beta or gamma) on 2,3, each a copy
+    of tests/e2e/recipes/gw-beta.yaml serving its own model."""
+    import yaml
+
+    from tests.e2e.conftest import RECIPES
+
+    for m in ("alpha", second):
+        doc = yaml.safe_load((RECIPES / "gw-beta.yaml").read_text())
+        doc.update(name=f"e2e-swap-{m}", model={"repo": f"test/fake-{m}", "served_name": m})
+        doc.setdefault("container", {})["env"] = {"FAKE_ITL": "0.02"}
+        (tmp_path / f"{m}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    gw = {"name": "e2e-swap", "gateway": {"port": 30095, "prometheus_port": 29015, "health_check_interval_s": 2},
+          "models": [{"recipe": "alpha.yaml", "hosts": ["h1"], "gpus": "0,1"},
+                     {"recipe": f"{second}.yaml", "hosts": ["h1"], "gpus": "2,3"}]}
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(gw, sort_keys=False))
+    return p
+
+
+def test_a_gateway_swap_frees_the_dropped_models_slot_first(cluster, inkctl, inventory, tmp_path):
+    """beta dropped and gamma put on its GPUs and port: up drains and removes beta first, then
+    starts gamma; alpha keeps answering the whole time, its container untouched."""
+    inv = inventory("h1", h1={"gpus": "0,1,2,3,4,5,6,7"})
+    first = _gateway(tmp_path, "gw1", "beta")
+    r = inkctl("up", first, "--hosts", inv, timeout=300)
+    assert r.rc == 0, r
+    a = cluster.hosts[0].address
+    url = f"http://{a}:30095"
+    alpha_ids = _ids(cluster, "e2e-swap-alpha")
+    second = _gateway(tmp_path, "gw2", "gamma")
+    p = inkctl("plan", second, "--hosts", inv)
+    assert p.rc == 0, p
+    assert "models no longer in the file go FIRST" in " ".join(p.stdout.split()), p.stdout
+    try:
+        failed = []
+        stop = threading.Event()
+
+        def alpha_loop() -> None:
+            while not stop.is_set():
+                body = json.dumps({"model": "alpha", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
+                req = urllib.request.Request(url + "/v1/chat/completions", body.encode(), {"content-type": "application/json"})
+                try:
+                    urllib.request.urlopen(req, timeout=30).read()
+                except Exception as e:  # noqa: BLE001 - counted
+                    failed.append(repr(e)[:200])
+
+        t = threading.Thread(target=alpha_loop, daemon=True)
+        t.start()
+        try:
+            r = inkctl("up", second, "--hosts", inv, timeout=300)
+        finally:
+            stop.set()
+            t.join(60)
+        assert r.rc == 0, r
+        assert no_traceback(r.out)
+        out = " ".join(r.out.split())
+        assert "beta at http://" in out and "no longer in the gateway file: off the gateway, draining" in out, r.out
+        progress = " ".join(r.stderr.split())  # progress on stderr, in order; the summary is stdout's
+        assert progress.index("e2e-swap-beta is no longer in the gateway file: removed") < progress.index("e2e-swap-gamma"), r.stderr
+        body = json.dumps({"model": "gamma", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}).encode()
+        req = urllib.request.Request(url + "/v1/chat/completions", body, {"content-type": "application/json"})
+        assert json.loads(urllib.request.urlopen(req, timeout=30).read())["model"] == "gamma"
+        assert _ids(cluster, "e2e-swap-beta") == []
+        assert _ids(cluster, "e2e-swap-alpha") == alpha_ids
+        assert failed == [], failed[:5]
+    finally:
+        inkctl("down", second, "--hosts", inv, timeout=120)

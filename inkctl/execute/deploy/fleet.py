@@ -66,6 +66,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     errors: dict[str, BaseException] = {}
     rolled = _rolled(loaded, fleet, sink, secrets, accept_new=accept_new, keep=keep, timeout=timeout, skip=skip,
                      interrupt=interrupt, weights=weights) if only is None else {}
+    freed = _freed(fleet, sink, accept_new) if only is None else {}
     todo = [r for r in fleet.replicas if (only is None or r.name in only) and r.name not in rolled]
 
     def one(rep) -> None:
@@ -92,7 +93,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
         raise
     out.replicas.update(rolled)
     if only is None:  # replicas of a larger fleet, or groups the gateway file no longer lists
-        out.retired = retire(fleet, sink, accept_new=accept_new)
+        out.retired = {**freed, **retire(fleet, sink, accept_new=accept_new)}
     out.seconds = time.monotonic() - t0
     return out
 
@@ -107,6 +108,16 @@ def _rolled(loaded, fleet, sink, secrets, **kw) -> dict[str, Outcome]:
     from inkctl.execute.deploy.rolling import roll
 
     return roll(loaded, fleet, sink, secrets, **kw).outcomes
+
+
+def _freed(fleet, sink, accept_new: bool) -> dict[str, list[str]]:
+    """A gateway file's dropped groups drained and removed before the new ones start (a model
+    swapped onto a dropped one's GPUs and port needs them: ``swap.py``)."""
+    if not fleet.gateway:
+        return {}
+    from inkctl.execute.deploy.swap import free_dropped
+
+    return free_dropped(fleet, sink, accept_new=accept_new, drain_timeout_s=fleet.rollout.drain_timeout_s)
 
 
 def _first(errors: dict[str, BaseException], fleet) -> BaseException:

@@ -149,7 +149,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     records = _keep_aside(rep, accept_new)
     try:
         if interrupt.is_set():
-            raise Cancelled("interrupted")
+            raise Cancelled()
         o = bring_up(replica_loaded(loaded, rep), rep.plan, _Quiet(sink), secrets, accept_new=accept_new, keep=keep,
                      timeout=timeout, skip=skip, interrupt=interrupt, after_boot=False, weights=weights)
     except BaseException as e:  # noqa: BLE001 - the old version comes back whatever stopped the new one
