@@ -123,9 +123,10 @@ class _Quiet:
 
 
 class _Failed(Exception):
-    def __init__(self, rep, cause: BaseException, restored: str, interrupted: bool):
+    def __init__(self, rep, cause: BaseException, restored: str, interrupted: bool, *, replaced: bool = True):
         super().__init__(str(cause))
         self.rep, self.cause, self.restored, self.interrupted = rep, cause, restored, interrupted
+        self.replaced = replaced  # False: stopped before its old version was (it never stopped)
 
 
 def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: bool, keep: bool,
@@ -146,10 +147,15 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         left = "an unknown number of requests" if d.left is None else f"{d.left:g} requests"
         sink.emit(Info(text=f"replica {rep.index} ({rep.name}): {left} still in flight after {d.seconds:.1f} s "
                             "(fleet.rollout.drain_timeout_s); stopping it anyway", level="warning"))
-    records = _keep_aside(rep, accept_new)
     try:
-        if interrupt.is_set():
+        if interrupt.is_set():  # Ctrl-C while it drained: the old version never stopped
             raise Cancelled()
+        records = _keep_aside(rep, accept_new)
+    except BaseException as e:  # noqa: BLE001 - back in the router as it is, then said
+        put_back(fleet.url, rep.url)
+        interrupted = isinstance(e, (Cancelled, KeyboardInterrupt))
+        raise _Failed(rep, e, "", interrupted, replaced=False) from None
+    try:
         o = bring_up(replica_loaded(loaded, rep), rep.plan, _Quiet(sink), secrets, accept_new=accept_new, keep=keep,
                      timeout=timeout, skip=skip, interrupt=interrupt, after_boot=False, weights=weights)
     except BaseException as e:  # noqa: BLE001 - the old version comes back whatever stopped the new one
@@ -256,17 +262,22 @@ def _stopped(fleet, done: list[str], untouched: tuple[str, ...] | list[str], f: 
         cause = getattr(f.cause, "message", None) or str(f.cause) or type(f.cause).__name__
         # bring_up's own words about its rollback (the old version removed) are not the end of it here
         cause = "\n".join(x for x in cause.splitlines() if not x.startswith(("rolled back:", "the previous version")))
-        what = "interrupted while its new version was starting" if f.interrupted else f"its new version failed: {cause}"
+        if not f.replaced:
+            what = "interrupted while it drained" if f.interrupted else f"its old version could not be kept aside: {cause}"
+        else:
+            what = "interrupted while its new version was starting" if f.interrupted else f"its new version failed: {cause}"
         lines.append(f"rolling update of {fleet.name} stopped at replica {f.rep.index} ({f.rep.name}): {what}")
-        lines.append(f"  {f.rep.name}: " + ("back on the old version, in the router" if not f.restored else
-                                             f"NOT restored: {f.restored}"))
+        state = "still on the old version (never stopped), back in the router" if not f.replaced else (
+            "back on the old version, in the router" if not f.restored else f"NOT restored: {f.restored}")
+        lines.append(f"  {f.rep.name}: {state}")
     else:
         lines.append(f"rolling update of {fleet.name} interrupted between replicas")
     if done:
         lines.append("  on the new version, in the router: " + ", ".join(done))
     if untouched:
         lines.append("  untouched, on the old version, in the router: " + ", ".join(untouched))
-    hint = "fix the recipe and run inkctl up again: it goes on with the replicas still on the old version"
+    hint = ("run inkctl up again: it goes on with the replicas still on the old version" if interrupted else
+            "fix the recipe and run inkctl up again: it goes on with the replicas still on the old version")
     if f is not None and f.restored:
         hint = f"inkctl logs and inkctl status show {f.rep.name}; inkctl up again replaces it"
     code = EXIT_INTERRUPTED if interrupted else 1
