@@ -115,7 +115,7 @@ def provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results
 
     prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
     if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
-        from inkctl.bench import boots
+        from inkctl import bootlog as boots
 
         last = boots.previous(results_dir, where.plan.deployment)
         prov["boot"] = {"id": last[0], **last[1]} if last else None
