@@ -161,7 +161,17 @@ def test_api_up_needs_hosts():
         up(Target.of(EXAMPLE), UpOptions(), _no_display)
 
 
-def test_api_up_hands_a_fleet_to_the_fleets_bring_up(tmp_path):
+class _Reached(Exception):
+    """The display was asked for: the preparation of that path passed, nothing connected yet."""
+
+
+def _reached():
+    raise _Reached
+
+
+def test_api_picks_the_backend_and_the_kind_a_python_caller_names(tmp_path):
+    from inkctl.api import backend
+    from inkctl.api.slurm import SlurmRequest
     from inkctl.api.target import Target
     from inkctl.api.up import UpOptions, up
     from inkctl.api.watching import Watching
@@ -169,14 +179,25 @@ def test_api_up_hands_a_fleet_to_the_fleets_bring_up(tmp_path):
 
     inv = tmp_path / "hosts.yaml"
     inv.write_text("hosts:\n  - {name: a, address: 192.0.2.31, gpus: '0,1,2,3'}\n")
-    target = Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv)
-    handed = []
-    assert up(target, UpOptions(), _no_display, fleet=handed.append) is None
-    assert [loaded.recipe.fleet.replicas for loaded in handed] == [2]
+    fleet = Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv)
+    assert [backend.pick(t).name for t in (fleet, Target.of(EXAMPLE, slurm=True), Target.of(EXAMPLE, backend="k8s"))] \
+        == ["ssh", "slurm", "k8s"]
+    # a fleet: the api dispatches it to the fleet's bring-up itself (its display made once its secrets passed)
+    with pytest.raises(_Reached):
+        backend.up(fleet, UpOptions(), _reached)
     with pytest.raises(UsageError, match="a fleet: run up, then inkctl watch"):
-        up(target, UpOptions(watch=Watching()), _no_display, fleet=handed.append)
-    with pytest.raises(UsageError, match="a fleet"):
-        up(target, UpOptions(), _no_display)  # nobody to hand it to
+        backend.up(fleet, UpOptions(watch=Watching()), _no_display)
+    with pytest.raises(UsageError, match="a fleet: its groups come up through the fleet's bring-up"):
+        up(fleet, UpOptions(), _no_display)  # one group's up is not a fleet's
+    with pytest.raises(UsageError, match="--partition, .* go with --slurm"):
+        backend.up(Target.of(EXAMPLE, ONE_HOST), UpOptions(slurm=SlurmRequest(partition="gpu")), _no_display)
+    with pytest.raises(UsageError, match="--slurm takes its nodes from the allocation"):
+        backend.up(Target.of(EXAMPLE, ONE_HOST, slurm=True), UpOptions(), _no_display)
+    with pytest.raises(UsageError, match="up on Kubernetes: inkctl exports the manifests") as e:
+        backend.up(Target.of(EXAMPLE, backend="k8s"), UpOptions(), _no_display)
+    assert e.value.hint.startswith(f"inkctl export k8s {EXAMPLE}")
+    with pytest.raises(UsageError, match="no backend 'pbs': one of ssh, slurm, k8s"):
+        backend.status(Target.of(EXAMPLE, backend="pbs"))
 
 
 def test_api_down_result_says_what_failed():
