@@ -432,3 +432,61 @@ def test_api_validate_gives_a_verdict_per_file(tmp_path, monkeypatch):
     (ok_path, ok, problems, _), (bad_path, bad_ok, bad_problems, _) = verdicts([str(EXAMPLE), str(bad)])
     assert (ok_path, ok, problems) == (EXAMPLE, True, [])
     assert bad_path == bad and not bad_ok and bad_problems
+
+
+# -- the api takes a cancel token; only the command line listens to signals ---------------------
+
+HOST_PROGRAMS = ("inkctl/weights/onhost.py",)  # a program of its own on a host (hosts/program.py)
+
+
+def test_signal_handlers_are_installed_only_by_the_command_line():
+    bad = []
+    for p in sorted((ROOT / "inkctl").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if rel.startswith("inkctl/cli/") or rel in HOST_PROGRAMS:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(), rel)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("signal.signal", "signal"):
+                bad.append(f"{rel}:{node.lineno}")
+    assert not bad, "take a cancel token (threading.Event) instead; cli/signals.py sets it:\n" + "\n".join(bad)
+
+
+def test_a_backend_is_one_class_registered_in_one_place(monkeypatch):
+    """A toy backend named in ``BACKENDS`` alone is what every command reaches for a target that
+    names it: no command line flag, no other module knows it."""
+    from inkctl.api import backend
+    from inkctl.api.logs import LogsOptions
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions
+    from inkctl.api.watching import Watching
+    from inkctl.execute.events import Collect
+
+    calls: list[tuple] = []
+
+    class Toy:
+        name = "toy"
+
+        def up(self, target, opts, display, *, on_up, watch_events, cancel):
+            calls.append(("up", target.recipe.name, cancel.is_set()))
+            return "up!"
+
+        def down(self, target, *, accept_new, events):
+            calls.append(("down", accept_new))
+            return "down!"
+
+        def status(self, target, *, accept_new, on_accept):
+            return "status!"
+
+        def logs(self, target, opts, view, *, on_accept):
+            calls.append(("logs", opts.follow))
+
+        def watch(self, target, how, events, *, cancel):
+            calls.append(("watch", how.restart))
+
+    monkeypatch.setitem(backend.BACKENDS, "toy", Toy)
+    t = Target.of(EXAMPLE, backend="toy")
+    assert backend.up(t, UpOptions(), _no_display) == "up!"
+    assert backend.down(t, accept_new=True) == "down!" and backend.status(t) == "status!"
+    backend.logs(t, LogsOptions(follow=True), view=None)  # type: ignore[arg-type]
+    backend.watch(t, Watching(restart=True), Collect())
+    assert calls == [("up", EXAMPLE.name, False), ("down", True), ("logs", True), ("watch", True)]
