@@ -330,6 +330,10 @@ def watch(target: Target, interval: float, sink: Sink, *, cancel: threading.Even
         import logging
 
         logging.getLogger(__name__).debug("watch --slurm: interrupted")
+    except InkctlError:
+        if cancel is None or not cancel.is_set():
+            raise
+        # Ctrl-C reached the squeue/scontrol it was waiting for as well: stopped, not failed
     raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED)
 
 
