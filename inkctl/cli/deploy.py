@@ -1,4 +1,4 @@
-"""``up`` and ``down``: flags -> ``inkctl.api.up`` / ``inkctl.api.down`` -> what they show.
+"""``up`` and ``down``: flags -> ``inkctl.api.backend`` (up, down) -> what they show.
 
 Thin: the api picks the backend (``--slurm`` names Slurm's) and the kind (one group, a fleet,
 a gateway file), loads, plans, resolves secrets and rolls back; these functions check that
