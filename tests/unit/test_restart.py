@@ -78,3 +78,25 @@ def test_the_cancel_token_stops_it_during_the_backoff():
     stop.set()
     ok, said = _run(lambda: pytest.fail("cycled after the stop"), stop=stop)
     assert ok is False and said == []
+
+
+def test_a_restart_takes_the_options_of_the_deployments_latest_up_from_the_run_records(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from inkctl import runlog
+    from inkctl.api.up import UpOptions, note_options
+    from inkctl.api.watching import up_options_of
+
+    monkeypatch.setenv("INKCTL_RUNS_DIR", str(tmp_path / "runs"))
+    for deployment, opts in (("d", UpOptions(timeout=77.0, skip=("memory",), keep=True, results_dir=Path("r"))),
+                             ("other", UpOptions(timeout=5.0))):
+        runlog.start("up", ["up", f"{deployment}.yaml"])
+        runlog.note(deployment=deployment)
+        note_options(opts)
+        runlog.finish(0)
+    how = Watching(restart=True, allow_socket_fallback=True)
+    got = up_options_of("d", how)
+    assert (got.timeout, got.skip, got.keep, got.results_dir) == (77.0, ("memory",), True, Path("r"))
+    assert got.allow_socket_fallback and got.watch == how  # the watch's own word added; up returns once healthy
+    none = up_options_of("never-up", Watching())
+    assert (none.timeout, none.skip, none.keep) == (None, (), False)
