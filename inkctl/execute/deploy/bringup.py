@@ -100,7 +100,10 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         if interrupt.is_set():
             raise Cancelled()
         launched = True
-        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        from inkctl.execute.deploy.preflight.fabric import values
+
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt,
+                        fabric=values(plan, answers))
         runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
         from inkctl.execute.supervise.bootphases import PhaseReader
 

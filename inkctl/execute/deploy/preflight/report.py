@@ -13,7 +13,7 @@ from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.step import Plan
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "name", "weights")
+CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "fabric", "name", "weights")
 
 
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"

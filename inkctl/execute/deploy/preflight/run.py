@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import AbstractSet as Set
 
+from inkctl.execute.deploy.preflight import fabric
 from inkctl.execute.deploy.preflight.gpus import check_gpu_free, check_gpus
 from inkctl.execute.deploy.preflight.image import check_image
 from inkctl.execute.deploy.preflight.memory import check_memory
@@ -16,6 +17,7 @@ from inkctl.execute.deploy.preflight.report import (CHECKS, FAIL, NOT_RUN, OK, S
 from inkctl.execute.deploy.preflight.runtime import check_name, check_runtime
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
+from inkctl.execute.state.fabric import Fabric
 from inkctl.execute.state.probe import HostAnswer, run_launch_probe
 from inkctl.plan.step import Plan
 from inkctl.recipe.model import Recipe
@@ -23,9 +25,10 @@ from inkctl.recipe.model import Recipe
 
 def probe_one(recipe: Recipe, plan: Plan, t: Transport, *, image: str | None = None, lock=None) -> HostAnswer:
     """One host's answer to the combined probe (taking the deploy lock first when ``lock`` is given)."""
-    return run_launch_probe(t, plan.host(t.name).runtime, host_image(recipe, plan, image),
+    ph = plan.host(t.name)
+    return run_launch_probe(t, ph.runtime, host_image(recipe, plan, image),
                             [src for _, src in mount_sources(recipe, plan, t.name)],
-                            lock.probe_args(t.name) if lock is not None else None)
+                            lock.probe_args(t.name) if lock is not None else None, address=ph.cluster_address)
 
 
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: Set[str] = frozenset(),
@@ -44,7 +47,8 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
                                               None if answers is None else answers.get(name)),
                      [h.name for h in plan.hosts], name="preflight")
-    results = [r for checks in per_host for r in checks]
+    results = _with_fabric([r for checks, _ in per_host for r in checks], recipe, plan, skip,
+                           {h.name: f for h, (_, f) in zip(plan.hosts, per_host) if f is not None})
     if weights is not None:
         checked = weights.check(plan, transports) if "weights" not in skip else {}
         results = _with_weights(results, checked, plan, skip)
@@ -63,7 +67,8 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
 
 
 def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None,
-                 answer: HostAnswer | None = None) -> list[CheckResult]:
+                 answer: HostAnswer | None = None) -> tuple[list[CheckResult], Fabric | None]:
+    """The host's checks, and its fabric as read (judged with the others' by ``_with_fabric``)."""
     ph = plan.host(name)
     image = host_image(recipe, plan, image)
     h = Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {})
@@ -72,13 +77,13 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         if t is None:
             answer = HostAnswer(name, None, None, HostError(name, "unreachable", "not connected"))
         else:
-            answer = run_launch_probe(t, ph.runtime, image, [src for _, src in mounts])
+            answer = run_launch_probe(t, ph.runtime, image, [src for _, src in mounts], address=ph.cluster_address)
     if answer.error is not None:
         e = answer.error
         h.results["ssh"] = CheckResult(name, ph.rank, "ssh", FAIL, e.reason, e.hint)
         for c in CHECKS[1:]:
             h.put(c, NOT_RUN, "host unreachable")
-        return ordered(h)
+        return ordered(h), None
     # an answer without an error carries its result and sections, and came from a transport
     assert answer.result is not None and answer.sections is not None and t is not None
     h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({answer.result.seconds:.2f} s for the probe)")
@@ -97,7 +102,23 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     check_paths(h, s, mounts)
     check_ports(h, s, own)
     check_network(h, s)
-    return ordered(h)
+    h.put("fabric", NOT_RUN, "judged with the other hosts")
+    return ordered(h), fabric.read(s)
+
+
+def _with_fabric(results: list[CheckResult], recipe: Recipe, plan: Plan, skip: set[str],
+                 fabrics: dict[str, Fabric]) -> list[CheckResult]:
+    """Each host's fabric row, judged over the hosts that answered."""
+    judged = fabric.judge(recipe, plan, fabrics) if fabrics else {}
+    out = []
+    for r in results:
+        if r.check == "fabric" and r.host in judged:
+            status, detail, hint = judged[r.host]
+            if "fabric" in skip:
+                status, detail, hint = SKIPPED, "skipped (--skip-check)" + (f"; would be: {detail}" if status == FAIL else ""), None
+            r = CheckResult(r.host, r.rank, "fabric", status, detail, hint)
+        out.append(r)
+    return out
 
 
 def _with_weights(results: list[CheckResult], checked: dict, plan: Plan, skip: set[str]) -> list[CheckResult]:
