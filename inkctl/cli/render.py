@@ -449,6 +449,22 @@ def _plan_head(out, plan: Plan, loaded) -> None:
         out.print("[dim]hosts: placeholders (no --hosts given); <hostN.field> stands for a value from the inventory[/]")
     elif src:
         out.print(f"[dim]hosts from {escape(src)}[/]")
+    if loaded is not None and getattr(loaded, "recipe", None) is not None:
+        _print_nccl(out, loaded)
+
+
+def _print_nccl(out, loaded) -> None:
+    """Each host's NCCL settings: the value and where it comes from, or what up reads from the host."""
+    from inkctl.api.plan import nccl_settings
+
+    rows = nccl_settings(loaded)
+    if not rows:
+        return
+    out.print("NCCL per host [dim](RDMA: what nothing pins is read from each host's sysfs by up's preflight)[/]")
+    for host, settings in rows:
+        for s in settings:
+            value = f"[yellow]{escape(str(s.value))}[/]" if s.derived else escape(str(s.value))
+            out.print(f"  {escape(host)}  {s.name}={value}  [dim]({escape(s.source)})[/]")
 
 
 def _recipe_alone_hash(plan: Plan, recipe) -> str | None:

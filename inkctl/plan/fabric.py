@@ -68,7 +68,7 @@ def settings(r: Recipe, ctx: HostContext) -> list[Setting]:
             if value:
                 out.append(Setting(name, value if isinstance(value, str) else ",".join(value), source))  # type: ignore[arg-type]
                 return
-        out.append(Setting(name, ref(what), "read from the host's sysfs at up"))
+        out.append(Setting(name, ref(what), "resolved on the host at up" if what == "host_ip" else "read from the host's sysfs at up"))
 
     pick("NCCL_IB_GID_INDEX", "gid_index", [(env.get("NCCL_IB_GID_INDEX"), "recipe (env)")])
     pick("NCCL_IB_HCA", "ib_hca", [(h.ib_hca, f"{where}: ib_hca"), (n.ib_hca, "recipe network.ib_hca"),
