@@ -69,8 +69,8 @@ HOST_PROBE = "\n".join([
     # another namespace would not show), each one's state from /sys/class/net
     "for n in $(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev); do d=/sys/class/net/$n;"
     ' echo "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/flags" 2>/dev/null || echo 0x0)"; done; rc 0',
-    "sec hcas",
-    "if [ -d /sys/class/infiniband ]; then ls -1 /sys/class/infiniband; fi; rc 0",
+    "sec hcas",  # under the same root as the fabric section (a test host's tree)
+    'ib="${fab_root:-${INKCTL_SYSFS_ROOT:-/sys}}/class/infiniband"; if [ -d "$ib" ]; then ls -1 "$ib"; fi; rc 0',
     "sec paths",
     'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
     "sec fabric",  # the RDMA rails from sysfs (execute/state/fabric.py)
