@@ -117,3 +117,32 @@ def test_doctor_names_contradicting_pins_degraded_rails_and_a_host_without_rdma(
     assert rows["h1"]["status"] == "ok" and "RoCE v2 GID 3 of rocep1s0f1:1 carries" in rows["h1"]["detail"]
     assert rows["h2"]["status"] == "fail" and "h2 has no RDMA device" in rows["h2"]["detail"]
     assert "while h1 has one" in rows["h2"]["detail"]
+
+
+def test_doctor_network_measures_each_rail_with_ib_write_bw_against_its_link(cluster, inkctl, inventory, recipe, fabric):
+    from tests.cluster import fake_perftest
+
+    a1, a2 = _address(cluster, "h1"), _address(cluster, "h2")
+    fabric("h1", st.spark(a1))
+    fabric("h2", st.spark(a2))
+    rdv = f"{cluster.state}/perftest"
+    h1, h2 = cluster.host("h1"), cluster.host("h2")
+    # h2's first rail gives 13.4 Gb/s on its 200 G port (dgx-spark-playbooks PR #108's case)
+    fake_perftest.install(h1.bin_dir, rdv, {"rocep1s0f1": (a1, 184.2), "roceP2p1s0f1": (f"192.168.101.{a1.rsplit('.', 1)[1]}", 183.9)})
+    fake_perftest.install(h2.bin_dir, rdv, {"rocep1s0f1": (a2, 13.4), "roceP2p1s0f1": (f"192.168.101.{a2.rsplit('.', 1)[1]}", 182.0)})
+    rec, inv = _rdma(recipe, "e2e-fabric-bw"), inventory("h1", "h2")
+    try:
+        r = inkctl("doctor", rec, "--hosts", inv, "--network", "-o", "json", timeout=300)
+        text = inkctl("doctor", rec, "--hosts", inv, "--network", timeout=300)
+    finally:
+        fake_perftest.remove(h1.bin_dir)
+        fake_perftest.remove(h2.bin_dir)
+    assert r.rc != 0, r
+    rails = json.loads(r.stdout)["network"]["rails"]
+    assert [(x["client"]["host"], x["client"]["device"], x["server"]["host"], x["server"]["device"], x["verdict"])
+            for x in rails] == [("h1", "rocep1s0f1", "h2", "rocep1s0f1", "slow"), ("h1", "roceP2p1s0f1", "h2", "roceP2p1s0f1", "ok")]
+    assert (rails[0]["gbps"], rails[0]["expected_gbps"], rails[0]["floor_gbps"], rails[0]["where"]) == (13.4, 200.0, 160.0, "host")
+    assert rails[1]["gbps"] == 182.0 and rails[1]["server"]["gid"] == 3
+    assert "rail h1:rocep1s0f1 -> h2:rocep1s0f1: slow (13.4 Gb/s, floor 160)" in r.stderr, r
+    assert "h1:rocep1s0f1 -> h2:rocep1s0f1" in text.stdout and "RDMA per rail: ib_write_bw (Gb/s)" in text.stdout, text
+    assert no_traceback(r.out) and no_traceback(text.out)

@@ -213,3 +213,46 @@ def test_without_rdma_the_rails_are_reported_and_nothing_is_refused(tmp_path):
                network__socket_ifname="enp1s0f1np1")
     _, _, res = preflight(tmp_path, r, {"h1": st.spark(A1), "h2": st.spark(A2, mtu=1500)})
     assert fabric_row(res, "h2").status == "ok" and "rocep1s0f1:1 ACTIVE 200 Gb/sec (4X HDR) MTU 1500 (IB 1024)" in fabric_row(res, "h2").detail
+
+
+# --- ib_write_bw ------------------------------------------------------------------------------
+
+# perftest's client report, as published runs print it (a RoCE port, GID index 4, -D duration mode:
+# the peak column reads 0.00), with the CPU-frequency warning perftest puts between header and row
+IB_WRITE_BW = """\
+---------------------------------------------------------------------------------------
+                    RDMA_Write BW Test
+ Dual-port       : OFF		Device         : mlx5_0
+ Number of qps   : 1		Transport type : IB
+ Connection type : RC		Using SRQ      : OFF
+ Mtu             : 4096[B]
+ Link type       : Ethernet
+ GID index       : 4
+---------------------------------------------------------------------------------------
+ local address: LID 0000 QPN 0x008a PSN 0xfffb6d RKey 0x238f86 VAddr 0x007dd5a3cfd000
+ GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:168:06:116
+---------------------------------------------------------------------------------------
+ #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]
+Conflicting CPU frequency values detected: 1500.000000 != 3300.016000. CPU Frequency is not max.
+ 65536      560845           0.00               98.02                0.186950
+---------------------------------------------------------------------------------------
+"""
+
+
+def test_ib_write_bw_average_is_read_under_perftest_header():
+    from inkctl.execute.deploy.railbw import parse_bw
+
+    assert parse_bw(IB_WRITE_BW) == 98.02
+    assert parse_bw(" Couldn't connect to 10.0.0.2:18515\n") is None
+
+
+def test_the_rails_measured_are_the_ones_nccl_gets_each_on_its_own_gid(tmp_path):
+    from inkctl.execute.deploy.railbw import RailResult, rails_of
+
+    f = fab.parse(section(tmp_path, st.spark(A1), A1, "h1"))
+    got = rails_of("h1", f, A1, [])
+    assert [(r.device, r.gid, r.address, r.link_gbps) for r in got] == [
+        ("rocep1s0f1", 3, A1, 200.0), ("roceP2p1s0f1", 3, "192.168.101.10", 200.0)]
+    assert [r.device for r in rails_of("h1", f, A1, ["roceP2p1s0f1"])] == ["roceP2p1s0f1"]  # a pin wins
+    slow = RailResult(got[0], got[0], gbps=13.4, expected=200.0, floor=160.0)
+    assert slow.verdict == "slow" and RailResult(got[0], got[0]).verdict == "not measured"

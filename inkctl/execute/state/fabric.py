@@ -214,6 +214,12 @@ def parse(text: str) -> Fabric:
     return fabric
 
 
+def read_host(t, address: str, timeout: float = 30) -> Fabric:
+    """The fabric section alone, on one host (``doctor --network``: its rails to measure)."""
+    res = t.run(("sh", "-c", 'fab_root=""; fab_addr="$1"\n' + SECTION, "inkctl-fabric", address), timeout=timeout)
+    return parse(res.text())
+
+
 def _netdev_of(device_nets: list[str], gids: list[Gid]) -> str:
     """The netdev of a port: the one its GIDs name, else the device's only one."""
     named = [g.netdev for g in gids if g.netdev]

@@ -62,6 +62,11 @@ def reads(plan: Plan, host: str) -> set[str]:
     return set()
 
 
+def pinned_hcas(plan: Plan, host: str) -> list[str]:
+    """The RDMA devices the plan pins for this host's NCCL (empty: read at up, or none)."""
+    return [] if "ib_hca" in reads(plan, host) else _hca_names(planned_env(plan, host).get("NCCL_IB_HCA", ""))
+
+
 def values(plan: Plan, answers: dict[str, HostAnswer]) -> dict[str, dict[str, str]]:
     """Per host, what its fabric gives for each value the plan reads at up (what -> value)."""
     out: dict[str, dict[str, str]] = {}
