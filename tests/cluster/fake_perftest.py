@@ -69,6 +69,8 @@ if not pos:  # the server
         if line.split() and line.split()[0] == dev:
             me = line.split()[1]
     key = os.path.join(RDV, "%s-%s" % (me, port))
+    if os.path.exists(key + ".client"):  # left by a server stopped mid-run: not this run's client
+        os.remove(key + ".client")
     with open(key + ".server", "w") as f:
         f.write("%s %s" % (mine, me))
     print("\n************************************\n* Waiting for client to connect... *\n************************************", flush=True)

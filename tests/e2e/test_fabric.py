@@ -117,6 +117,17 @@ def test_doctor_names_contradicting_pins_degraded_rails_and_a_host_without_rdma(
     assert rows["h1"]["status"] == "ok" and "RoCE v2 GID 3 of rocep1s0f1:1 carries" in rows["h1"]["detail"]
     assert rows["h2"]["status"] == "fail" and "h2 has no RDMA device" in rows["h2"]["detail"]
     assert "while h1 has one" in rows["h2"]["detail"]
+    # an inventory that pins h1's HCA to a rail on a subnet h2 does not have
+    fabric("h1", st.spark(a1).rail("rocep1s0f0", state="4: ACTIVE", phys_state="5: LinkUp", address="10.9.9.1"))
+    fabric("h2", st.spark(a2))
+    pinned = inventory("h1", "h2", h1={"ib_hca": ["rocep1s0f0"]})
+    r = inkctl("doctor", _rdma(recipe, "e2e-fabric-doc3"), "--hosts", pinned, "-o", "json")
+    assert r.rc == 1, r
+    rows = _fabric_rows(r)
+    assert rows["h1"]["detail"].startswith(
+        "NCCL_IB_HCA names rocep1s0f0 (pinned) on h1: it is on 10.9.9.0/24, which no other host's HCA reaches"), rows
+    assert rows["h1"]["hint"].startswith("set ib_hca: [rocep1s0f1, roceP2p1s0f1] for h1 in the inventory")
+    assert rows["h2"]["status"] == "ok"
 
 
 def test_doctor_network_measures_each_rail_with_ib_write_bw_against_its_link(cluster, inkctl, inventory, recipe, fabric):
@@ -140,7 +151,7 @@ def test_doctor_network_measures_each_rail_with_ib_write_bw_against_its_link(clu
     assert r.rc != 0, r
     rails = json.loads(r.stdout)["network"]["rails"]
     assert [(x["client"]["host"], x["client"]["device"], x["server"]["host"], x["server"]["device"], x["verdict"])
-            for x in rails] == [("h1", "rocep1s0f1", "h2", "rocep1s0f1", "slow"), ("h1", "roceP2p1s0f1", "h2", "roceP2p1s0f1", "ok")]
+            for x in rails] == [("h1", "rocep1s0f1", "h2", "rocep1s0f1", "slow"), ("h1", "roceP2p1s0f1", "h2", "roceP2p1s0f1", "ok")], rails
     assert (rails[0]["gbps"], rails[0]["expected_gbps"], rails[0]["floor_gbps"], rails[0]["where"]) == (13.4, 200.0, 160.0, "host")
     assert rails[1]["gbps"] == 182.0 and rails[1]["server"]["gid"] == 3
     assert "rail h1:rocep1s0f1 -> h2:rocep1s0f1: slow (13.4 Gb/s, floor 160)" in r.stderr, r

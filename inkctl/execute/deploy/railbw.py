@@ -151,8 +151,9 @@ def run_rail(plan, transports, client: Rail, server: Rail, where: str, *, expect
     except HostError as e:
         out.error = f"{client.host}: {e.reason}"
     finally:
+        th.join(15)  # the server ends once it has reported too; stopped only if it does not
         stop.set()
-        th.join(timeout)
+        th.join(5)
     return out
 
 

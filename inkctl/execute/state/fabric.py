@@ -179,39 +179,60 @@ class Fabric:
         return [g.ipv4 for g in (r.gids if r else ()) if g.roce_v2 and g.ipv4]
 
 
+# each record of the fabric section: its kind and how many fields it has at least
+_FIELDS = {"root": 2, "addr": 2, "dev": 9, "port": 7, "gid": 7, "net": 4}
+
+
+@dataclass
+class _Lines:
+    """The fabric section's records by kind, as ``parse`` collects them."""
+
+    root: str = "/sys"
+    address: str | None = None
+    devs: dict[str, list[str]] = field(default_factory=dict)
+    ports: list[list[str]] = field(default_factory=list)
+    gids: dict[tuple[str, str], list[Gid]] = field(default_factory=dict)
+    nets: dict[str, tuple[int | None, str]] = field(default_factory=dict)
+
+    def add(self, f: list[str]) -> None:
+        if len(f) >= _FIELDS.get(f[0], len(f) + 1):
+            getattr(self, "_" + f[0])(f)
+
+    def _root(self, f: list[str]) -> None:
+        self.root = f[1]
+
+    def _addr(self, f: list[str]) -> None:
+        self.address = f[1] or None
+
+    def _dev(self, f: list[str]) -> None:
+        self.devs[f[1]] = f
+
+    def _port(self, f: list[str]) -> None:
+        self.ports.append(f)
+
+    def _gid(self, f: list[str]) -> None:
+        if f[3].isdigit():
+            self.gids.setdefault((f[1], f[2]), []).append(Gid(int(f[3]), f[4], f[5], "" if f[6] == "-" else f[6]))
+
+    def _net(self, f: list[str]) -> None:
+        self.nets[f[1]] = (int(f[2]) if f[2].isdigit() else None, f[3])
+
+    def rail(self, p: list[str]) -> Rail:
+        d = self.devs.get(p[1], ["dev", p[1], "-", "-", "-", "-", "-", "-", ""])
+        gids = self.gids.get((p[1], p[2]), [])
+        netdev = _netdev_of(d[8].split(), gids)
+        mtu, state = self.nets.get(netdev, (None, "unknown"))
+        return Rail(device=p[1], port=int(p[2]) if p[2].isdigit() else 1, state=p[3], phys_state=p[4], rate=p[5],
+                    link_layer=p[6], guid=d[2], pci=d[3], pci_now=(d[4], d[5]), pci_max=(d[6], d[7]), netdev=netdev,
+                    netdev_mtu=mtu, netdev_state=state, gids=tuple(sorted(gids, key=lambda g: g.index)))
+
+
 def parse(text: str) -> Fabric:
     """The fabric section of the probe's answer."""
-    root, address = "/sys", None
-    devs: dict[str, list[str]] = {}
-    ports: list[list[str]] = []
-    gids: dict[tuple[str, str], list[Gid]] = {}
-    nets: dict[str, tuple[int | None, str]] = {}
+    lines = _Lines()
     for line in text.splitlines():
-        f = line.split("|")
-        kind = f[0]
-        if kind == "root" and len(f) > 1:
-            root = f[1]
-        elif kind == "addr" and len(f) > 1 and f[1]:
-            address = f[1]
-        elif kind == "dev" and len(f) >= 9:
-            devs[f[1]] = f
-        elif kind == "port" and len(f) >= 7:
-            ports.append(f)
-        elif kind == "gid" and len(f) >= 7 and f[3].isdigit():
-            gids.setdefault((f[1], f[2]), []).append(Gid(int(f[3]), f[4], f[5], "" if f[6] == "-" else f[6]))
-        elif kind == "net" and len(f) >= 4:
-            nets[f[1]] = (int(f[2]) if f[2].isdigit() else None, f[3])
-    fabric = Fabric(root, address)
-    for p in ports:
-        d = devs.get(p[1], ["dev", p[1], "-", "-", "-", "-", "-", "-", ""])
-        netdev = _netdev_of(d[8].split(), gids.get((p[1], p[2]), []))
-        mtu, state = nets.get(netdev, (None, "unknown"))
-        fabric.rails.append(Rail(
-            device=p[1], port=int(p[2]) if p[2].isdigit() else 1, state=p[3], phys_state=p[4], rate=p[5], link_layer=p[6],
-            guid=d[2], pci=d[3], pci_now=(d[4], d[5]), pci_max=(d[6], d[7]), netdev=netdev, netdev_mtu=mtu,
-            netdev_state=state, gids=tuple(sorted(gids.get((p[1], p[2]), []), key=lambda g: g.index))))
-    fabric.rails.sort(key=lambda r: (r.device, r.port))
-    return fabric
+        lines.add(line.split("|"))
+    return Fabric(lines.root, lines.address, sorted((lines.rail(p) for p in lines.ports), key=lambda r: (r.device, r.port)))
 
 
 def read_host(t, address: str, timeout: float = 30) -> Fabric:

@@ -148,30 +148,44 @@ def _carrier(v: _View, views: dict[str, _View]) -> None:
 
 def _pins(v: _View, views: dict[str, _View]) -> None:
     """A pinned GID index that is not RoCE v2 on the cluster address; a pinned HCA on another subnet."""
-    d = v.derived
     pin = v.pins.get("NCCL_IB_GID_INDEX")
     if pin is not None and "gid_index" not in v.reads and v.fabric.rails:
-        rails = v.used or ([d.rail] if d else [])
-        carrier = d.rail if d else None
-        bad = [r for r in rails if not any(g.index == _int(pin) and g.roce_v2 and g.ipv4
-                                           and (r is not carrier or g.ipv4 == v.address) for g in r.gids)]
-        if bad:
-            r = bad[0]
-            g = next((g for g in r.gids if g.index == _int(pin)), None)
-            what = f"{g.type} {g.ipv4 or g.gid}" if g else "empty"
-            works = f"NCCL_IB_GID_INDEX={d.gid.index}" if d else "the RoCE v2 index of the cluster address (show_gids)"
-            v.problems.append((f"NCCL_IB_GID_INDEX={pin} (pinned) on {v.name}: GID {pin} of {r.name} is {what}, "
-                               f"not RoCE v2 on {v.address}", f"set {works}, or remove the pin and let up read it"))
-    if "ib_hca" in v.reads:
+        _pinned_gid(v, pin)
+    if "ib_hca" not in v.reads:
+        _pinned_hcas(v, views)
+
+
+def _carries(r: fab.Rail, index: int, address: str | None) -> bool:
+    """GID ``index`` of the rail is RoCE v2 on an IPv4 address (``address`` when given)."""
+    return any(g.index == index and g.roce_v2 and g.ipv4 and address in (None, g.ipv4) for g in r.gids)
+
+
+def _pinned_gid(v: _View, pin: str) -> None:
+    d = v.derived
+    carrier = d.rail if d else None
+    rails = v.used or ([carrier] if carrier else [])
+    bad = [r for r in rails if not _carries(r, _int(pin), v.address if r is carrier else None)]
+    if not bad:
         return
+    r = bad[0]
+    g = next((g for g in r.gids if g.index == _int(pin)), None)
+    what = f"{g.type} {g.ipv4 or g.gid}" if g else "empty"
+    works = f"NCCL_IB_GID_INDEX={d.gid.index}" if d else "the RoCE v2 index of the cluster address (show_gids)"
+    v.problems.append((f"NCCL_IB_GID_INDEX={pin} (pinned) on {v.name}: GID {pin} of {r.name} is {what}, "
+                       f"not RoCE v2 on {v.address}", f"set {works}, or remove the pin and let up read it"))
+
+
+def _pinned_hcas(v: _View, views: dict[str, _View]) -> None:
     others = {_net(a) for o in views.values() if o is not v for r in o.used for a in o.fabric.subnet_addresses(r.device)}
+    d = v.derived
     for r in v.used:
         mine = {_net(a) for a in v.fabric.subnet_addresses(r.device)}
-        if not mine or (others and not mine & others):
-            nets = ", ".join(sorted(f"{n}.0/24" for n in mine)) or "no IPv4 RoCE v2 address"
-            works = f"ib_hca: [{', '.join(d.hcas)}]" if d else "an HCA on the cluster's subnet"
-            v.problems.append((f"NCCL_IB_HCA names {r.device} (pinned) on {v.name}: it is on {nets}, which no other "
-                               "host's HCA reaches", f"set {works} for {v.name} in the inventory, or remove the pin"))
+        if mine and (not others or mine & others):
+            continue
+        nets = ", ".join(sorted(f"{n}.0/24" for n in mine)) or "no IPv4 RoCE v2 address"
+        works = f"ib_hca: [{', '.join(d.hcas)}]" if d else "an HCA on the cluster's subnet"
+        v.problems.append((f"NCCL_IB_HCA names {r.device} (pinned) on {v.name}: it is on {nets}, which no other "
+                           "host's HCA reaches", f"set {works} for {v.name} in the inventory, or remove the pin"))
 
 
 def _deliver(v: _View, views: dict[str, _View], rated: float | None) -> None:
