@@ -256,3 +256,15 @@ def test_the_rails_measured_are_the_ones_nccl_gets_each_on_its_own_gid(tmp_path)
     assert [r.device for r in rails_of("h1", f, A1, ["roceP2p1s0f1"])] == ["roceP2p1s0f1"]  # a pin wins
     slow = RailResult(got[0], got[0], gbps=13.4, expected=200.0, floor=160.0)
     assert slow.verdict == "slow" and RailResult(got[0], got[0]).verdict == "not measured"
+
+
+def test_the_json_row_carries_every_rail_as_read(tmp_path):
+    _, _, res = preflight(tmp_path, two(), {"h1": st.spark(A1), "h2": st.spark(A2)})
+    data = fabric_row(res, "h1").as_dict()["data"]
+    rail = next(r for r in data["rails"] if r["device"] == "rocep1s0f1")
+    assert (rail["state"], rail["gbps"], rail["width"], rail["mtu"], rail["ib_mtu"], rail["port_mates"]) == \
+        ("4: ACTIVE", 200.0, "4X", 9000, 4096, ["roceP2p1s0f1"])
+    assert [(g["index"], g["type"], g["ipv4"]) for g in rail["gids"]][2:] == [(2, "IB/RoCE v1", A1), (3, "RoCE v2", A1)]
+    assert data["derived"] == {"gid_index": "3", "ib_hca": "rocep1s0f1,roceP2p1s0f1", "socket_ifname": "enp1s0f1np1",
+                               "host_ip": A1}
+    assert "data" not in by_check(res, "h1")["gpus"].as_dict()  # other rows keep their shape

@@ -81,6 +81,18 @@ def values(plan: Plan, answers: dict[str, HostAnswer]) -> dict[str, dict[str, st
     return out
 
 
+def as_data(f: fab.Fabric, address: str) -> dict:
+    """The fabric as read, for ``-o json``: every rail, and what carries the cluster address."""
+    d = fab.derive(f, address)
+    rails = [{"device": r.device, "port": r.port, "state": r.state, "phys_state": r.phys_state, "rate": r.rate,
+              "gbps": r.gbps, "width": r.width, "netdev": r.netdev, "mtu": r.netdev_mtu, "ib_mtu": r.ib_mtu,
+              "pci": r.pci, "pcie": {"now": list(r.pci_now), "max": list(r.pci_max)},
+              "port_mates": [m.device for m in f.mates(r) if m is not r],
+              "gids": [{"index": g.index, "gid": g.gid, "type": g.type, "ipv4": g.ipv4, "netdev": g.netdev} for g in r.gids]}
+             for r in f.rails]
+    return {"root": f.root, "address": address, "rails": rails, "derived": d.values() if d else None}
+
+
 def judge(recipe: Recipe, plan: Plan, fabrics: dict[str, fab.Fabric]) -> dict[str, tuple[str, str, str | None]]:
     """Per host that answered: (status, detail, hint) of its fabric check."""
     views = {}

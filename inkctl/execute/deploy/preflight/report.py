@@ -27,14 +27,16 @@ class CheckResult:
     status: str  # ok | warn | fail | skipped | not-run
     detail: str
     hint: str | None = None
+    data: dict | None = None  # what the check read, for machines (the fabric's rails)
 
     @property
     def failed(self) -> bool:
         return self.status == FAIL
 
     def as_dict(self) -> dict:
-        return {"host": self.host, "rank": self.rank, "check": self.check, "status": self.status,
-                "detail": self.detail, "hint": self.hint}
+        out = {"host": self.host, "rank": self.rank, "check": self.check, "status": self.status,
+               "detail": self.detail, "hint": self.hint}
+        return out if self.data is None else {**out, "data": self.data}
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,9 @@ def _with_fabric(results: list[CheckResult], recipe: Recipe, plan: Plan, skip: s
             status, detail, hint = judged[r.host]
             if "fabric" in skip:
                 status, detail, hint = SKIPPED, "skipped (--skip-check)" + (f"; would be: {detail}" if status == FAIL else ""), None
-            r = CheckResult(r.host, r.rank, "fabric", status, detail, hint)
+            f = fabrics[r.host]
+            r = CheckResult(r.host, r.rank, "fabric", status, detail, hint,
+                            fabric.as_data(f, f.address or plan.host(r.host).cluster_address))
         out.append(r)
     return out
 
