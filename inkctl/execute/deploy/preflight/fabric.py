@@ -19,6 +19,7 @@ from inkctl.plan.step import EnvFile, FabricRef, Plan
 from inkctl.recipe.model import Recipe
 
 SKIP = "or waive it knowingly with --skip-check fabric"
+RAILS = " [rails as read: "  # a failed row: what is wrong, then the rails as read
 
 
 def read(s: Sections) -> fab.Fabric:
@@ -81,6 +82,11 @@ def values(plan: Plan, answers: dict[str, HostAnswer]) -> dict[str, dict[str, st
     return out
 
 
+def problems(row) -> str:
+    """What is wrong, from a failed fabric row (without the rails as read)."""
+    return row.detail.split(RAILS)[0]
+
+
 def as_data(f: fab.Fabric, address: str) -> dict:
     """The fabric as read, for ``-o json``: every rail, and what carries the cluster address."""
     d = fab.derive(f, address)
@@ -116,7 +122,7 @@ def judge(recipe: Recipe, plan: Plan, fabrics: dict[str, fab.Fabric]) -> dict[st
         if v.problems:
             detail = "; ".join(d for d, _ in v.problems)
             hint = "; ".join(dict.fromkeys(h for _, h in v.problems)) + f"; {SKIP}"
-            out[n] = (FAIL, detail + " [" + _describe(v) + "]", hint)
+            out[n] = (FAIL, detail + RAILS + _describe(v) + "]", hint)
         else:
             out[n] = (OK, _describe(v), None)
     return out

@@ -59,9 +59,11 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     if failed:
         where = ", ".join(f"{r.host} ({r.check})" for r in failed)
         message = f"preflight failed on {where}: nothing was launched"
-        # the weights check names the files and the command that fixes them: worth the message itself
-        message += "".join(f"\n  {r.host}: {r.detail}" + (f"\n    {r.hint}" if r.hint else "")
-                           for r in failed if r.check == "weights")
+        # the weights and fabric checks name what is wrong and what fixes it: worth the message itself
+        # (the fabric's rails as read stay in the table)
+        message += "".join(f"\n  {r.host}: {fabric.problems(r) if r.check == 'fabric' else r.detail}"
+                           + (f"\n    {r.hint}" if r.hint else "")
+                           for r in failed if r.check in ("weights", "fabric"))
         raise PreflightFailed(message, results)
     return results
 
