@@ -138,8 +138,13 @@ def test_two_sparks_pass_and_up_writes_what_was_read(tmp_path):
 def _failed(tmp_path, trees, r=None, inv=None) -> dict:
     with pytest.raises(PreflightFailed) as ei:
         preflight(tmp_path, r or two(), trees, inv)
-    assert "(fabric)" in ei.value.message
-    return {x.host: x for x in ei.value.results if x.check == "fabric"}
+    rows = {x.host: x for x in ei.value.results if x.check == "fabric"}
+    for host, row in rows.items():  # the message names what is wrong and the fix; the rails stay in the table
+        if row.status == "fail":
+            assert f"({host} (fabric)" in ei.value.message or f" {host} (fabric)" in ei.value.message
+            assert f"\n  {host}: {row.detail.split(' [rails as read: ')[0]}\n    {row.hint}" in ei.value.message
+            assert "rails as read" not in ei.value.message
+    return rows
 
 
 def test_an_mtu_of_1500_on_one_side_is_refused_with_the_fix(tmp_path):
