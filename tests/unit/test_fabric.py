@@ -273,3 +273,16 @@ def test_the_json_row_carries_every_rail_as_read(tmp_path):
     assert data["derived"] == {"gid_index": "3", "ib_hca": "rocep1s0f1,roceP2p1s0f1", "socket_ifname": "enp1s0f1np1",
                                "host_ip": A1}
     assert "data" not in by_check(res, "h1")["gpus"].as_dict()  # other rows keep their shape
+
+
+def test_the_whole_probe_reads_the_tree_it_is_pointed_at_and_the_mounts_still_line_up(tmp_path):
+    from inkctl.execute.state.probe import launch_probe_argv
+
+    root = st.write(tmp_path / "sys", st.spark(A1))
+    argv = launch_probe_argv("docker", "img:1", [str(tmp_path / "sys"), str(tmp_path / "absent")], sysfs=str(root), address=A1)
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    s = split_sections(p.stdout, p.stderr)
+    assert s.get("paths") == ("present\nmissing", "", 0)
+    assert s.get("hcas")[0].split() == ["roceP2p1s0f0", "roceP2p1s0f1", "rocep1s0f0", "rocep1s0f1"]
+    d = fab.derive(fab.parse(s.get("fabric")[0]))
+    assert d is not None and d.gid.index == 3 and d.address == A1
