@@ -345,6 +345,8 @@ def test_a_changed_recipe_shows_what_changes_and_replaces_the_deployment(cluster
     new = hash_label(cluster, "h1", "inkctl-e2e-change-r0")
     assert new != old and hash_label(cluster, "h2", "inkctl-e2e-change-r1") == new
     assert f"recipe hash {old} -> {new}); replacing it" in up2.stderr, up2
+    # one deployment (no fleet): replaced where it stands, and said to be down meanwhile
+    assert "warning: e2e-change does not serve while its new version boots" in " ".join(up2.stderr.split()), up2
     diff = up2.stderr[up2.stderr.index("what changes"):]
     for rank, host in ((0, "h1"), (1, "h2")):
         block = diff[diff.index(f"rank {rank} ({host}):"):]
