@@ -117,7 +117,8 @@ def _freed(fleet, sink, accept_new: bool) -> dict[str, list[str]]:
         return {}
     from inkctl.execute.deploy.swap import free_dropped
 
-    return free_dropped(fleet, sink, accept_new=accept_new, drain_timeout_s=fleet.rollout.drain_timeout_s)
+    return free_dropped(fleet, sink, accept_new=accept_new, drain_timeout_s=fleet.rollout.drain_timeout_s,
+                        retire=retire)
 
 
 def _first(errors: dict[str, BaseException], fleet) -> BaseException:

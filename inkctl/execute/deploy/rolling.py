@@ -133,7 +133,6 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
          timeout: float | None, skip: list[str], interrupt: threading.Event, weights) -> None:
     from inkctl.client.drain import drain, put_back, take_out
     from inkctl.execute.deploy.bringup import bring_up
-    from inkctl.execute.deploy.fleet import replica_loaded
     from inkctl.execute.events import Info
 
     t0 = time.monotonic()
@@ -156,7 +155,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt))
         raise _Failed(rep, e, "", interrupted, replaced=False) from None
     try:
-        o = bring_up(replica_loaded(loaded, rep), rep.plan, _Quiet(sink), secrets, accept_new=accept_new, keep=keep,
+        o = bring_up(_replica_loaded(loaded, rep), rep.plan, _Quiet(sink), secrets, accept_new=accept_new, keep=keep,
                      timeout=timeout, skip=skip, interrupt=interrupt, after_boot=False, weights=weights)
     except BaseException as e:  # noqa: BLE001 - the old version comes back whatever stopped the new one
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
@@ -168,6 +167,13 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     rolled.seconds[rep.name] = round(time.monotonic() - t0, 3)
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the new version and is back in the router "
                         f"({time.monotonic() - t0:.1f} s out of it)"))
+
+
+def _replica_loaded(loaded, rep):
+    """What ``bring_up`` of one replica reads (as ``fleet.replica_loaded``: that module calls this one)."""
+    from dataclasses import replace
+
+    return replace(rep.source or loaded, recipe=rep.recipe, hosts=list(rep.hosts))
 
 
 def _on_replica_hosts(rep, accept_new: bool, fn):

@@ -15,11 +15,10 @@ from __future__ import annotations
 from inkctl.errors import InkctlError
 
 
-def free_dropped(fleet, sink, *, accept_new: bool, drain_timeout_s: float) -> dict[str, list[str]]:
+def free_dropped(fleet, sink, *, accept_new: bool, drain_timeout_s: float, retire) -> dict[str, list[str]]:
     """Drain and remove the groups a gateway file no longer lists, first; deployment -> the hosts
-    it was removed from."""
-    from inkctl.execute.deploy.fleet import retire
-
+    it was removed from. ``retire``: ``fleet.retire``, the one removal of such groups (passed in:
+    that module imports this one)."""
     if not fleet.gateway or not fleet.hosts:
         return {}
     _drain_dropped(fleet, sink, drain_timeout_s)
