@@ -70,6 +70,7 @@ class FleetPlan:
     url: str  # the router's OpenAI-compatible base URL
     hosts: tuple[Host, ...] = ()  # every inventory host (replicas of a larger fleet may be on any)
     rollout: Rollout = field(default_factory=Rollout)  # how up replaces replicas that run another version
+    surge: Replica | None = None  # fleet.rollout.surge: one more replica on the inventory's spare room (plan.rollout)
 
     @property
     def gateway(self) -> bool:
@@ -190,8 +191,26 @@ def build_fleet(recipe: Recipe, hosts: list[Host] | None = None, *, source: str 
         replicas.append(Replica(index=i, recipe=r, hosts=group, plan=plan))
     router_host = _router_host(recipe, hosts, source)
     router = router_plan(recipe, router_host, replicas, placeholder=placeholder)
+    surge = None
+    if fleet.rollout.surge and hosts is not None:
+        surge = surge_replica(recipe, list(hosts), source, plan_inputs)
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=fleet.router,
-                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()), rollout=fleet.rollout)
+                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()), rollout=fleet.rollout,
+                     surge=surge)
+
+
+def surge_replica(recipe: Recipe, hosts: list[Host], source: str, plan_inputs: dict) -> Replica | None:
+    """The extra replica a surge starts first (``fleet.rollout.surge``): the slot after the last
+    replica's (``NAME-r<N>``), or None when the inventory has no room for it."""
+    fleet = fleet_of(recipe)
+    n = fleet.replicas
+    bigger = recipe.model_copy(deep=True, update={"fleet": fleet.model_copy(update={"replicas": n + 1})})
+    try:
+        shift, group = split_hosts(bigger, hosts, source)[n]
+        r = replica_recipe(bigger, n, shift)
+        return Replica(index=n, recipe=r, hosts=group, plan=build_plan(r, list(group), **plan_inputs))
+    except InkctlError:
+        return None
 
 
 def spare_hosts(fleet: FleetPlan) -> list[str]:

@@ -82,6 +82,12 @@ def plan_lines(fleet) -> list[str]:
            f"({', '.join(r.name for r in fleet.replicas)}); the others serve meanwhile" if n > 1 else
            "if the replica runs another version of the recipe: it is replaced; with one replica, nothing "
            "serves while the new version boots (raise fleet.replicas to 2 to keep serving)"]
+    surge = fleet.surge
+    if fleet.rollout.surge and surge is None:
+        out.append("fleet.rollout.surge: the inventory has no room for one more replica: no surge")
+    elif surge is not None:
+        out.append(f"first (fleet.rollout.surge): one more replica of the new version, {surge.name} on {surge.gpus} "
+                   f"({surge.url}), started and put in the router; last: it is taken out, drained and removed")
     for i, rep in enumerate(fleet.replicas):
         out.append(f"replica {i} ({rep.name}):")
         out += [f"  {k}. {line}" for k, line in enumerate(step_lines(fleet, i), 1)]

@@ -265,3 +265,31 @@ def test_a_gateway_swap_frees_the_dropped_models_slot_first(cluster, inkctl, inv
         assert failed == [], failed[:5]
     finally:
         inkctl("down", second, "--hosts", inv, timeout=120)
+
+
+def test_a_surge_keeps_every_replica_serving(cluster, inkctl, inventory, fleet):
+    """fleet.rollout.surge with room for one more replica (GPUs 4,5): a replica of the new version
+    there first, in the router; then the two replaced one at a time; then the extra one out,
+    drained and removed. No request fails."""
+    make, _inv, router, reps = fleet
+    roomy = inventory("h1", h1={"gpus": "0,1,2,3,4,5"})
+    new = make(engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}},
+               fleet={"router": ROUTER, "rollout": {"surge": True}})
+    p = inkctl("plan", new, "--hosts", roomy)
+    assert p.rc == 0 and "first (fleet.rollout.surge): one more replica of the new version, e2e-roll-r2 on h1:4,5" \
+        in " ".join(p.stdout.split()), p.stdout
+    with Loop(router) as loop:
+        time.sleep(1.0)
+        r = inkctl("up", new, "--hosts", roomy, timeout=300)
+        time.sleep(1.0)
+    assert r.rc == 0, r
+    progress = " ".join(r.stderr.split())
+    assert progress.index("surge: e2e-roll-r2 serves and is in the router") < progress.index(
+        "replica 0 (e2e-roll-r0): out of the router"), r.stderr
+    assert progress.index("replica 1 (e2e-roll-r1) runs the new version") < progress.index(
+        "surge: e2e-roll-r2 out of the router, drained and removed"), r.stderr
+    assert loop.failed == 0, loop.errors[:5]
+    for u in reps:
+        assert "--max-model-len" in _argv(u)
+    assert _ids(cluster, "e2e-roll-r2") == []
+    assert _listed(router) == reps

@@ -122,3 +122,15 @@ def test_drain_gives_up_at_its_timeout_and_says_what_is_left():
     assert not d.ok and d.left == 2.0 and d.seconds >= 0.05
     unknown = drain("http://192.0.2.9:18000", 0.0, read=lambda _u: None)
     assert not unknown.ok and unknown.left is None
+
+
+def test_a_surge_takes_the_spare_room_or_says_there_is_none(tmp_path):
+    f = _fleet(tmp_path, fleet={"replicas": 2, "rollout": {"surge": True}})  # box has GPUs 0-5: room for one more
+    assert f.surge is not None and f.surge.name == "e2e-fleet-r2" and f.surge.gpus == "box:4,5"
+    assert f.surge.url == "http://192.0.2.9:18020"
+    assert any("first (fleet.rollout.surge): one more replica of the new version, e2e-fleet-r2 on box:4,5" in x
+               for x in plan_lines(f))
+    full = _fleet(tmp_path, fleet={"replicas": 3, "rollout": {"surge": True}})
+    assert full.surge is None
+    assert any("the inventory has no room for one more replica: no surge" in x for x in plan_lines(full))
+    assert _fleet(tmp_path, fleet={"replicas": 2}).surge is None  # not asked for

@@ -91,18 +91,62 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
                         f"version; one at a time: {', '.join(ro.deployments)}"))
     if len(fleet.replicas) == 1:
         sink.emit(Info(text=f"{fleet.name} has one replica: nothing serves while the new version boots", level="warning"))
+    kw = dict(accept_new=accept_new, keep=keep, timeout=timeout, skip=skip, interrupt=interrupt, weights=weights)
+    surge = _surge_up(loaded, fleet, sink, secrets, **kw) if fleet.surge is not None else None
     done: list[str] = []
-    for k, step in enumerate(ro.steps):
-        if interrupt.is_set():
-            raise _stopped(fleet, done, ro.deployments[k:], None, interrupted=True)
-        rep = reps[step.deployment]
-        try:
-            _one(loaded, fleet, rep, ro, sink, secrets, rolled, accept_new=accept_new, keep=keep, timeout=timeout,
-                 skip=skip, interrupt=interrupt, weights=weights)
-        except _Failed as f:
-            raise _stopped(fleet, done, ro.deployments[k + 1:], f, interrupted=f.interrupted) from None
-        done.append(rep.name)
+    try:
+        for k, step in enumerate(ro.steps):
+            if interrupt.is_set():
+                raise _stopped(fleet, done, ro.deployments[k:], None, interrupted=True)
+            rep = reps[step.deployment]
+            try:
+                _one(loaded, fleet, rep, ro, sink, secrets, rolled, **kw)
+            except _Failed as f:
+                raise _stopped(fleet, done, ro.deployments[k + 1:], f, interrupted=f.interrupted) from None
+            done.append(rep.name)
+    finally:
+        if surge is not None:
+            _surge_down(fleet, surge, sink, accept_new)
     return rolled
+
+
+def _surge_up(loaded, fleet, sink, secrets, **kw):
+    """fleet.rollout.surge: one more replica of the new version on the spare room, in the router
+    before any replica is taken out. It fails: nothing else was touched, said so."""
+    from inkctl.client.drain import put_back
+    from inkctl.execute.deploy.bringup import bring_up
+    from inkctl.execute.events import Info
+
+    s = fleet.surge
+    sink.emit(Info(text=f"surge: one more replica of the new version first, {s.name} on {s.gpus} ({s.url})"))
+    try:
+        bring_up(_replica_loaded(loaded, s), s.plan, _Quiet(sink), secrets, after_boot=False, **kw)
+        put_back(fleet.url, s.url)
+    except BaseException as e:  # noqa: BLE001 - said with what it left untouched
+        _surge_down(fleet, s, sink, kw["accept_new"])
+        cause = getattr(e, "message", None) or str(e) or type(e).__name__
+        interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
+        raise InkctlError(f"rolling update of {fleet.name}: the surge replica {s.name} did not come up: {cause}\n"
+                          "  every replica untouched, on the old version, in the router",
+                          hint="fix the recipe, or set fleet.rollout.surge: false, and run inkctl up again",
+                          exit_code=EXIT_INTERRUPTED if interrupted else 1) from None
+    sink.emit(Info(text=f"surge: {s.name} serves and is in the router"))
+    return s
+
+
+def _surge_down(fleet, s, sink, accept_new: bool) -> None:
+    """The surge replica out of the router, drained and removed."""
+    from inkctl.client.drain import drain, take_out
+    from inkctl.execute.deploy.takedown import take_down
+    from inkctl.execute.events import Info
+
+    try:
+        if take_out(fleet.url, s.url):
+            drain(s.url, fleet.rollout.drain_timeout_s)
+    except InkctlError as e:
+        sink.emit(Info(text=f"surge: {s.name} not taken out of the router: {e.message}", level="warning"))
+    take_down(s.plan, list(s.hosts), accept_new=accept_new)
+    sink.emit(Info(text=f"surge: {s.name} out of the router, drained and removed"))
 
 
 class _Quiet:
