@@ -6,7 +6,8 @@ the same run, on simulated hosts behind the REAL vllm-router:
   "loads" for --boot seconds before it serves, as a real engine loads its weights);
 - C clients send chat completions through the router the whole time (each one after the other);
 - ``inkctl up`` of a changed recipe: (a) ``fleet.rollout.strategy: rolling`` (the default),
-  (b) ``all_at_once`` (the baseline: every replica replaced together);
+  (b) rolling with ``surge: true`` (one more replica of the new version on a spare GPU pair
+  first), (c) ``all_at_once`` (the baseline: every replica replaced together);
 - for each: the requests sent and failed while ``up`` ran (and 2 s after), the longest run of
   failures, the time ``up`` took, and per replica the seconds it was out of the router (from
   ``up -o json``'s events).
@@ -36,7 +37,7 @@ PORT, ROUTER_PORT, PROM_PORT = 18400, 30480, 29400
 BACK = re.compile(r"replica (\d+) \((\S+)\) runs the new version and is back in the router \(([\d.]+) s out of it\)")
 
 
-def recipe_text(replicas: int, version: int, boot: float, strategy: str) -> str:
+def recipe_text(replicas: int, version: int, boot: float, strategy: str, surge: bool = False) -> str:
     return f"""name: bench-rolling
 model: {{repo: test/fake-model, served_name: fake}}
 hardware: {{accelerator: h200, compute_capability: "9.0", nodes: 1, gpus_per_host: 2}}
@@ -56,7 +57,7 @@ smoke: {{prompts: ["Say hi."], max_tokens: 8, timeout_s: 30}}
 fleet:
   replicas: {replicas}
   port_stride: 10
-  rollout: {{strategy: {strategy}}}
+  rollout: {{strategy: {strategy}, surge: {str(surge).lower()}}}
   router: {{kind: vllm, policy: round_robin, port: {ROUTER_PORT}, prometheus_port: {PROM_PORT},
             health_check_interval_s: 2, image: "vllm/vllm-router:latest"}}
 """
@@ -121,9 +122,9 @@ def inkctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           text=True, timeout=timeout)
 
 
-def measure(work: Path, inv: Path, router: str, args, version: int, strategy: str) -> dict:
+def measure(work: Path, inv: Path, router: str, args, version: int, strategy: str, surge: bool = False) -> dict:
     rec = work / f"v{version}-{strategy}.yaml"
-    rec.write_text(recipe_text(args.replicas, version, args.boot, strategy))
+    rec.write_text(recipe_text(args.replicas, version, args.boot, strategy, surge))
     with Clients(router, args.clients) as clients:
         time.sleep(2.0)
         base_sent, base_failed = clients.sent, clients.failed
@@ -139,7 +140,7 @@ def measure(work: Path, inv: Path, router: str, args, version: int, strategy: st
             m = BACK.search(json.loads(line).get("text", "") or "")
             if m:
                 out_of_router[m.group(2)] = float(m.group(3))
-    return {"strategy": strategy, "up_s": round(up_s, 2), "sent": clients.sent - base_sent,
+    return {"strategy": strategy + (" + surge" if surge else ""), "up_s": round(up_s, 2), "sent": clients.sent - base_sent,
             "failed": clients.failed - base_failed, "longest_outage_s": round(clients.outage_s(), 2),
             "before_failed": base_failed, "out_of_router_s": out_of_router}
 
@@ -152,8 +153,8 @@ def main() -> None:
     ap.add_argument("--net-id", type=int, default=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 140)
     ap.add_argument("--keep-cluster", action="store_true")
     args = ap.parse_args()
-    if not 1 <= args.replicas <= 4:
-        raise SystemExit("--replicas: 1 to 4 (GPU pairs of one 8-GPU host)")
+    if not 1 <= args.replicas <= 3:
+        raise SystemExit("--replicas: 1 to 3 (GPU pairs of one 8-GPU host, one pair kept for the surge)")
     from tests.cluster import Cluster, router_image
 
     c = Cluster.up(1, podman_hosts=(), profiles={"h1": "h200x8"}, net_id=args.net_id)
@@ -163,7 +164,7 @@ def main() -> None:
     import yaml
 
     hosts = yaml.safe_load(Path(c.inventory).read_text())["hosts"]
-    hosts[0]["gpus"] = ",".join(str(i) for i in range(2 * args.replicas))
+    hosts[0]["gpus"] = ",".join(str(i) for i in range(2 * args.replicas + 2))  # room for the surge replica
     inv.write_text(yaml.safe_dump({"hosts": hosts[:1]}))
     router = f"http://{c.hosts[0].address}:{ROUTER_PORT}"
     rows = []
@@ -174,20 +175,22 @@ def main() -> None:
         if r.returncode != 0:
             raise SystemExit(f"first up failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         rows.append(measure(work, inv, router, args, 1, "rolling"))
-        rows.append(measure(work, inv, router, args, 2, "all_at_once"))
+        rows.append(measure(work, inv, router, args, 2, "rolling", surge=True))
+        rows.append(measure(work, inv, router, args, 3, "all_at_once"))
     finally:
         inkctl("down", str(work / "v0.yaml"), "--hosts", str(inv))
         if not args.keep_cluster:
             c.down()
     print(f"rolling update: {args.replicas} replicas behind vllm-router 0.1.17, {args.clients} clients, "
           f"new version boots in {args.boot:g} s")
-    print(f"{'strategy':<12} {'up s':>6} {'sent':>6} {'failed':>7} {'outage s':>9}  out of the router per replica (s)")
+    print(f"{'strategy':<17} {'up s':>6} {'sent':>6} {'failed':>7} {'outage s':>9}  out of the router per replica (s)")
     for x in rows:
         per = ", ".join(f"{k}: {v:.1f}" for k, v in sorted(x["out_of_router_s"].items())) or "-"
-        print(f"{x['strategy']:<12} {x['up_s']:>6.1f} {x['sent']:>6} {x['failed']:>7} {x['longest_outage_s']:>9.1f}  {per}")
-    roll, base = rows
-    print(f"rolling / all_at_once: up time x{roll['up_s'] / base['up_s']:.2f}, failed requests "
-          f"{roll['failed']} vs {base['failed']}")
+        print(f"{x['strategy']:<17} {x['up_s']:>6.1f} {x['sent']:>6} {x['failed']:>7} {x['longest_outage_s']:>9.1f}  {per}")
+    base = rows[-1]
+    for x in rows[:-1]:
+        print(f"{x['strategy']} / all_at_once: up time x{x['up_s'] / base['up_s']:.2f}, failed requests "
+              f"{x['failed']} vs {base['failed']}")
     print(json.dumps({"replicas": args.replicas, "boot_s": args.boot, "clients": args.clients, "runs": rows}))
 
 
