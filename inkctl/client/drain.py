@@ -1,10 +1,11 @@
 """Taking one replica out of a router and back in, and waiting for its requests in flight to end.
 
-The routers in front of a fleet (sglang-router and vllm-router, default mode: the replicas given
-by ``--worker-urls``) keep their worker list in memory and change it over HTTP:
-``POST /remove_worker?url=U`` stops sending U new requests, ``POST /add_worker?url=U`` puts it
-back (the router waits for U's ``/health`` first), ``GET /list_workers`` lists them
-(``{"urls": [...]}``). A removed worker's requests already sent go on to their end; how many are
+The routers in front of a fleet (default mode: the replicas given by ``--worker-urls``) keep
+their worker list in memory and change it over HTTP; both list it at ``GET /workers``.
+vllm-router 0.1: ``POST /remove_worker?url=U`` stops sending U new requests, ``POST
+/add_worker?url=U`` puts it back (once U answers ``/health``). sglang-router 0.3:
+``DELETE /workers/<id>`` and ``POST /workers {"url": U}``, both queued (202): inkctl waits
+until the list shows the change. A removed worker's requests already sent go on to their end; how many are
 left is the engine's own ``/metrics``: running + waiting (``client.prometheus``).
 """
 
@@ -24,50 +25,81 @@ def _fail(what: str, router: str, r=None, e: Exception | None = None) -> InkctlE
                        hint="inkctl logs RECIPE shows the router's log; inkctl status RECIPE its replicas")
 
 
-def listed(router: str, *, timeout_s: float = 10.0) -> list[str]:
-    """The worker URLs the router sends requests to."""
+def workers(router: str, *, timeout_s: float = 10.0) -> dict[str, dict]:
+    """worker URL -> its entry (``GET /workers``: both routers list ``url``, ``is_healthy``;
+    sglang-router also an ``id``)."""
     import httpx
 
     try:
-        r = httpx.get(f"{router}/list_workers", timeout=timeout_s, trust_env=False)
+        r = httpx.get(f"{router}/workers", timeout=timeout_s, trust_env=False)
     except httpx.HTTPError as e:
         raise _fail("listing its replicas failed", router, e=e) from None
     if r.status_code != 200:
         raise _fail("listing its replicas failed", router, r)
     try:
-        return [str(u).rstrip("/") for u in r.json().get("urls", [])]
-    except (ValueError, TypeError, AttributeError):
+        return {str(w["url"]).rstrip("/"): w for w in r.json().get("workers", [])}
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise _fail("its replica list is not one inkctl reads", router, r) from None
 
 
-def take_out(router: str, worker: str, *, timeout_s: float = 30.0) -> bool:
-    """Stop the router sending ``worker`` new requests. False: it was not in the list."""
+def listed(router: str, *, timeout_s: float = 10.0) -> list[str]:
+    """The worker URLs the router sends requests to."""
+    return list(workers(router, timeout_s=timeout_s))
+
+
+def _send(method: str, url: str, router: str, what: str, timeout_s: float, body: dict | None = None) -> None:
     import httpx
 
-    if worker.rstrip("/") not in listed(router):
-        return False
     try:
-        r = httpx.post(f"{router}/remove_worker?url={quote(worker, safe='')}", timeout=timeout_s, trust_env=False)
+        r = httpx.request(method, url, json=body, timeout=timeout_s, trust_env=False)
     except httpx.HTTPError as e:
-        raise _fail(f"taking {worker} out failed", router, e=e) from None
+        raise _fail(what, router, e=e) from None
     if r.status_code >= 300:
-        raise _fail(f"taking {worker} out failed", router, r)
+        raise _fail(what, router, r)
+
+
+def _until(router: str, worker: str, listed_: bool, timeout_s: float, what: str) -> None:
+    """sglang-router queues a change (202): wait until its list says it happened."""
+    t0 = time.monotonic()
+    while True:
+        w = workers(router).get(worker)
+        if (w is not None and w.get("is_healthy", True)) if listed_ else w is None:
+            return
+        if time.monotonic() - t0 > timeout_s:
+            raise InkctlError(f"the router at {router}: {what}: not done after {timeout_s:g} s",
+                              hint="inkctl logs RECIPE shows the router's log")
+        time.sleep(0.2)
+
+
+def take_out(router: str, worker: str, *, kind: str = "vllm", timeout_s: float = 30.0) -> bool:
+    """Stop the router sending ``worker`` new requests (vllm-router: ``POST /remove_worker?url=``;
+    sglang-router: ``DELETE /workers/<id>``, queued: waited for). False: it was not listed."""
+    worker = worker.rstrip("/")
+    w = workers(router).get(worker)
+    if w is None:
+        return False
+    what = f"taking {worker} out failed"
+    if kind == "sglang" and w.get("id"):
+        _send("DELETE", f"{router}/workers/{quote(str(w['id']), safe='')}", router, what, timeout_s)
+    else:
+        _send("POST", f"{router}/remove_worker?url={quote(worker, safe='')}", router, what, timeout_s)
+    _until(router, worker, False, timeout_s, what)
     return True
 
 
-def put_back(router: str, worker: str, *, timeout_s: float = 180.0) -> bool:
-    """Put ``worker`` back in the router's list (it answers ``/health`` by then). False: it was
-    there already."""
-    import httpx
-
-    if worker.rstrip("/") in listed(router):
+def put_back(router: str, worker: str, *, kind: str = "vllm", timeout_s: float = 180.0) -> bool:
+    """Put ``worker`` back in the router's list, healthy (vllm-router: ``POST /add_worker?url=``,
+    which waits for its health; sglang-router: ``POST /workers``, queued: waited for). False: it
+    was there already."""
+    worker = worker.rstrip("/")
+    if worker in workers(router):
         return False
-    try:
-        r = httpx.post(f"{router}/add_worker?url={quote(worker, safe='')}", timeout=timeout_s, trust_env=False)
-    except httpx.HTTPError as e:
-        raise _fail(f"putting {worker} back failed", router, e=e) from None
-    if r.status_code >= 300:
-        raise _fail(f"putting {worker} back failed", router, r)
+    what = f"putting {worker} back failed"
+    if kind == "sglang":
+        _send("POST", f"{router}/workers", router, what, timeout_s, {"url": worker})
+    else:
+        _send("POST", f"{router}/add_worker?url={quote(worker, safe='')}", router, what, timeout_s)
+    _until(router, worker, True, timeout_s, what)
     return True
 
 

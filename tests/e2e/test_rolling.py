@@ -7,7 +7,10 @@ whole time.
 - a new version that fails to boot: the rollout stops at replica 0, which runs the old version
   again (in the router); replica 1 untouched (same container);
 - Ctrl-C while replica 1's new version boots: replica 0 on the new version, replica 1 back on
-  the old, both in the router, exit 130.
+  the old, both in the router, exit 130;
+- with a surge (room for one more replica): a replica of the new version first, removed last;
+- the same rolling update behind the real sglang-router (another worker API: queued changes);
+- a gateway file that swaps a model onto a dropped one's GPUs and port.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ def cluster():
     c = Cluster.up(2, podman_hosts=(), profiles={"h1": "h200x8", "h2": "h200x8"},
                    net_id=int(os.environ.get("INKCTL_E2E_NET_ID", "0")) + 120)
     router_image.load(c, ["h1"], kind="vllm")
+    router_image.load(c, ["h1"])  # sglang-router: its worker list changes are queued (202)
     yield c
     c.down()
 
@@ -293,3 +297,31 @@ def test_a_surge_keeps_every_replica_serving(cluster, inkctl, inventory, fleet):
         assert "--max-model-len" in _argv(u)
     assert _ids(cluster, "e2e-roll-r2") == []
     assert _listed(router) == reps
+
+
+def test_rolling_update_behind_sglang_router(cluster, inkctl, inventory, recipe):
+    """sglang-router 0.3 takes a replica out and back in through DELETE/POST /workers, queued:
+    the rollout waits for each change; no request fails."""
+    inv = inventory("h1", h1={"gpus": "0,1,2,3"})
+    first = recipe("fleet", name="e2e-rolls", container={"env": {"FAKE_ITL": "0.02"}})
+    r = inkctl("up", first, "--hosts", inv, timeout=240)
+    assert r.rc == 0, r
+    a = cluster.hosts[0].address
+    router, reps = f"http://{a}:30080", [f"http://{a}:18000", f"http://{a}:18010"]
+    try:
+        new = recipe("fleet", name="e2e-rolls", container={"env": {"FAKE_ITL": "0.02"}},
+                     engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}})
+        with Loop(router) as loop:
+            time.sleep(1.0)
+            r = inkctl("up", new, "--hosts", inv, timeout=240)
+            time.sleep(1.0)
+        assert r.rc == 0, r
+        assert "rolling update of e2e-rolls: 2 of 2 replicas" in " ".join(r.stderr.split()), r.stderr
+        assert loop.failed == 0, loop.errors[:5]
+        assert loop.ok >= 20
+        for u in reps:
+            assert "--max-model-len" in _argv(u)
+        listed = json.loads(urllib.request.urlopen(router + "/workers", timeout=5).read())["workers"]
+        assert sorted((w["url"], w["is_healthy"]) for w in listed) == [(u, True) for u in reps]
+    finally:
+        inkctl("down", first, "--hosts", inv, timeout=120)
