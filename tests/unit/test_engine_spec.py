@@ -100,7 +100,11 @@ def test_a_toy_engine_validates_plans_and_renders(toy, tmp_path):
     head = list(argvs[0])
     assert "toyserve" in head  # the container's entrypoint
     assert head[head.index("org/toy-model"):] == ["org/toy-model", "--port", "8000", "--shards", "2",
+                                                  "--config", "/inkctl/engine/toy.yaml",
                                              "--peer", "<host0.cluster_address>:7000", "--rank", "0", "--verbose"]
+    puts = [p for st in plan.stages for s in st.steps for p in getattr(s, "files", ()) if p.path.endswith("/engine/toy.yaml")]
+    assert [p.content for p in puts] == ["shards: 2\n", "shards: 2\n"] and all(p.sha256 for p in puts)
+    assert any(a.endswith(":/inkctl/engine:ro") or "/inkctl/engine" in a for a in head)
     rendered = json.dumps(plan_json(plan))
     assert "toyserve" in rendered and "TOY_LOG" in rendered
 

@@ -27,7 +27,8 @@ class Toy(EngineBase):
 
 def command(r, ctx, nodes: int) -> list[str]:
     a = r.engine.args
-    argv = ["toyserve", r.model.repo, "--port", str(a.port), "--shards", str(a.tensor_parallel)]
+    argv = ["toyserve", r.model.repo, "--port", str(a.port), "--shards", str(a.tensor_parallel),
+            "--config", "/inkctl/engine/toy.yaml"]
     if nodes > 1:
         argv += ["--peer", f"{ctx.head_address}:{r.engine.peer_port}", "--rank", str(ctx.rank)]
     return argv + [ctx.expand(x, "engine.args.extra") for x in a.extra]
@@ -60,6 +61,7 @@ SPEC = EngineSpec(
     engine_findings=lambda r: [], speculative_findings=lambda r: [],
     ports=lambda r: [(r.engine.peer_port, "peer")] if r.multinode else [],
     serves_in_head=lambda r: False, variant=lambda r: None,
+    files=lambda r: [("toy.yaml", f"shards: {r.engine.args.tensor_parallel}\n")],
     boot=BootPhases(phases=(("weights", re.compile(r"toy weights in (\d+(?:\.\d+)?) s")),), keywords=("toy",),
                     feed=lambda p, line: None),
     metrics=Metrics(running=("toy_running",), waiting=("toy_waiting",), kv_usage=("toy_kv",),
