@@ -261,4 +261,5 @@ SPEC = EngineSpec(
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=lambda r: [],
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
+    server_lines=("The server is fired up",),
 )

@@ -88,6 +88,7 @@ class EngineSpec:
     # slots added after the first engines (a default each: an engine written before them still loads)
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
+    server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/
