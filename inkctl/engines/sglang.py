@@ -207,11 +207,11 @@ SET_BY_INKCTL = frozenset({
 _NUM = r"(\d+(?:\.\d+)?)"
 _BEGIN = "Load weight begin."
 _END = "Load weight end."
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+_STAMP = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"  # compiled by re on the first log line
 
 
 def _stamp(line: str) -> datetime | None:
-    m = _STAMP.search(line)
+    m = re.search(_STAMP, line)
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") if m else None
 
 
@@ -228,9 +228,9 @@ def _feed(p, line: str) -> None:
 
 BOOT = BootPhases(
     phases=(
-        ("dist_init", re.compile(r"Init torch distributed ends\. elapsed=" + _NUM + r" s")),
-        ("weights", re.compile(r"Load weight end\. elapsed=" + _NUM + r" s")),
-        ("graphs", re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)" + _NUM + r" s")),
+        ("dist_init", r"Init torch distributed ends\. elapsed=" + _NUM + r" s"),
+        ("weights", r"Load weight end\. elapsed=" + _NUM + r" s"),
+        ("graphs", r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)" + _NUM + r" s"),
     ),
     keywords=("took", "takes", "elapsed", "Load weight", "Available KV", "Compiling a graph", "Directly load"),
     feed=_feed,

@@ -46,12 +46,14 @@ class Metrics:
 class BootPhases:
     """The lines an engine prints while it boots (``execute/supervise/bootphases.py`` reads them).
 
-    ``phases``: (phase key, regex whose group 1 is the seconds), matched in order, the first wins.
+    ``phases``: (phase key, regex whose group 1 is the seconds), matched in order, the first wins;
+    a regex may be given as its source text: compiled when the first log line comes, not when
+    ``validate`` imports the engine (start-up).
     ``feed``: the engine's own reading of any other line (compile cache warm/cold, KV cache
     size, a phase measured between two stamped lines): ``feed(rank_phases, line)``.
     ``keywords``: a line without one of these is skipped before any regex runs."""
 
-    phases: tuple[tuple[str, re.Pattern[str]], ...]
+    phases: tuple[tuple[str, re.Pattern[str] | str], ...]
     keywords: tuple[str, ...]
     feed: Callable[[Any, str], None]
 

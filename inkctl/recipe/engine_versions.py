@@ -10,6 +10,7 @@ an older table has it), and a flag only the other engine has is an error whateve
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
@@ -54,6 +55,7 @@ def flag_of(arg: str) -> str | None:
     return arg.split("=", 1)[0]
 
 
+@functools.lru_cache(maxsize=None)
 def names(engine: str) -> frozenset[str]:
     """Every flag any table of ``engine`` has (empty without tables)."""
     return frozenset().union(*(t.names for t in tables(engine)))
