@@ -178,6 +178,13 @@ def expert_findings(r: Recipe) -> list[Problem]:
     return out
 
 
+def speculative_findings(r: Recipe) -> list[Problem]:
+    if r.speculative is not None and r.speculative.config:
+        return [Problem("speculative.config is vLLM's --speculative-config; SGLang takes --speculative-* flags",
+                        path="speculative.config", hint="remove it, or pass SGLang's flags in engine.args.extra")]
+    return []
+
+
 # --- the flags (the names in SGLang's --help: its server arguments) ---------------------------
 
 FLAG_OF = {  # typed field -> the flags it passes (launch above)
@@ -259,7 +266,7 @@ SPEC = EngineSpec(
     compile_cache_env=(*COMPILE_CACHE_COMMON, ("SGLANG_DG_CACHE_DIR", "deep_gemm")),
     flag_of=FLAG_OF, only_flags=ONLY, set_by_inkctl=SET_BY_INKCTL,
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
-    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=lambda r: [],
+    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
     server_lines=("The server is fired up",),
 )

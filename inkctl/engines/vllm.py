@@ -57,6 +57,7 @@ def serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) -> list
     argv = ["vllm", "serve", m.repo]
     opt(argv, "--revision", m.revision)
     opt(argv, "--served-model-name", m.served_name)
+    argv += m.served_aliases if m.served_name else []
     argv += ["--host", a.bind_host, "--port", str(a.port)]
     argv += ["--tensor-parallel-size", str(a.tensor_parallel)]
     if a.pipeline_parallel > 1:
@@ -126,6 +127,7 @@ def speculative_args(r: Recipe) -> list[str]:
             cfg["revision"] = spec.draft.revision
     if spec.num_speculative_tokens is not None:
         cfg["num_speculative_tokens"] = spec.num_speculative_tokens
+    cfg.update({k: v for k, v in spec.config.items() if k not in cfg})
     return ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
 
 
@@ -328,5 +330,5 @@ SPEC = EngineSpec(
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
-    boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",),
+    boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True,
 )

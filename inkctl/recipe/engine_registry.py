@@ -91,6 +91,7 @@ class EngineSpec:
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
+    served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/
