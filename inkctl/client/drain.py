@@ -103,11 +103,13 @@ def put_back(router: str, worker: str, *, kind: str = "vllm", timeout_s: float =
     return True
 
 
-def in_flight(engine: str, *, timeout_s: float = 5.0) -> float | None:
-    """Requests the engine is running or holds waiting (its /metrics); None: it does not say."""
+def in_flight(engine: str, running: tuple[str, ...], waiting: tuple[str, ...], *,
+              timeout_s: float = 5.0) -> float | None:
+    """Requests the engine is running or holds waiting (its /metrics, under the engine's own
+    names: ``EngineSpec.metrics``); None: it does not say."""
     import httpx
 
-    from inkctl.client.prometheus import RUNNING, WAITING, parse
+    from inkctl.client.prometheus import parse
 
     try:
         r = httpx.get(f"{engine}/metrics", timeout=timeout_s, trust_env=False)
@@ -116,10 +118,15 @@ def in_flight(engine: str, *, timeout_s: float = 5.0) -> float | None:
     if r.status_code != 200:
         return None
     scrape = parse(r.text)
-    running, waiting = scrape.total(RUNNING), scrape.total(WAITING)
-    if running is None and waiting is None:
+    now_running, now_waiting = scrape.total(running), scrape.total(waiting)
+    if now_running is None and now_waiting is None:
         return None
-    return (running or 0.0) + (waiting or 0.0)
+    return (now_running or 0.0) + (now_waiting or 0.0)
+
+
+def reader(running: tuple[str, ...], waiting: tuple[str, ...]) -> Callable[[str], float | None]:
+    """``drain``'s read of one engine under its metric names (``EngineSpec.metrics``)."""
+    return lambda engine: in_flight(engine, running, waiting)
 
 
 @dataclass(frozen=True)
@@ -129,10 +136,11 @@ class Drained:
     left: float | None  # what was still in flight at the end (None: the engine's /metrics did not say)
 
 
-def drain(engine: str, timeout_s: float, *, interval_s: float = 0.25, stop: Callable[[], bool] = lambda: False,
-          read: Callable[[str], float | None] = in_flight) -> Drained:
+def drain(engine: str, timeout_s: float, read: Callable[[str], float | None], *, interval_s: float = 0.25,
+          stop: Callable[[], bool] = lambda: False) -> Drained:
     """Wait until ``engine`` has nothing in flight, twice in a row (a request the router had just
-    sent when it took the engine out shows up a moment later), at most ``timeout_s``."""
+    sent when it took the engine out shows up a moment later), at most ``timeout_s``. ``read``:
+    what is in flight (``reader(names)``), None when the engine does not say."""
     t0 = time.monotonic()
     zeros = 0
     left: float | None = None

@@ -112,15 +112,15 @@ def test_the_deployment_directory_is_kept_aside_and_put_back(tmp_path):
 
 def test_drain_ends_on_two_empty_reads_in_a_row():
     said = iter([3.0, 1.0, 0.0, 2.0, 0.0, 0.0, 5.0])
-    d = drain("http://192.0.2.9:18000", 30, interval_s=0.0, read=lambda _u: next(said))
+    d = drain("http://192.0.2.9:18000", 30, lambda _u: next(said), interval_s=0.0)
     assert d.ok and d.left == 0.0
     assert next(said) == 5.0  # stopped right after the second zero in a row
 
 
 def test_drain_gives_up_at_its_timeout_and_says_what_is_left():
-    d = drain("http://192.0.2.9:18000", 0.05, interval_s=0.01, read=lambda _u: 2.0)
+    d = drain("http://192.0.2.9:18000", 0.05, lambda _u: 2.0, interval_s=0.01)
     assert not d.ok and d.left == 2.0 and d.seconds >= 0.05
-    unknown = drain("http://192.0.2.9:18000", 0.0, read=lambda _u: None)
+    unknown = drain("http://192.0.2.9:18000", 0.0, lambda _u: None)
     assert not unknown.ok and unknown.left is None
 
 

@@ -142,7 +142,7 @@ def _surge_down(fleet, s, sink, accept_new: bool) -> None:
 
     try:
         if take_out(fleet.url, s.url, kind=fleet.router_spec.kind):
-            drain(s.url, fleet.rollout.drain_timeout_s)
+            drain(s.url, fleet.rollout.drain_timeout_s, _reader(s))
     except InkctlError as e:
         sink.emit(Info(text=f"surge: {s.name} not taken out of the router: {e.message}", level="warning"))
     take_down(s.plan, list(s.hosts), accept_new=accept_new)
@@ -182,7 +182,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     t0 = time.monotonic()
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}): out of the router, draining"))
     take_out(fleet.url, rep.url, kind=fleet.router_spec.kind)
-    d = drain(rep.url, ro.drain_timeout_s, stop=interrupt.is_set)
+    d = drain(rep.url, ro.drain_timeout_s, _reader(rep), stop=interrupt.is_set)
     rolled.drained[rep.name] = round(d.seconds, 3)
     if d.ok:
         sink.emit(Info(text=f"replica {rep.index} ({rep.name}): drained in {d.seconds:.1f} s"))
@@ -211,6 +211,15 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     rolled.seconds[rep.name] = round(time.monotonic() - t0, 3)
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the new version and is back in the router "
                         f"({time.monotonic() - t0:.1f} s out of it)"))
+
+
+def _reader(rep):
+    """What the replica's engine has in flight, under its engine's metric names."""
+    from inkctl.client.drain import reader
+    from inkctl.recipe.engine_registry import spec_of
+
+    m = spec_of(rep.recipe.engine.kind).metrics
+    return reader(tuple(m.running), tuple(m.waiting))
 
 
 def _replica_loaded(loaded, rep):

@@ -44,6 +44,15 @@ def _drain_dropped(fleet, sink, timeout_s: float) -> None:
     except InkctlError:
         return
     want = {(g.url.rstrip("/"), g.model) for g in fleet.replicas}
+    from inkctl.client.drain import reader
+    from inkctl.recipe.engine_registry import spec_of, specs
+
+    # a dropped model's engine kind is not in the file any more: every engine's names are read
+    kinds = {g.recipe.engine.kind for g in fleet.replicas}
+    names = [spec_of(k).metrics for k in sorted(kinds)] or [s.metrics for s in specs()]
+    running = tuple(n for m in names for n in m.running)
+    waiting = tuple(n for m in names for n in m.waiting)
+    read = reader(running, waiting)
     for url, model in sorted(have.items()):
         if (url, model) in want:
             continue
@@ -53,7 +62,7 @@ def _drain_dropped(fleet, sink, timeout_s: float) -> None:
             httpx.delete(f"{workers}/{quote(url, safe='')}", timeout=30, trust_env=False)
         except httpx.HTTPError as e:
             sink.emit(Info(text=f"{url}: could not take it off the gateway: {e}", level="warning"))
-        d = drain(url, timeout_s)
+        d = drain(url, timeout_s, read)
         if not d.ok and d.left is not None:
             sink.emit(Info(text=f"{url}: {d.left:g} requests still in flight after {d.seconds:.1f} s; removing it "
                                 "anyway", level="warning"))
