@@ -61,10 +61,11 @@ def _chat(url: str, prompt: str, max_tokens: int = 4, stream: bool = False, time
 
 def _served(url: str) -> float:
     """Requests an engine has finished, from its own /metrics (the e2e latency histogram's count)."""
-    from inkctl.client.prometheus import E2E, parse
+    from inkctl.client.prometheus import parse
+    from inkctl.recipe.engine_registry import spec_of
 
     with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
-        h = parse(r.read().decode()).histogram(E2E)
+        h = parse(r.read().decode()).histogram(tuple(spec_of("vllm").metrics.e2e))
     return h.count if h else 0.0
 
 
