@@ -71,7 +71,7 @@ def _until(router: str, worker: str, listed_: bool, timeout_s: float, what: str)
         time.sleep(0.2)
 
 
-def take_out(router: str, worker: str, *, kind: str = "vllm", timeout_s: float = 30.0) -> bool:
+def take_out(router: str, worker: str, *, queued: bool = False, timeout_s: float = 30.0) -> bool:
     """Stop the router sending ``worker`` new requests (vllm-router: ``POST /remove_worker?url=``;
     sglang-router: ``DELETE /workers/<id>``, queued: waited for). False: it was not listed."""
     worker = worker.rstrip("/")
@@ -79,7 +79,7 @@ def take_out(router: str, worker: str, *, kind: str = "vllm", timeout_s: float =
     if w is None:
         return False
     what = f"taking {worker} out failed"
-    if kind == "sglang" and w.get("id"):
+    if queued and w.get("id"):
         _send("DELETE", f"{router}/workers/{quote(str(w['id']), safe='')}", router, what, timeout_s)
     else:
         _send("POST", f"{router}/remove_worker?url={quote(worker, safe='')}", router, what, timeout_s)
@@ -87,7 +87,7 @@ def take_out(router: str, worker: str, *, kind: str = "vllm", timeout_s: float =
     return True
 
 
-def put_back(router: str, worker: str, *, kind: str = "vllm", timeout_s: float = 180.0) -> bool:
+def put_back(router: str, worker: str, *, queued: bool = False, timeout_s: float = 180.0) -> bool:
     """Put ``worker`` back in the router's list, healthy (vllm-router: ``POST /add_worker?url=``,
     which waits for its health; sglang-router: ``POST /workers``, queued: waited for). False: it
     was there already."""
@@ -95,7 +95,7 @@ def put_back(router: str, worker: str, *, kind: str = "vllm", timeout_s: float =
     if worker in workers(router):
         return False
     what = f"putting {worker} back failed"
-    if kind == "sglang":
+    if queued:
         _send("POST", f"{router}/workers", router, what, timeout_s, {"url": worker})
     else:
         _send("POST", f"{router}/add_worker?url={quote(worker, safe='')}", router, what, timeout_s)

@@ -48,6 +48,12 @@ class Router(Strict):
         return self.policy or "cache_aware"
 
     @property
+    def queued_workers(self) -> bool:
+        """Does this router change its worker list through ``/workers``, queued (sglang-router
+        0.3: DELETE/POST, 202), rather than ``/remove_worker`` and ``/add_worker`` (vllm-router 0.1)?"""
+        return self.kind == "sglang"
+
+    @property
     def image_ref(self) -> str:
         return self.image or ROUTER_IMAGES[self.kind]
 

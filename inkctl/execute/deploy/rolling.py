@@ -121,7 +121,7 @@ def _surge_up(loaded, fleet, sink, secrets, **kw):
     sink.emit(Info(text=f"surge: one more replica of the new version first, {s.name} on {s.gpus} ({s.url})"))
     try:
         bring_up(_replica_loaded(loaded, s), s.plan, _Quiet(sink), secrets, after_boot=False, **kw)
-        put_back(fleet.url, s.url, kind=fleet.router_spec.kind)
+        put_back(fleet.url, s.url, queued=fleet.router_spec.queued_workers)
     except BaseException as e:  # noqa: BLE001 - said with what it left untouched
         _surge_down(fleet, s, sink, kw["accept_new"])
         cause = getattr(e, "message", None) or str(e) or type(e).__name__
@@ -141,7 +141,7 @@ def _surge_down(fleet, s, sink, accept_new: bool) -> None:
     from inkctl.execute.events import Info
 
     try:
-        if take_out(fleet.url, s.url, kind=fleet.router_spec.kind):
+        if take_out(fleet.url, s.url, queued=fleet.router_spec.queued_workers):
             drain(s.url, fleet.rollout.drain_timeout_s, _reader(s))
     except InkctlError as e:
         sink.emit(Info(text=f"surge: {s.name} not taken out of the router: {e.message}", level="warning"))
@@ -181,7 +181,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
 
     t0 = time.monotonic()
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}): out of the router, draining"))
-    take_out(fleet.url, rep.url, kind=fleet.router_spec.kind)
+    take_out(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
     d = drain(rep.url, ro.drain_timeout_s, _reader(rep), stop=interrupt.is_set)
     rolled.drained[rep.name] = round(d.seconds, 3)
     if d.ok:
@@ -195,7 +195,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
             raise Cancelled()
         records = _keep_aside(rep, accept_new)
     except BaseException as e:  # noqa: BLE001 - back in the router as it is, then said
-        put_back(fleet.url, rep.url, kind=fleet.router_spec.kind)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt))
         raise _Failed(rep, e, "", interrupted, replaced=False) from None
     try:
@@ -205,7 +205,7 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
         restored = _restore(fleet, rep, records, sink, accept_new)
         raise _Failed(rep, e, restored, interrupted) from None
-    put_back(fleet.url, rep.url, kind=fleet.router_spec.kind)
+    put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
     _drop_aside(rep, accept_new)
     rolled.outcomes[rep.name] = o
     rolled.seconds[rep.name] = round(time.monotonic() - t0, 3)
@@ -305,7 +305,7 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     finally:
         close_all(conn.transports)
     try:
-        put_back(fleet.url, rep.url, kind=fleet.router_spec.kind)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
     except InkctlError as e:
         return f"its old version runs but is not back in the router: {e.message}"
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the old version ({plan.recipe_hash}) again and is "
