@@ -116,8 +116,13 @@ class Clients:
         return best
 
 
+HOME: Path | None = None  # a home of the run's own: the test cluster's host keys, nothing of the user's
+
+
 def inkctl(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "INKCTL_"))}
+    if HOME is not None:
+        env["HOME"] = str(HOME)
     return subprocess.run([sys.executable, "-m", "inkctl", *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -160,6 +165,10 @@ def main() -> None:
     c = Cluster.up(1, podman_hosts=(), profiles={"h1": "h200x8"}, net_id=args.net_id)
     router_image.load(c, ["h1"], kind="vllm")
     work = Path(tempfile.mkdtemp(prefix="bench-rolling-"))
+    global HOME
+    HOME = work / "home"
+    (HOME / ".ssh").mkdir(parents=True, mode=0o700)
+    (HOME / ".ssh" / "known_hosts").write_text(Path(c.known_hosts).read_text())
     inv = work / "inv.yaml"
     import yaml
 
@@ -171,7 +180,7 @@ def main() -> None:
     try:
         first = work / "v0.yaml"
         first.write_text(recipe_text(args.replicas, 0, args.boot, "rolling"))
-        r = inkctl("up", str(first), "--hosts", str(inv), "--accept-new-host-keys")
+        r = inkctl("up", str(first), "--hosts", str(inv))
         if r.returncode != 0:
             raise SystemExit(f"first up failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
         rows.append(measure(work, inv, router, args, 1, "rolling"))
