@@ -40,6 +40,7 @@ def doctor(target: Target, *, skip: Iterable[str] = (), network: bool = False, p
     """Run the preflight (``skip``: checks waived by name; a typo fails before any connection)
     and, with ``network``, the NCCL measurement on the rendezvous ``port``."""
     from inkctl.execute.deploy.preflight import PreflightFailed, check_names, run_preflight
+    from inkctl.recipe.lockfile import read_proofs
     from inkctl.weights.preflight import weights_check
 
     skipped = check_names(list(skip))  # a typo fails before any connection
@@ -50,7 +51,7 @@ def doctor(target: Target, *, skip: Iterable[str] = (), network: bool = False, p
     try:
         try:
             results, ok = run_preflight(loaded.recipe, plan, transports, skip=skipped, image=image,
-                                        weights=weights_check(loaded)), True
+                                        weights=weights_check(loaded), proof_pins=read_proofs(loaded)), True
         except PreflightFailed as e:
             results, ok = e.results, False
         if network:

@@ -70,11 +70,13 @@ def _plan_json(paper) -> dict:
 
 
 def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> None:
+    from inkctl.api.plan import argv_verdicts
     from inkctl.cli.fleet import print_fleet_plan
     from inkctl.cli.render import plain, print_plan
 
     if paper.plan is not None:
-        print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command)
+        print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command,
+                   verdicts=argv_verdicts(paper))
     else:
         print_fleet_plan(paper.loaded, paper.fleet, full=full, only_host=host, next_command=next_command)
 

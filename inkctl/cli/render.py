@@ -464,14 +464,15 @@ def _recipe_alone_hash(plan: Plan, recipe) -> str | None:
 
 
 def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None, *, full: bool = False,
-               next_command: str | None = None) -> None:
+               next_command: str | None = None, verdicts: dict | None = None) -> None:
     """``full``: every stage and step with file contents. Otherwise per rank: host, role, image and
-    the launch argv; files every host gets the same shown once; what follows the launch in a line."""
+    the launch argv; files every host gets the same shown once; what follows the launch in a line.
+    ``verdicts``: (host, rank) -> what the engine said of that rank's argv (api.plan.argv_verdicts)."""
     _plan_head(out, plan, loaded)
     if full:
         _print_full(out, plan, only_host)
     else:
-        _print_concise(out, plan, only_host)
+        _print_concise(out, plan, only_host, verdicts or {})
     if next_command:
         out.print(f"\n[bold]next:[/] {escape(next_command)}")
 
@@ -514,14 +515,14 @@ def _put_summary(s: Put) -> str:
     return meta + ")"
 
 
-def _print_concise(out, plan: Plan, only_host: str | None) -> None:
+def _print_concise(out, plan: Plan, only_host: str | None, verdicts: dict) -> None:
     from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
     puts = [s for s in steps if isinstance(s, Put)] + [f for s in steps if isinstance(s, Run) for f in s.files]
-    _print_ranks(out, plan, launch, only_host)
+    _print_ranks(out, plan, launch, only_host, verdicts)
     for s in (s for s in launch if s.rank is None):
         out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
         out.print(_step_text(s, files=False), markup=False)
@@ -534,7 +535,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
               " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
-def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
+def _print_ranks(out, plan: Plan, launch: list, only_host: str | None, verdicts: dict) -> None:
     """Each rank: where it runs, its image, and its launch steps."""
     from inkctl.plan.step import Run
 
@@ -548,6 +549,8 @@ def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
             img = image_index(s.argv) if isinstance(s, Run) else None
             if img is not None:
                 out.print(f"  image  {escape(s.argv[img])}")
+                for line in verdicts.get((c.host, c.rank), []):
+                    out.print(f"  argv   {escape(line)}")
             out.print(f"  [dim]# {escape(s.purpose)}[/]")
             out.print(_step_text(s, files=False), markup=False)
 

@@ -66,6 +66,16 @@ def engine_files():
         if name.endswith(".py"):
             with open(os.path.join(src, name), "rb") as f:
                 files.append((f"{SITE}/fake_engine/{name}", f.read(), 0o644))
+    site = os.path.join(src, "site")  # stand-ins for the engines' own modules (the argv proof's entry points)
+    for root, _, names in sorted(os.walk(site)):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            with open(os.path.join(root, name), "rb") as f:
+                files.append((f"{SITE}/{os.path.relpath(os.path.join(root, name), site)}", f.read(), 0o644))
+    from .fake_engine.cli import union_of_tables
+
+    for engine in ("vllm", "sglang"):  # the real releases' flags, which the fake's parser reads
+        flags = json.dumps(union_of_tables(engine), sort_keys=True).encode()
+        files.append((f"{SITE}/fake_engine/flags-{engine}.json", flags, 0o644))
     files += [
         (f"{SITE}/sglang/__init__.py", SGLANG_INIT.encode(), 0o644),
         (f"{SITE}/sglang/launch_server.py", SGLANG_LAUNCH.encode(), 0o644),

@@ -94,7 +94,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             if problem is not None:  # most likely the old containers' ports and names: check again
                 from inkctl.execute.deploy.preflight import run_preflight
 
-                run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check)
+                run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check,
+                              proof_pins=_proof_pins(loaded))
         elif problem is not None:
             raise problem
         if interrupt.is_set():
@@ -139,11 +140,19 @@ def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) 
 
     try:
         ensure_probed_image(loaded, plan, transports, sink, answers, host_image(loaded.recipe, plan))
-        run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check)
+        run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check,
+                      proof_pins=_proof_pins(loaded))
         _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e
     return None
+
+
+def _proof_pins(loaded) -> dict[str, dict]:
+    """The lock file's verdicts on the argv (a pinned verdict is not asked again)."""
+    from inkctl.recipe.lockfile import read_proofs
+
+    return read_proofs(loaded)
 
 
 def _compile_cache(loaded, plan, transports, sink) -> None:

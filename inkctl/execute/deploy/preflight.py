@@ -13,7 +13,7 @@ recipe allows one and the image is missing.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AbstractSet as Set
 from typing import Callable, Iterable, Sequence
 
@@ -29,7 +29,7 @@ from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "name", "weights")
+CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "argv", "paths", "ports", "memory", "network", "name", "weights")
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
 PULL_TIMEOUT_S = 3600
 
@@ -128,7 +128,7 @@ def host_image(recipe: Recipe, plan: Plan, image: str | None = None) -> str:
 
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: Set[str] = frozenset(),
                   image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None,
-                  weights=None) -> list[CheckResult]:
+                  weights=None, proof_pins: dict[str, dict] | None = None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
@@ -136,11 +136,12 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
     (``probe_one`` per host); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
-    checks the pinned model's files on every host.
+    checks the pinned model's files on every host. ``proof_pins``: the lock file's argv-proof
+    verdicts by key (``inkctl.execute.deploy.proof``).
     """
     skip = check_names(skip)
     per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
-                                              None if answers is None else answers.get(name)),
+                                              None if answers is None else answers.get(name), proof_pins or {}),
                      [h.name for h in plan.hosts], name="preflight")
     results = [r for checks in per_host for r in checks]
     if weights is not None:
@@ -173,6 +174,8 @@ class _Host:
     image: str
     built: bool  # the image is built by inkctl: no digest pin, no pull
     results: dict[str, CheckResult]
+    image_id: str = ""  # the image as the host has it, once the image check found it
+    proof_pins: dict[str, dict] = field(default_factory=dict)
 
     def put(self, check: str, status: str, detail: str, hint: str | None = None) -> None:
         if check in self.skip:
@@ -181,10 +184,11 @@ class _Host:
 
 
 def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None,
-                 answer: HostAnswer | None = None) -> list[CheckResult]:
+                 answer: HostAnswer | None = None, proof_pins: dict[str, dict] | None = None) -> list[CheckResult]:
     ph = plan.host(name)
     image = host_image(recipe, plan, image)
-    h = _Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {})
+    h = _Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {},
+              proof_pins=proof_pins or {})
     mounts = mount_sources(recipe, plan, name)
     if answer is None:
         if t is None:
@@ -209,9 +213,11 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     if runtime_ok:
         own = _name(h, s)
         _image(h, s, t)
+        _argv(h, t)
     else:
         h.put("name", NOT_RUN, f"{h.runtime} is not answering")
         h.put("image", NOT_RUN, f"{h.runtime} is not answering")
+        h.put("argv", NOT_RUN, f"{h.runtime} is not answering")
     _paths(h, s, mounts)
     _ports(h, s, own)
     _network(h, s)
@@ -474,6 +480,7 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
     found = image_ids(out) if rc == 0 else None
     if found is not None and (pin is None or _matches(found, pin)):
         iid, _ = found
+        h.image_id = iid
         h.put("image", OK, f"{h.image} present ({iid[:19]})" + (", matches the pinned digest" if pin else ""))
         return
     if not may_pull:
@@ -498,7 +505,23 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
         h.put("image", FAIL, f"{h.image} was {why}; pulling {src} failed: {_last_line(res.err_text()) or f'exit {res.exit_code}'}",
               "check the registry is reachable from the host, or load the image by hand")
         return
+    h.image_id = pulled[0]
     h.put("image", OK, f"{h.image} was {why}: pulled {src} ({pulled[0][:19]})")
+
+
+def _argv(h: _Host, t: Transport) -> None:
+    """The engine's own word on every argv this host will run (``execute/deploy/proof.py``)."""
+    if not h.image_id:
+        h.put("argv", NOT_RUN, "the image is not on the host")
+        return
+    if "argv" in h.skip:
+        h.put("argv", SKIPPED, "skipped (--skip-check)")
+        return
+    from inkctl.execute.deploy.proof import prove_host
+
+    found = prove_host(h.recipe, h.plan, h.name, t, h.image_id, h.proof_pins)
+    status = {"ok": OK, "warn": WARN, "fail": FAIL}[found.status]
+    h.put("argv", status, found.detail, found.hint)
 
 
 def _matches(found: tuple[str, list[str]], pin: str) -> bool:

@@ -22,6 +22,13 @@ def main(argv):
     if argv and argv[0] == "--version":
         print(VERSION)
         return
+    try:  # in the image: SGLang's ServerArgs stand-in (parser and checks, as SGLang makes them)
+        from sglang.srt.server_args import prepare_server_args
+    except ImportError:  # from the source tree: the parser alone
+        from .cli import sglang_server_args as prepare_server_args
+    checked = prepare_server_args(list(argv))
+    if hasattr(checked, "check_server_args"):
+        checked.check_server_args()
     args = Args(argv, aliases=ALIASES)
     model = args.get("model-path")
     if not model or model is True:
