@@ -97,6 +97,15 @@ def judge(call, stage, notes, engine_dirs):
     return stage
 
 
+def run(main):
+    """The program's body: whatever escapes it (an engine that fails to import, say) is the end
+    of what could be checked, said as such, never a crash without a verdict."""
+    try:
+        main()
+    except BaseException as e:  # noqa: BLE001 - the verdict is the only output
+        say("unchecked", stage="import", message="%s: %s" % (type(e).__name__, str(e).strip()[:300]))
+
+
 def read_request():
     """The request inkctl put before this program (``INKCTL_REQUEST``), or the first argument."""
     text = globals().get("INKCTL_REQUEST")

@@ -1,7 +1,7 @@
 # inkctl argv proof for SGLang: SGLang's own parser and ServerArgs' checks read the rank's argv
 # inside the image. ServerArgs checks what it can without a GPU; where a check asks the GPU or
 # the model's config, the proof stops and says how far it got.
-from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, say,
+from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, run, say,
                                                          version_of)
 
 
@@ -27,15 +27,15 @@ def main():
     apply_hotfixes(request, notes)
     rest = server_args(argv)
 
-    def run():
+    def read():
         args = prepare_server_args(rest)
         check = getattr(args, "check_server_args", None)
         if check is not None:
             check()
         raise Reached("server-args")
 
-    reached = judge(run, "server-args", notes, ["/sglang/"])
+    reached = judge(read, "server-args", notes, ["/sglang/"])
     say("ok", stage=reached, engine="sglang", version=version_of("sglang"), notes=notes)
 
 
-main()
+run(main)

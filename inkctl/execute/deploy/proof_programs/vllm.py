@@ -2,7 +2,7 @@
 # check it makes before building the engine runs (the parser, the serve command's pre-checks,
 # the headless and data-parallel rules); it stops where vLLM would build the engine config
 # (that needs the model's config, and the GPU). Also `ray start` for a Ray worker rank.
-from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, say,
+from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, run, say,
                                                          version_of)
 import os
 import sys
@@ -63,17 +63,17 @@ def main():
         module = argv[argv.index("-m") + 1]
         sys.argv = [module] + list(argv[argv.index("-m") + 2:])
 
-        def run():
+        def read():
             import runpy
             runpy.run_module(module, run_name="__main__")
     else:
         sys.argv = ["vllm"] + list(argv[1:])
 
-        def run():
+        def read():
             from vllm.entrypoints.cli.main import main as vllm_main
             vllm_main()
-    reached = judge(run, "serve", notes, ["/vllm/"])
+    reached = judge(read, "serve", notes, ["/vllm/"])
     say("ok", stage=reached, engine="vllm", version=version, notes=notes)
 
 
-main()
+run(main)
