@@ -7,6 +7,7 @@ in the recipe; a verdict is kept (a second ``up`` asks nothing) and ``lock`` pin
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -61,13 +62,16 @@ def test_a_verdict_is_kept_and_lock_pins_it(cluster, inkctl, inventory, recipe, 
     assert first.rc == 0, first
     row = preflight_rows(first)[("h1", "argv")]
     assert row["status"] == "ok" and "asked in" in row["detail"], row
-    kept = list((home / ".cache" / "inkctl" / "proof").glob("*.json"))
-    assert len(kept) == 1 and json.loads(kept[0].read_text())["verdict"] == "ok"
+    kept = sorted((home / ".cache" / "inkctl" / "proof").glob("*.json"))  # by key, and by argv alone (plan)
+    assert len(kept) == 2 and all(json.loads(f.read_text())["verdict"] == "ok" for f in kept)
     assert inkctl("down", rec, "--hosts", inv).rc == 0
 
     again = inkctl("up", rec, "--hosts", inv, "--output", "json", timeout=120)
     assert again.rc == 0, again
     assert "kept verdict" in preflight_rows(again)[("h1", "argv")]["detail"]
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    told = inkctl("up", rec, "--hosts", inv, timeout=120)  # the boot table says what the proof cost
+    assert told.rc == 0 and re.search(r"^argv proof \(before\) +0\.0  kept verdict, 0 asked$", told.stdout, re.M), told
     assert inkctl("down", rec, "--hosts", inv).rc == 0
 
     # the lock file pins it: a fresh machine (no cache) asks nothing either

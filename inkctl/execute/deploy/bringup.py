@@ -79,7 +79,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             sink.emit(Info(text=text, level="warning"))
         existing = _existing(plan, answers)
         check = weights(loaded) if weights is not None else None  # the pinned model's files (inkctl.weights)
-        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check)
+        ready: dict = {}
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check, ready)
         # an existing deployment explains a failed image or preflight check best
         if isinstance(existing, Conflict):
             raise existing.error
@@ -111,6 +112,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                 outcome = launch(runner, keep_on_failure=keep, detach=detach)
             if not outcome.detached:
                 outcome.boot = _boot_record(plan, outcome, runner.phase_reader, loaded.recipe.engine.kind)
+                if "proof" in ready:
+                    outcome.boot["proof"] = ready["proof"]
         except InkctlError as e:
             if isinstance(existing, OtherVersion):
                 e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
@@ -132,16 +135,21 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         close_all(transports)
 
 
-def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) -> InkctlError | None:
+def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check, ready: dict) -> InkctlError | None:
     """The image (built or delivered where missing, held against its pins), then preflight:
-    the first failure, returned so that what is already there can explain it first."""
+    the first failure, returned so that what is already there can explain it first. ``ready``
+    gets what the boot record keeps of it: the argv proof's seconds (the slowest host)."""
     from inkctl.execute.deploy.preflight import host_image, run_preflight
     from inkctl.execute.image.build import ensure_probed_image
 
     try:
         ensure_probed_image(loaded, plan, transports, sink, answers, host_image(loaded.recipe, plan))
-        run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check,
-                      proof_pins=_proof_pins(loaded))
+        results = run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers,
+                                weights=check, proof_pins=_proof_pins(loaded))
+        proofs = [r for r in results if r.check == "argv" and r.seconds is not None]
+        if proofs:
+            ready["proof"] = {"seconds": max(r.seconds or 0.0 for r in proofs),
+                              "asked": sum(1 for r in proofs if r.seconds)}
         _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e

@@ -42,6 +42,7 @@ class CheckResult:
     status: str  # ok | warn | fail | skipped | not-run
     detail: str
     hint: str | None = None
+    seconds: float | None = None  # what the check itself took on the host, where it is worth saying (argv)
 
     @property
     def failed(self) -> bool:
@@ -177,10 +178,10 @@ class _Host:
     image_id: str = ""  # the image as the host has it, once the image check found it
     proof_pins: dict[str, dict] = field(default_factory=dict)
 
-    def put(self, check: str, status: str, detail: str, hint: str | None = None) -> None:
+    def put(self, check: str, status: str, detail: str, hint: str | None = None, seconds: float | None = None) -> None:
         if check in self.skip:
             status, detail, hint = SKIPPED, "skipped (--skip-check)" + (f"; would be: {detail}" if status == FAIL else ""), None
-        self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint)
+        self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint, seconds)
 
 
 def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None,
@@ -521,7 +522,7 @@ def _argv(h: _Host, t: Transport) -> None:
 
     found = prove_host(h.recipe, h.plan, h.name, t, h.image_id, h.proof_pins)
     status = {"ok": OK, "warn": WARN, "fail": FAIL}[found.status]
-    h.put("argv", status, found.detail, found.hint)
+    h.put("argv", status, found.detail, found.hint, seconds=sum(v.seconds for v in found.verdicts))
 
 
 def _matches(found: tuple[str, list[str]], pin: str) -> bool:
