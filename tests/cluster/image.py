@@ -37,9 +37,6 @@ SITE = "usr/lib/python3/dist-packages"
 ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"]
 
 WRAPPER = '#!/usr/bin/python3\nimport sys\nfrom fake_engine.__main__ import main\nmain([{prog!r}] + sys.argv[1:])\n'
-SGLANG_INIT = '"""The inkctl fake engine playing SGLang (see fake_engine/sglang.py)."""\n__version__ = "0.5.4"\n'
-SGLANG_LAUNCH = ('"""python3 -m sglang.launch_server: the inkctl fake engine."""\nimport sys\n'
-                 'from fake_engine.sglang import main\n\nif __name__ == "__main__":\n    main(sys.argv[1:])\n')
 
 
 @contextmanager
@@ -77,8 +74,6 @@ def engine_files():
         flags = json.dumps(union_of_tables(engine), sort_keys=True).encode()
         files.append((f"{SITE}/fake_engine/flags-{engine}.json", flags, 0o644))
     files += [
-        (f"{SITE}/sglang/__init__.py", SGLANG_INIT.encode(), 0o644),
-        (f"{SITE}/sglang/launch_server.py", SGLANG_LAUNCH.encode(), 0o644),
         ("usr/local/bin/vllm", WRAPPER.format(prog="vllm").encode(), 0o755),
         ("usr/local/bin/ray", WRAPPER.format(prog="ray").encode(), 0o755),
     ]

@@ -118,6 +118,8 @@ def test_the_vllm_program_reads_argv_with_the_engines_own_code(argv, verdict, sa
      "argument --reasoning-parser: invalid choice: 'deepseek_r1'"),
     (["python3", "-m", "sglang.launch_server", "--model-path", "m", "--tp-size", "3", "--nnodes", "2"], "refused",
      "tp_size (3) must be divisible by nnodes (2)"),
+    (["sglang", "serve", "--model-path", "m", "--foo"], "refused", "unrecognized arguments: --foo"),
+    (["sglang", "serve", "--model-path", "m", "--tp-size", "2"], "ok", None),
 ])
 def test_the_sglang_program_reads_argv_with_the_engines_own_code(argv, verdict, says):
     got = _ask("sglang", argv)

@@ -95,6 +95,13 @@ def sglang_server_args(argv):
     return ns
 
 
+def sglang_checks(ns):
+    """What SGLang checks of its server arguments before it serves (the fake's share of them)."""
+    tp, nnodes = int(ns.get("--tp-size") or 1), int(ns.get("--nnodes") or 1)
+    if tp % nnodes:
+        raise ValueError(f"tp_size ({tp}) must be divisible by nnodes ({nnodes})")
+
+
 RAY_START = {"--head": False, "--block": False, "--port": True, "--address": True, "--node-ip-address": True,
              "--num-gpus": True, "--num-cpus": True, "--dashboard-host": True, "--dashboard-port": True,
              "--disable-usage-stats": False, "--include-dashboard": True, "--resources": True,

@@ -22,13 +22,18 @@ def main(argv):
     if argv and argv[0] == "--version":
         print(VERSION)
         return
-    try:  # in the image: SGLang's ServerArgs stand-in (parser and checks, as SGLang makes them)
-        from sglang.srt.server_args import prepare_server_args
-    except ImportError:  # from the source tree: the parser alone
-        from .cli import sglang_server_args as prepare_server_args
-    checked = prepare_server_args(list(argv))
-    if hasattr(checked, "check_server_args"):
-        checked.check_server_args()
+    from .cli import sglang_checks, sglang_server_args
+
+    sglang_checks(sglang_server_args(list(argv)))  # the real parser's refusals and checks first
+    serve_argv(argv)
+
+
+def serve(server_args):
+    """Where the image's ``sglang.srt.entrypoints.http_server.launch_server`` stand-in lands."""
+    serve_argv(server_args.argv)
+
+
+def serve_argv(argv):
     args = Args(argv, aliases=ALIASES)
     model = args.get("model-path")
     if not model or model is True:

@@ -2,17 +2,16 @@
 
 
 class ServerArgs:
-    def __init__(self, parsed):
-        self.parsed = parsed
+    def __init__(self, parsed, argv):
+        self.parsed, self.argv = parsed, list(argv)
 
-    def check_server_args(self):
-        tp = int(self.parsed.get("--tp-size") or 1)
-        nnodes = int(self.parsed.get("--nnodes") or 1)
-        if tp % nnodes:
-            raise ValueError(f"tp_size ({tp}) must be divisible by nnodes ({nnodes})")
+    def resolve_once(self):
+        from fake_engine.cli import sglang_checks
+
+        sglang_checks(self.parsed)
 
 
 def prepare_server_args(argv):
     from fake_engine.cli import sglang_server_args
 
-    return ServerArgs(sglang_server_args(argv))
+    return ServerArgs(sglang_server_args(argv), argv)
