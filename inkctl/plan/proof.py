@@ -39,6 +39,7 @@ class RankArgv:
     env: tuple[tuple[str, str], ...]  # the recipe's environment for it (secrets are never here)
     secret_names: tuple[str, ...]
     hotfixes: tuple[HotfixFile, ...]
+    files: tuple[tuple[str, bytes], ...] = ()  # (path in the container, content): what the plan puts in its mounts
 
     @property
     def label(self) -> str:
@@ -46,9 +47,12 @@ class RankArgv:
 
     def request(self) -> str:
         """What the proof program reads (its one argument): the argv and the hotfixes."""
-        return json.dumps({"argv": list(self.argv), "hotfixes": [
+        doc: dict = {"argv": list(self.argv), "hotfixes": [
             {"name": h.name, "content": base64.b64encode(h.content).decode(), "interpreter": list(h.interpreter),
-             "gate_env": h.gate_env} for h in self.hotfixes]}, sort_keys=True)
+             "gate_env": h.gate_env} for h in self.hotfixes]}
+        if self.files:
+            doc["files"] = [{"path": p, "content": base64.b64encode(c).decode()} for p, c in self.files]
+        return json.dumps(doc, sort_keys=True)
 
     def argv_key(self, program: bytes) -> str:
         """What was asked, whatever the image: the argv, the environment, the program asking."""
@@ -68,11 +72,30 @@ def _engine_argv(spec: ContainerSpec) -> tuple[str, ...]:
     return (spec.entrypoint, *spec.command)
 
 
+def _puts(plan: Plan) -> list[Put]:
+    """Every file the plan writes on hosts (the Put steps, and the files that ride on a run)."""
+    return [p for step in plan.steps() for p in ((step,) if isinstance(step, Put) else getattr(step, "files", ()))]
+
+
+def _mounted(plan: Plan, host: str, spec: ContainerSpec) -> tuple[tuple[str, bytes], ...]:
+    """The files the plan puts under the container's bind mounts, at their paths inside it (the
+    engine's options file, the hotfixes): the proof container gets them as the rank will. A
+    secrets env file is not among them: it is never mounted, and never sent."""
+    out = []
+    for p in _puts(plan):
+        if p.host != host or not isinstance(p.content, (str, bytes)):
+            continue
+        for m in spec.mounts:
+            if p.path.startswith(m.source.rstrip("/") + "/"):
+                data = p.content.encode() if isinstance(p.content, str) else p.content
+                out.append((m.target.rstrip("/") + p.path[len(m.source.rstrip("/")):], data))
+    return tuple(sorted(set(out)))
+
+
 def _hotfixes(plan: Plan, host: str, rank: int, recipe_hotfixes) -> tuple[HotfixFile, ...]:
     by_name = {h.name: h for h in recipe_hotfixes}
     out = []
-    puts = [p for step in plan.steps() for p in ((step,) if isinstance(step, Put) else getattr(step, "files", ()))]
-    for p in puts:
+    for p in _puts(plan):
         if p.host == host and p.rank == rank and "/hotfix/" in p.path:
             name = p.path.rsplit("/", 1)[-1]
             h = by_name.get(name)
@@ -98,7 +121,8 @@ def rank_argvs(plan: Plan, recipe) -> list[RankArgv]:
             specs[spec.name] = spec
             out.append(RankArgv(step.host, step.rank, labels[LABEL_PREFIX + "role"], step.argv[0], spec.image,
                                 _engine_argv(spec), spec.env, secrets,
-                                _hotfixes(plan, step.host, step.rank, recipe.patches.hotfixes)))
+                                _hotfixes(plan, step.host, step.rank, recipe.patches.hotfixes),
+                                _mounted(plan, step.host, spec)))
         elif SERVE_MARK in step.argv:
             container = next((name for name in specs if name in step.argv), None)
             if container is None:
@@ -106,7 +130,8 @@ def rank_argvs(plan: Plan, recipe) -> list[RankArgv]:
             spec = specs[container]
             argv = step.argv[step.argv.index(SERVE_MARK) + 1:]
             out.append(RankArgv(step.host, step.rank, "serve", step.argv[0], spec.image, tuple(argv), spec.env, secrets,
-                                _hotfixes(plan, step.host, step.rank, recipe.patches.hotfixes)))
+                                _hotfixes(plan, step.host, step.rank, recipe.patches.hotfixes),
+                                _mounted(plan, step.host, spec)))
     return out
 
 

@@ -66,6 +66,9 @@ def test_the_hotfix_wrapper_is_taken_off_and_the_hotfixes_go_with_the_request():
     req = json.loads(head.request())
     assert req["hotfixes"][0]["interpreter"] == ["python3"]
     assert base64.b64decode(req["hotfixes"][0]["content"]) == (ROOT / "tests" / "e2e" / "patches" / "hotfix-marker.py").read_bytes()
+    # what the plan puts in the rank's mounts goes too, at its path inside the container
+    assert [p for p, _ in head.files] == ["/inkctl/hotfix/entry.sh", "/inkctl/hotfix/hotfix-marker.py"]
+    assert "files" in req and not any("rank0.env" in p for p, _ in head.files)
     # the Spark recipe's hotfixes are not shipped: nothing to send, the rest is still read
     loaded, plan = _plan(ROOT / "recipes" / "inkling-small-2x-dgx-spark-vllm.yaml")
     assert [r.hotfixes for r in rank_argvs(plan, loaded.recipe)] == [(), ()]

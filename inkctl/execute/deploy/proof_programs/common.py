@@ -41,9 +41,23 @@ def version_of(dist):
         return None
 
 
+def put_files(request, notes):
+    """The files the plan puts in the rank's mounts (an engine's options file), where the rank
+    will find them."""
+    for f in request.get("files", []):
+        try:
+            os.makedirs(os.path.dirname(f["path"]), exist_ok=True)
+            with open(f["path"], "wb") as out:
+                out.write(base64.b64decode(f["content"]))
+        except OSError as e:
+            notes.append("could not write %s: %s" % (f["path"], e))
+
+
 def apply_hotfixes(request, notes):
-    """Run the plan's at-start hotfixes in this throwaway container, as the rank's wrapper will:
-    a hotfix that patches the engine's parser changes what the engine accepts."""
+    """The plan's mounted files where the rank finds them, then its at-start hotfixes run in
+    this throwaway container as the rank's wrapper will run them: a hotfix that patches the
+    engine's parser changes what the engine accepts."""
+    put_files(request, notes)
     for h in request.get("hotfixes", []):
         gate = h.get("gate_env")
         if gate and os.environ.get(gate, "0") in ("", "0"):
