@@ -24,6 +24,8 @@ _ADDED_LATER: dict[tuple[str, ...], object] = {
     ("speculative",): None,
     ("speculative", "config"): {},
     ("model", "served_aliases"): [],
+    ("engine", "args", "head_extra"): [],
+    ("engine", "args", "worker_extra"): [],
     ("hardware", "vendor"): "nvidia",
     ("hardware", "gfx_target"): None,
 }

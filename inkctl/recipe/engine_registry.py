@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PACKAGE = "inkctl.engines"
@@ -93,6 +93,10 @@ class EngineSpec:
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
+    # () -> the program that has the engine in the image read a rank's argv (inkctl/engines/proof/), None: none
+    proof_program: Callable[[], bytes | None] = lambda: None
+    worker_refuses: frozenset[str] = frozenset()  # flags a headless or worker rank refuses (head_extra takes them)
+    planned_by: Mapping[str, str] = field(default_factory=dict)  # a flag the plan writes -> the recipe field behind it
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/

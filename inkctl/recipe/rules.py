@@ -228,8 +228,11 @@ def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
     kind, path = r.engine.kind, f"engine.args.extra[{i}]"
     foreign = None if set_by_inkctl(kind, flag) else other_engines_flag(kind, flag)
     passed = typed_flags(kind, r.engine.args)
-    if set_by_inkctl(kind, flag):
-        return _err(path, f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead")
+    if set_by_inkctl(kind, flag):  # the same words as a flag read off the plan (engines/_common.flag_findings)
+        spec = spec_of(kind)
+        field = spec.planned_by.get(flag) or next((f"engine.args.{k}" for k, fl in spec.flag_of.items() if flag in fl), None)
+        return _err(path, f"{flag} is already in the planned argv: given again, {spec.name} keeps the last one without "
+                    "a word", f"remove it; set {field} instead" if field else "remove it; the plan writes it from the recipe's fields")
     if foreign is not None:
         other, field = foreign
         mine, theirs = spec_of(kind), spec_of(other)

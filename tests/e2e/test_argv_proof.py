@@ -42,17 +42,31 @@ def test_an_unknown_flag_in_extra_stops_up_before_any_rank_starts(cluster, inkct
     assert inkctl("validate", rec).rc == 0
 
 
-def test_a_head_only_flag_on_the_headless_worker_is_refused_there(cluster, inkctl, inventory, recipe):
-    rec = recipe("vllm-native-2", name="e2e-proof-headless", engine={"args": {"extra": ["--api-server-count", "4"]}})
-    r = inkctl("up", rec, "--hosts", inventory("h1", "h2"), "--output", "json", timeout=150)
+def test_a_head_only_flag_goes_to_the_head_and_the_workers_own_args_are_proven_there(cluster, inkctl, inventory, recipe):
+    inv = inventory("h1", "h2")
+    # extra goes to every rank: validate knows vLLM's headless worker refuses --api-server-count
+    bad = recipe("vllm-native-2", name="e2e-proof-headless", engine={"args": {"extra": ["--api-server-count", "4"]}})
+    v = inkctl("validate", bad)
+    assert v.rc == 2 and "--api-server-count goes to the head only" in v.out and "engine.args.head_extra" in v.out, v
+    # head_extra: the head gets it, the worker does not, and the engine on each accepts its own
+    rec = recipe("vllm-native-2", name="e2e-proof-headless", engine={"args": {"head_extra": ["--api-server-count", "4"]}})
+    r = inkctl("up", rec, "--hosts", inv, "--output", "json", timeout=180)
+    assert r.rc == 0, r
+    rows = preflight_rows(r)
+    assert rows[("h1", "argv")]["status"] == "ok" and rows[("h2", "argv")]["status"] == "ok", rows
+    head = json.loads(cluster.docker("h1", "exec", "inkctl-e2e-proof-headless-r0", "cat", "/tmp/inkctl-fake-engine.json").stdout)
+    worker = json.loads(cluster.docker("h2", "exec", "inkctl-e2e-proof-headless-r1", "cat", "/tmp/inkctl-fake-engine.json").stdout)
+    assert head["argv"][-2:] == ["--api-server-count", "4"] and "--api-server-count" not in worker["argv"]
+    assert inkctl("down", rec, "--hosts", inv).rc == 0
+    # what only a worker gets is read on the worker: refused there, located at worker_extra
+    wrk = recipe("vllm-native-2", name="e2e-proof-worker", engine={"args": {"worker_extra": ["--foo-bar"]}})
+    r = inkctl("up", wrk, "--hosts", inv, "--output", "json", timeout=180)
     assert r.rc == 1, r
     rows = preflight_rows(r)
-    assert rows[("h1", "argv")]["status"] == "ok", rows[("h1", "argv")]
-    bad = rows[("h2", "argv")]
-    assert bad["status"] == "fail"
-    assert "rank 1 (worker)" in bad["detail"] and "api_server_count can't be set in headless mode" in bad["detail"], bad
-    assert bad["hint"].startswith("from engine.args.extra[0] (--api-server-count)"), bad
-    assert containers(cluster, "h1", "e2e-proof-headless") == [] and containers(cluster, "h2", "e2e-proof-headless") == []
+    assert rows[("h1", "argv")]["status"] == "ok"
+    assert rows[("h2", "argv")]["status"] == "fail" and "rank 1 (worker)" in rows[("h2", "argv")]["detail"]
+    assert rows[("h2", "argv")]["hint"].startswith("from engine.args.worker_extra[0] (--foo-bar)"), rows[("h2", "argv")]
+    assert containers(cluster, "h1", "e2e-proof-worker") == [] and containers(cluster, "h2", "e2e-proof-worker") == []
 
 
 def test_a_verdict_is_kept_and_lock_pins_it(cluster, inkctl, inventory, recipe, home):

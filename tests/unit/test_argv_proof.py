@@ -103,7 +103,7 @@ def test_the_proof_container_gets_the_program_on_stdin_and_no_secret_network_or_
 @pytest.mark.parametrize("argv,verdict,says", [
     (["vllm", "serve", "m", "--port", "8000"], "ok", None),
     (["vllm", "serve", "m", "--foo-bar"], "refused", "unrecognized arguments: --foo-bar"),
-    (["vllm", "serve", "m", "--headless", "--api-server-count", "8"], "refused", "api_server_count can't be set in headless mode"),
+    (["vllm", "serve", "m", "--headless", "--api-server-count", "8"], "refused", "--api-server-count=8 cannot be used with --headless"),
     (["vllm", "serve", "m", "--kv-cache-dtype"], "refused", "expected one argument"),
     (["ray", "start", "--head", "--port", "6379", "--block"], "ok", None),
     (["ray", "start", "--address", "10.0.0.1:6379", "--bogus"], "refused", "No such option: --bogus"),
@@ -146,7 +146,7 @@ def test_no_python_in_the_image_is_said_plainly():
 def test_a_refused_flag_is_located_in_extra_or_at_its_typed_field():
     v = proof.Verdict("h2", 1, "worker", "refused", "vllm serve: error: unrecognized arguments: --foo-bar")
     assert proof.locate(v, ["--enforce-eager", "--foo-bar=1"], {}) == "engine.args.extra[1] (--foo-bar)"
-    v = proof.Verdict("h2", 1, "worker", "refused", "ValueError: api_server_count can't be set in headless mode")
+    v = proof.Verdict("h2", 1, "worker", "refused", "ValueError: --api-server-count=8 cannot be used with --headless")
     assert proof.locate(v, ["--api-server-count", "8"], {}) == "engine.args.extra[0] (--api-server-count)"
     v = proof.Verdict("h1", 0, "head", "refused", "argument --reasoning-parser: invalid choice: 'deepseek_r1'")
     assert proof.locate(v, [], {"--reasoning-parser": "engine.args.reasoning_parser"}) == \

@@ -28,8 +28,6 @@ log = logging.getLogger(__name__)
 
 MARK = "@@INKCTL-PROOF "
 TIMEOUT_S = 300.0  # a real engine's imports (torch, the engine) on a cold page cache
-PROGRAMS_DIR = Path(__file__).with_name("proof_programs")
-COMMON_IMPORT = re.compile(r"^from inkctl\.execute\.deploy\.proof_programs\.common import \([^)]*\)\n", re.M)
 OK, REFUSED, UNCHECKED = "ok", "refused", "unchecked"
 
 
@@ -66,13 +64,11 @@ class Verdict:
 
 @functools.cache
 def program(kind: str) -> bytes | None:
-    """The proof program for an engine kind, with the shared part inlined (one file a host runs)."""
-    path = PROGRAMS_DIR / f"{kind}.py"
-    if not path.exists():
-        return None
-    text = path.read_text()
-    shared = (PROGRAMS_DIR / "common.py").read_text()
-    return COMMON_IMPORT.sub(lambda _: shared + "\n", text, count=1).encode()
+    """The engine's proof program (its spec's ``proof_program``: one self-contained file the
+    image's python3 runs), or None where the engine has none."""
+    from inkctl.recipe.engine_registry import spec_of
+
+    return spec_of(kind).proof_program()
 
 
 def cache_dir() -> Path:
@@ -150,15 +146,18 @@ def _no_answer(err: str, code: int) -> str:
     return f"the proof program gave no verdict: {last[:300]}"
 
 
-def locate(v: Verdict, extra: list[str], fields: dict[str, str]) -> str:
-    """Where in the recipe the refused flag came from: an ``engine.args.extra`` item, or the typed
-    field that makes it (``fields``: flag -> field path), or the plan itself."""
+def locate(v: Verdict, extra: list[str] | dict[str, list[str]], fields: dict[str, str]) -> str:
+    """Where in the recipe the refused flag came from: an ``engine.args.extra`` (``head_extra``,
+    ``worker_extra``) item, or the typed field that makes it (``fields``: flag -> field path), or
+    the plan itself. ``extra``: the items by field name (a list: ``extra``'s)."""
     text = f"{v.message} {v.where}"
     named = set(re.findall(r"--[A-Za-z0-9][A-Za-z0-9_-]*", text))
     named |= {"--" + w.replace("_", "-") for w in re.findall(r"\b([a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b", text)}
-    for i, item in enumerate(extra):
-        if item.split("=", 1)[0] in named:
-            return f"engine.args.extra[{i}] ({item.split('=', 1)[0]})"
+    lists = {"extra": extra} if isinstance(extra, list) else extra
+    for name, items in lists.items():
+        for i, item in enumerate(items):
+            if item.split("=", 1)[0] in named:
+                return f"engine.args.{name}[{i}] ({item.split('=', 1)[0]})"
     for flag in sorted(named):
         if flag in fields:
             return f"{fields[flag]} ({flag})"
@@ -188,7 +187,9 @@ def prove_host(recipe, plan, host: str, t: Transport, image_id: str, pinned: dic
     if refused:
         v = refused[0]
         fields = {f: f"engine.args.{name}" for f, name in typed_flags(recipe.engine.kind, recipe.engine.args).items()}
-        where = locate(v, list(recipe.engine.args.extra), fields)
+        a = recipe.engine.args
+        own = "head_extra" if v.rank == 0 else "worker_extra"
+        where = locate(v, {"extra": list(a.extra), own: list(getattr(a, own))}, fields)
         detail = f"{v.who}: {v.engine_text()} refused its argv: {v.message}"
         hint = (f"from {where}: " if where else "") + "fix the recipe, or waive with --skip-check argv if the image is wrong"
         return HostProof(verdicts, "fail", detail, hint)

@@ -76,8 +76,9 @@ def vllm_serve(argv):
         sys.exit(2)
     ns = vars(parser("vllm", "vllm serve", positional="model_tag").parse_args(_underscores(argv[1:])))
     count = ns.get("--api-server-count")
-    if ns.get("--headless") and count is not None and int(count) > 1:
-        raise ValueError("api_server_count can't be set in headless mode")
+    if ns.get("--headless") and count is not None and int(count) > 0:  # vLLM 0.29 on (serve.py's own words)
+        raise ValueError(f"--api-server-count={count} cannot be used with --headless (no API servers are started in "
+                         "headless mode).")
     try:
         from vllm.engine.arg_utils import EngineArgs  # in the image, the stand-in: where inkctl's proof stops
     except ImportError:  # from the source tree

@@ -3,7 +3,7 @@
 # then everything the entry point checks and resolves before it starts serving; the proof stops
 # where SGLang would launch its HTTP (or gRPC) server. Where a check asks the GPU or the model's
 # config (the weights are not in the proof container), the proof says how far it got.
-from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, run, say,
+from inkctl.engines.proof.common import (Reached, apply_hotfixes, judge, read_request, run, say,
                                                          version_of)
 import importlib
 import runpy

@@ -1,5 +1,5 @@
 # inkctl argv proof: the part every engine's proof program shares. Inlined into each program
-# when it is sent (inkctl/execute/deploy/proof.py); runs inside the engine's image, with the
+# when it is sent (inkctl/engines/_common.py: proof_program); runs inside the engine's image, with the
 # image's python3 and nothing of inkctl. Python 3.8 syntax: images carry old interpreters.
 import base64
 import contextlib

@@ -2,7 +2,7 @@
 # check it makes before building the engine runs (the parser, the serve command's pre-checks,
 # the headless and data-parallel rules); it stops where vLLM would build the engine config
 # (that needs the model's config, and the GPU). Also `ray start` for a Ray worker rank.
-from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, run, say,
+from inkctl.engines.proof.common import (Reached, apply_hotfixes, judge, read_request, run, say,
                                                          version_of)
 import os
 import sys

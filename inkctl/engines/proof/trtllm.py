@@ -3,7 +3,7 @@
 # --extra_llm_api_options YAML read and merged into the LLM arguments); the proof stops where
 # trtllm-serve would launch its server. Importing tensorrt_llm needs the CUDA driver library,
 # which a container without a GPU lacks: then the proof says it could not check.
-from inkctl.execute.deploy.proof_programs.common import (Reached, apply_hotfixes, judge, read_request, run, say,
+from inkctl.engines.proof.common import (Reached, apply_hotfixes, judge, read_request, run, say,
                                                          version_of)
 
 
