@@ -76,21 +76,31 @@ def extra_args(r, ctx) -> list[str]:
     return [ctx.expand(x, "engine.args.extra") for x in a.extra] + [ctx.expand(x, own[0]) for x in own[1]]
 
 
-def _planned_flags(r) -> dict[str, set[int]]:
-    """Every flag the plan itself writes on the engine's argv (``engine.args.*extra`` left out):
+MARK = "--inkctl-extra-goes-here"
+
+
+def planned_flags(r) -> dict[str, set[int]]:
+    """Every flag the plan itself writes on the engine processes that take ``engine.args.extra``:
     flag -> the ranks it is on. Read off the plan ``up`` runs (on placeholder hosts), each engine
-    process as the argv proof reads it (the Ray head's ``vllm serve`` included)."""
+    process as the argv proof reads it (the Ray head's ``vllm serve`` included; a ``ray start``,
+    which never takes extra, not)."""
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.proof import rank_argvs
 
-    args = r.engine.args.model_copy(update={"extra": [], "head_extra": [], "worker_extra": []})
+    args = r.engine.args.model_copy(update={"extra": [MARK], "head_extra": [], "worker_extra": []})
     bare = r.model_copy(update={"engine": r.engine.model_copy(update={"args": args})})
     out: dict[str, set[int]] = {}
     for ra in rank_argvs(build_plan(bare, None), bare):
-        for tok in ra.argv:
-            if tok.startswith("--"):
-                out.setdefault(tok.split("=", 1)[0], set()).add(ra.rank)
+        if MARK in ra.argv:
+            for tok in ra.argv:
+                if tok.startswith("--") and tok != MARK:
+                    out.setdefault(tok.split("=", 1)[0], set()).add(ra.rank)
     return out
+
+
+def may_plan(spec) -> set[str]:
+    """Every flag the engine's plan may write: set from typed fields, or named in ``planned_by``."""
+    return set(spec.set_by_inkctl) | set(spec.planned_by) | {f for flags in spec.flag_of.values() for f in flags}
 
 
 def flag_findings(r) -> list[Problem]:
@@ -103,7 +113,10 @@ def flag_findings(r) -> list[Problem]:
 
     spec = spec_of(r.engine.kind)
     a = r.engine.args
-    planned = _planned_flags(r)
+    given = {x.split("=", 1)[0] for x in (*a.extra, *a.head_extra, *a.worker_extra)}
+    # the plan is built (and read) only when a given flag is one the engine's plan can write: what
+    # every flag of every bundled plan is, the test holds (tests/unit/test_argv_flags.py)
+    planned = planned_flags(r) if given & may_plan(spec) else {}
     told = set(spec.set_by_inkctl) | set(typed_flags(r.engine.kind, a))  # rules.py says those already
     field_of = {**{f: f"engine.args.{k}" for k, flags in spec.flag_of.items() for f in flags}, **spec.planned_by}
     out = []

@@ -337,7 +337,10 @@ PLANNED_BY = {"--distributed-executor-backend": "engine.multinode", "--nnodes": 
               "--tensor-parallel-size": "engine.args.tensor_parallel", "--pipeline-parallel-size": "engine.args.pipeline_parallel",
               "--data-parallel-size": "engine.args.data_parallel.size", "--enable-expert-parallel": "engine.args.expert",
               "--served-model-name": "model.served_name", "--revision": "model.revision",
-              "--trust-remote-code": "model.trust_remote_code", "--speculative-config": "speculative"}
+              "--trust-remote-code": "model.trust_remote_code", "--speculative-config": "speculative",
+              "--all2all-backend": "engine.args.expert.all2all_backend", "--enable-eplb": "engine.args.expert.eplb",
+              "--data-parallel-size-local": "engine.args.data_parallel.size", "--data-parallel-address": "the head's cluster_address",
+              "--data-parallel-rpc-port": "engine.args.data_parallel.rpc_port", "--data-parallel-start-rank": "hardware.nodes"}
 
 SPEC = EngineSpec(
     kind=KIND, name="vLLM", config=VLLM,

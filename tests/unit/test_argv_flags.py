@@ -83,3 +83,20 @@ def test_unused_role_arguments_leave_the_recipe_hash_as_it_was():
 
     assert recipe_hash(recipe()) == recipe_hash(recipe(engine__args__head_extra=[], engine__args__worker_extra=[]))
     assert recipe_hash(recipe()) != recipe_hash(recipe(engine__args__head_extra=["--api-server-count", "8"]))
+
+
+def test_every_flag_a_bundled_plan_writes_is_one_its_engine_declares():
+    """flag_findings reads the plan only when a given flag is one the engine's plan may write
+    (``may_plan``): that set must hold every flag the plans really write."""
+    from pathlib import Path
+
+    from inkctl.engines._common import may_plan, planned_flags
+    from inkctl.recipe.engine_registry import spec_of
+    from inkctl.recipe.source import load_recipe
+
+    root = Path(__file__).resolve().parents[2]
+    paths = [p for d in ("recipes", "examples") for p in sorted((root / d).glob("*.yaml")) if not p.name.startswith("hosts")]
+    for path in paths:
+        r = load_recipe(path).recipe
+        missing = set(planned_flags(r)) - may_plan(spec_of(r.engine.kind))
+        assert not missing, f"{path.name}: the plan writes {sorted(missing)}, which the engine's spec does not declare"
