@@ -46,4 +46,4 @@ def secrets_for(loaded: Loaded, plans: Iterable[Plan]) -> dict[str, Secret]:
     from inkctl.secret import resolve_secrets
 
     needed = [n for p in plans for s in p.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
-    return resolve_secrets(loaded.recipe.secrets, needed)
+    return resolve_secrets(loaded.recipe.secrets, needed, bearer=loaded.recipe.api_key)

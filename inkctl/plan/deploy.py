@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import compilecache, container as ctr
+from inkctl.plan import apikey, compilecache, container as ctr
 from inkctl.plan import pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
@@ -121,6 +121,7 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
     mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
     if recipe.compile_cache.enabled:
         mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
+    command = apikey.wrap(recipe, command)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -151,12 +152,12 @@ def _serving(recipe: Recipe, head: HostContext, containers: tuple[Container, ...
     stages = [Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
         host=head.name, rank=0, purpose=f"wait for {recipe.engine.kind} to serve", url=base + recipe.health_path,
         timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch,
-        answer_url=base + "/v1/chat/completions", model=recipe.model.name),))]
+        answer_url=base + "/v1/chat/completions", model=recipe.model.name, api_key=recipe.api_key),))]
     if recipe.smoke.enabled:
         checks = smoke_checks(recipe)
         stages.append(Stage("smoke", "prove the server answers", (Smoke(
             host=head.name, rank=0, purpose=f"{len(checks)} smoke check(s)", url=base + "/v1/chat/completions",
-            model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s),)))
+            model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s, api_key=recipe.api_key),)))
     return stages
 
 
@@ -196,7 +197,8 @@ def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, s
         d = planned[c.rank].state_dir
         if recipe.secrets:
             steps.append(Put(host=c.name, rank=c.rank, purpose="write the secrets env file (0600)", path=f"{d}/rank{c.rank}.env",
-                             content=EnvFile(tuple((k, SecretRef(k)) for k in recipe.secrets)), mode=0o600))
+                             content=EnvFile(tuple((k, SecretRef(k)) for k in recipe.secrets) + apikey.env_entries(recipe)),
+                             mode=0o600))
         if recipe.patches.mode == "at_start":
             for h in recipe.patches.hotfixes:
                 steps.append(Put(host=c.name, rank=c.rank, purpose=f"upload hotfix {h.name}", path=f"{d}/hotfix/{h.name}",

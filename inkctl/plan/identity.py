@@ -24,6 +24,7 @@ _ADDED_LATER: dict[tuple[str, ...], object] = {
     ("speculative",): None,
     ("hardware", "vendor"): "nvidia",
     ("hardware", "gfx_target"): None,
+    ("api_key",): None,
 }
 
 

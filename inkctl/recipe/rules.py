@@ -32,6 +32,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine",
+    "_api_key": "environment",
 }
 
 
@@ -242,6 +243,12 @@ def _engine(r: "Recipe") -> list[Problem]:
     if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):
         out.append(_err("engine.args.port", f"port {a.port} is also the rendezvous port"))
     return out
+
+
+def _api_key(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.apikey_rules import api_key_findings
+
+    return api_key_findings(r)
 
 
 def _engine_flags(r: "Recipe") -> list[Problem]:

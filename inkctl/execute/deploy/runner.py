@@ -153,11 +153,16 @@ class Runner:
             if step.answer_url:  # readiness means it answers
                 from inkctl.smoke.ready import first_answer
 
-                outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s)
+                key = self._key(step.api_key)
+                outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s, key)
+                if key is not None:
+                    from inkctl.execute.deploy.smoke import check_guarded
+
+                    self.sink.emit(Info(check_guarded(step.answer_url, step.model)))
         elif isinstance(step, Smoke):
             from inkctl.execute.deploy.smoke import run_smoke
 
-            outcome.smoke = run_smoke(step)
+            outcome.smoke = run_smoke(step, self._key(step.api_key))
             self.sink.emit(SmokeFinished(url=step.url, results=outcome.smoke))
         elif isinstance(step, Register):
             from inkctl.client.workers import register_workers
@@ -166,6 +171,14 @@ class Runner:
                 self.sink.emit(Info(f"gateway: {change}"))
         else:
             raise InkctlError(f"unknown step {step!r}")
+
+    def _key(self, name: str | None) -> str | None:
+        """The API key's value for a request header (the scrubber masks it in all that is shown)."""
+        if name is None:
+            return None
+        if name not in self.secrets:
+            raise InkctlError(f"the plan sends the API key {name} but it was not read on this machine")
+        return self.secrets[name].reveal()
 
     def _content(self, step: Put) -> bytes:
         c = step.content

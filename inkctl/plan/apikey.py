@@ -1,0 +1,44 @@
+"""How an engine gets the recipe's API key (``api_key``) without a command line.
+
+vLLM reads ``VLLM_API_KEY`` from its environment: the rank's 0600 env file carries it.
+SGLang has no such variable; it reads ``--api-key`` from a YAML file named by ``--config``
+(``server_args_config_parser``: the file's keys become flags inside the process, so its argv
+shows only the path). The env file carries the key as ``INKCTL_API_KEY`` and a constant
+``sh`` prologue (no value in it) writes the 0600 file inside the container with the shell's
+builtin ``printf``, drops the variable and ``exec``s the engine with ``--config FILE``. Nothing
+in any argv, in the plan or in ``ps`` holds the value.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from inkctl.plan.step import SecretRef
+
+if TYPE_CHECKING:
+    from inkctl.recipe.model import Recipe
+
+ENV_OF = {"vllm": "VLLM_API_KEY", "sglang": "INKCTL_API_KEY"}  # the variable each engine's rank gets
+CONFIG_FILE = "/tmp/inkctl-api-key.yaml"  # inside the container (its own /tmp)
+# the value is bearer-token syntax (inkctl.secret.check_bearer): no quote can end the YAML scalar
+_PROLOGUE = ("umask 077 && printf \"api-key: '%s'\\n\" \"$INKCTL_API_KEY\" > " + CONFIG_FILE
+             + " && unset INKCTL_API_KEY && exec \"$@\" --config " + CONFIG_FILE)
+WRAPPED = {"sglang"}  # engines whose key goes through the config-file prologue
+
+
+def env_entries(recipe: "Recipe") -> tuple[tuple[str, SecretRef], ...]:
+    """The env file's extra line for the key, under the name the engine's rank reads."""
+    name = recipe.api_key
+    if name is None:
+        return ()
+    var = ENV_OF.get(recipe.engine.kind)
+    if var is None or var == name:
+        return ()
+    return ((var, SecretRef(name)),)
+
+
+def wrap(recipe: "Recipe", command: list[str]) -> list[str]:
+    """The rank's command, behind the prologue when its engine reads the key from a file."""
+    if recipe.api_key is None or recipe.engine.kind not in WRAPPED:
+        return command
+    return ["/bin/sh", "-c", _PROLOGUE, "inkctl-api-key", *command]
