@@ -91,7 +91,7 @@ class Bench:
         self.prompts: list[Prompt] = (
             load.file_prompts(opts.dataset, opts.output_len) if opts.dataset else
             load.random_prompts(max(self.n_prompts or 0, biggest, 16), opts.input_len, opts.output_len, opts.seed, tok))
-        self.server: Server = load.Target(where.base_url, where.model, api=opts.api, api_key=api_key,
+        self.server: Server = load.Target(where.base_url, where.model, api=opts.api, api_key=api_key or where.api_key,
                                           timeout_s=opts.timeout)
         self.provenance = provenance(where, opts.accept_new, opts.tokenizer, opts.results_dir)
         self.when: datetime = report.now()

@@ -279,11 +279,11 @@ def top(
     generation tokens/s, TTFT p50 from the histogram, requests) and the router's."""
     from inkctl.api.fleet import load_any
     from inkctl.api.target import Target
-    from inkctl.api.top import Sampler
+    from inkctl.api.top import sampler as sampler_for
 
     fmt = output_format(output)
-    _, fleet = load_any(Target.of(recipe, hosts, set_), "top")
-    sampler = Sampler(fleet)
+    loaded, fleet = load_any(Target.of(recipe, hosts, set_), "top")
+    sampler = sampler_for(loaded, fleet)
     view = _TopView(fmt, fleet)
     n = 0
     try:

@@ -409,6 +409,8 @@ def step_json(s) -> dict:
                  answer_url=s.answer_url, model=s.model)
     if isinstance(s, Smoke):
         d.update(url=s.url, model=s.model, checks=[c.as_dict() for c in s.checks])
+    if getattr(s, "api_key", None):  # the secret's name, never its value
+        d["api_key"] = s.api_key
     if isinstance(s, Register):
         d.update(url=s.url, workers=[{"url": u, "model": m} for u, m in s.workers])
     return d

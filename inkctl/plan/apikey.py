@@ -20,9 +20,15 @@ if TYPE_CHECKING:
 
 ENV_OF = {"vllm": "VLLM_API_KEY", "sglang": "INKCTL_API_KEY"}  # the variable each engine's rank gets
 CONFIG_FILE = "/tmp/inkctl-api-key.yaml"  # inside the container (its own /tmp)
-# the value is bearer-token syntax (inkctl.secret.check_bearer): no quote can end the YAML scalar
-_PROLOGUE = ("umask 077 && printf \"api-key: '%s'\\n\" \"$INKCTL_API_KEY\" > " + CONFIG_FILE
-             + " && unset INKCTL_API_KEY && exec \"$@\" --config " + CONFIG_FILE)
+
+
+def prologue(path: str = CONFIG_FILE) -> str:
+    """The constant script (no value in it): the key's 0600 YAML file, then the engine with --config.
+    The value is bearer-token syntax (``inkctl.secret.BEARER``): no quote in it ends the YAML scalar."""
+    return ("umask 077 && printf \"api-key: '%s'\\n\" \"$INKCTL_API_KEY\" > " + path
+            + " && unset INKCTL_API_KEY && exec \"$@\" --config " + path)
+
+
 WRAPPED = {"sglang"}  # engines whose key goes through the config-file prologue
 
 
@@ -41,4 +47,4 @@ def wrap(recipe: "Recipe", command: list[str]) -> list[str]:
     """The rank's command, behind the prologue when its engine reads the key from a file."""
     if recipe.api_key is None or recipe.engine.kind not in WRAPPED:
         return command
-    return ["/bin/sh", "-c", _PROLOGUE, "inkctl-api-key", *command]
+    return ["/bin/sh", "-c", prologue(), "inkctl-api-key", *command]
