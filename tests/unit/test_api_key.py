@@ -156,3 +156,21 @@ def test_plan_json_names_the_secret_never_its_value(monkeypatch):
     monkeypatch.setenv("MY_ENDPOINT_KEY", KEY)
     text = json.dumps(plan_json(build_plan(recipe("sglang"), HOSTS)))
     assert KEY not in text and '"api_key": "API_KEY"' in text
+
+
+@pytest.mark.parametrize("name", ["vllm-single-docker", "qwen3-coder-30b-fp8-1x-h100-vllm"])
+def test_init_makes_a_key_the_recipe_names_and_never_prints_it(tmp_path, name):
+    """With a secrets block (vllm-single-docker has HF_TOKEN) and without one."""
+    r = subprocess.run([sys.executable, "-m", "inkctl", "init", "--api-key", name], cwd=tmp_path,
+                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert r.returncode == 0, r.stderr
+    key = (tmp_path / "api-key").read_text().strip()
+    assert (tmp_path / "api-key").stat().st_mode & 0o777 == 0o600 and len(key) > 40
+    assert key not in r.stdout + r.stderr
+    from inkctl.recipe.source import load_recipe
+    from inkctl.secret import resolve_secrets
+
+    rec = load_recipe(tmp_path / f"{name}.yaml").recipe
+    assert rec.api_key == "API_KEY"
+    assert resolve_secrets(rec.secrets, ["API_KEY"], bearer="API_KEY")["API_KEY"].reveal() == key
+    assert not [p for p in rec.findings() if p.severity == "error"]
