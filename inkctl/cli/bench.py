@@ -164,7 +164,7 @@ def _say_measured(measured, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": measured.points}, indent=2))
     else:
-        from inkctl.cli.render import relative
+        from inkctl.cli.terminal import relative
 
         print(f"saved {relative(str(run_dir.resolve()))} ({len(measured.names)} point file(s)"
               f"{', ' + ', '.join(extra) if extra else ''})")
@@ -282,7 +282,7 @@ def _against_recipe(run, recipe: Path, fmt: str) -> None:
 
     cmp = api_results.against_recipe(run, recipe)
     if not cmp.same_model and fmt == "text":
-        from inkctl.cli.render import plain
+        from inkctl.cli.terminal import plain
 
         plain(stderr=True).print(f"note: {run.name} measured {run.meta.get('model')}; the recipe serves "
                                  f"{cmp.recipe_model}: the numbers below compare two models", markup=False)

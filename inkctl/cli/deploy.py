@@ -143,7 +143,7 @@ class _UpView:
 
 
 def _summary(r) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, plan, outcome = console(), r.plan, r.outcome
     if r.already:
@@ -239,13 +239,13 @@ def _say_down(result, fmt: str) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         console().print(result.summary(), markup=False)
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, plan, report = console(), result.plan, result.report
     for text in report.notices:

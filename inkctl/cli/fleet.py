@@ -20,7 +20,7 @@ from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 # ----------------------------------------------------------------------------------- plan
 
 def fleet_json(fleet) -> dict:
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.plan_json import plan_json
 
     r = fleet.router_spec
     return {"fleet": fleet.name, "url": fleet.url,
@@ -32,7 +32,8 @@ def fleet_json(fleet) -> dict:
 
 
 def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_command: str) -> None:
-    from inkctl.cli.render import plain, print_plan
+    from inkctl.cli.plan_text import print_plan
+    from inkctl.cli.terminal import plain
 
     out = plain()
     _fleet_head(out, loaded, fleet)
@@ -71,7 +72,7 @@ def _group_plans(out, loaded, fleet, *, full: bool, only_host: str | None) -> No
     from rich.markup import escape
 
     from inkctl.api.fleet import replica_loaded
-    from inkctl.cli.render import print_plan
+    from inkctl.cli.plan_text import print_plan
 
     for rep in fleet.replicas:
         if only_host and only_host not in {h.name for h in rep.plan.hosts}:
@@ -124,7 +125,7 @@ def fleet_up(loaded, fleet, display, *, fmt: str, target, opts) -> None:
 
 
 def _say_up(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, fleet, first = console(), result.fleet, result.first_ttft_s
     if result.already:
@@ -174,7 +175,7 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         what = f"{len(fleet.replicas)} models' groups and the gateway" if fleet.gateway else \
             f"{len(fleet.replicas)} replicas and the router"
@@ -182,7 +183,7 @@ def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     for plan, rep in result.reports:
@@ -205,7 +206,7 @@ def fleet_status(loaded, fleet, *, fmt: str, accept_new: bool) -> None:
         print(json.dumps({"fleet": fleet.name, "gateway": fleet.gateway, "url": fleet.url, "ok": ok, "groups": rows},
                          indent=2))
     else:
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         out = console()
         what = "gateway" if fleet.gateway else "fleet"
@@ -303,7 +304,7 @@ class _TopView:
     """top's tables: redrawn in place on a terminal; piped, one after another; or JSON lines."""
 
     def __init__(self, fmt: str, fleet):
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         self.fmt, self.fleet = fmt, fleet
         self.out = console()

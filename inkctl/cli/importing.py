@@ -26,7 +26,8 @@ def import_(
     """Turn another tool's recipe into an inkctl recipe, validate it, and list what did not map."""
     import yaml
 
-    from inkctl.cli.render import console, print_problems
+    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.terminal import console
     from inkctl.recipe.foreign import convert, finish
 
     try:

@@ -28,7 +28,7 @@ def init(
         print(textwrap.fill(f"to add: {', '.join(project.missing)} in {project.patch_dir}/ (the recipe says where each "
                             "comes from)", 80, subsequent_indent="  ", break_on_hyphens=False))
     if api_key:
-        print(textwrap.fill(f"the endpoint's API key is in ./api-key (0600; the recipe's api_key reads it there): "
+        print(textwrap.fill("the endpoint's API key is in ./api-key (0600; the recipe's api_key reads it there): "
                             "clients send it as Authorization: Bearer KEY; smoke, bench and top send it themselves",
                             80, break_on_hyphens=False))
     if inv != "hosts.yaml":

@@ -17,6 +17,7 @@ an image built for the test hosts), on a cluster of five docker hosts with 8 H20
 from __future__ import annotations
 
 import json
+import subprocess
 import os
 import threading
 import time
@@ -417,3 +418,27 @@ def test_gateway_removes_a_model_its_file_no_longer_lists(cluster, inkctl, inven
     assert containers(cluster, "h5") == []
     for dep in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gamma", "e2e-gw3-gateway"):
         assert cluster.exec("h5", ["test", "-e", f"/var/lib/inkctl/{dep}"]).returncode != 0, dep
+
+
+def test_a_router_in_front_passes_the_api_key_through(cluster, inkctl, inventory, recipe, tmp_path):
+    """Issue 29: the real sglang-router in front of guarded engines: a request without the key gets
+    their 401 through it, one with the key an answer; up's readiness completion (through the
+    router), bench and top send the key; the value shows nowhere."""
+    from tests.e2e.test_api_key import ENV, KEY, _guarded, _status
+
+    inv = inventory("h5", h5={"gpus": "0,1,2,3"})
+    rec = _guarded(recipe, "fleet", "e2e-key-fleet")
+    r = inkctl("up", rec, "--hosts", inv, env=ENV, timeout=300)
+    assert r.rc == 0, r
+    url = f"http://{cluster.hosts[4].address}:30080"
+    assert _status(url) == 401
+    assert _status(url, KEY) == 200
+    b = inkctl("bench", rec, "--hosts", inv, "-c", "2", "-n", "4", "--output-len", "4", "--input-len", "8",
+               "--results-dir", tmp_path / "res", env=ENV, timeout=180)
+    assert b.rc == 0, b
+    t = inkctl("top", rec, "--hosts", inv, "-n", "1", "-o", "json", env=ENV)
+    assert t.rc == 0, t
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert KEY not in r.out + b.out + t.out + ps
+    d = inkctl("down", rec, "--hosts", inv, env=ENV, timeout=120)
+    assert d.rc == 0, d

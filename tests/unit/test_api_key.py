@@ -151,7 +151,7 @@ def test_the_key_must_be_a_bearer_token(monkeypatch):
 
 
 def test_plan_json_names_the_secret_never_its_value(monkeypatch):
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.plan_json import plan_json
 
     monkeypatch.setenv("MY_ENDPOINT_KEY", KEY)
     text = json.dumps(plan_json(build_plan(recipe("sglang"), HOSTS)))
