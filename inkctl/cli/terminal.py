@@ -130,7 +130,8 @@ def fold(line: str, width: int) -> list[str]:
     out: list[str] = []
     cur = " " * indent
     in_cmd = False  # the words so far are inside an inkctl command
-    for word in line.lstrip(" ").split(" "):
+    words = line.lstrip(" ").split(" ")
+    for i, word in enumerate(words):
         bare = _ANSI.sub("", word)
         if in_cmd and (bare == "/" or bare.startswith("(")):  # prose again: "X / Y", "X (what it does)"
             in_cmd = False
@@ -141,15 +142,31 @@ def fold(line: str, width: int) -> list[str]:
         elif cur.strip():
             cur += " "
         cur += word
-        if bare in ("inkctl", "$"):
+        if bare == "$" or (bare == "inkctl" and _command_follows(words, i)):
             in_cmd = True
         elif in_cmd and bare.endswith((";", ",")):
             in_cmd = False
-        while vis(cur) > width and "\x1b" not in cur:  # one word wider than the screen
+        while vis(cur) > width and "\x1b" not in cur and not _whole(bare):  # one word wider than the screen
             out.append(cur[:width])
             cur = hang + cur[width:]
     out.append(cur)
     return out
+
+
+def _command_follows(words: list[str], i: int) -> bool:
+    """``inkctl`` at words[i] starts a command when a command name follows ("inkctl up ..."), not
+    in prose ("inkctl masks every secret")."""
+    from inkctl.cli.helptext import LISTING
+
+    nxt = _ANSI.sub("", words[i + 1]) if i + 1 < len(words) and _ANSI else (words[i + 1] if i + 1 < len(words) else "")
+    return nxt in LISTING or nxt in ("--help", "--version", "-h")
+
+
+def _whole(word: str) -> bool:
+    """A word that must stay whole to be pasted: a path, a URL, a hash (it runs past the screen)."""
+    import re
+
+    return "/" in word or "://" in word or re.search(r"[0-9a-f]{12,}", word) is not None
 
 
 def screen_width() -> int:

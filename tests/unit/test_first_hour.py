@@ -27,3 +27,33 @@ def test_common_workstation_and_cloud_gpus_are_known(name, cc, gib):
 
     a = lookup(name)
     assert a is not None and a.arch == cc and a.memory_gib == gib and a.vendor == "nvidia"
+
+
+def test_lease_help_describes_its_own_status():
+    r = inkctl("lease", "--help")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if ln.strip().startswith("status"))
+    assert "lease" in line and "Each rank's container" not in r.stdout
+
+
+def test_prose_that_names_inkctl_is_not_folded_like_a_command():
+    """HF_TOKEN=short printed a stray ` \\` in the middle of prose: "inkctl masks ..." was taken for
+    the start of a command line."""
+    from inkctl.cli.terminal import fold
+
+    text = ("  HF_TOKEN: the value from env HF_TOKEN has 5 characters; inkctl masks every secret value in all it "
+            "prints, and masking one shorter than 8 characters would shred the output: use the real secret")
+    assert not any(ln.endswith(" \\") for ln in fold(text, 80))
+    cmd = "next: run inkctl up recipes/some-long-recipe-name.yaml --hosts inventories/production-hosts.yaml --timeout 900"
+    assert fold(cmd, 80)[0].endswith(" \\")  # a real command still continues with a backslash
+
+
+def test_folding_never_breaks_inside_a_path_a_hash_or_a_url():
+    from inkctl.cli.terminal import fold
+
+    path = "/usr/local/lib/python3.11/site-packages/inkctl/share/examples/vllm-single-docker-with-a-long-name.yaml"
+    url = "https://huggingface.co/organisation-with-a-long-name/model-with-an-even-longer-name-FP8-dynamic/tree/main"
+    digest = "sha256:" + "0123456789abcdef" * 4
+    for word in (path, url, digest):
+        lines = fold(f"warning: see {word} for the details of what happened here", 80)
+        assert any(word in ln for ln in lines), lines

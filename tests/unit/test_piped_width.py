@@ -33,7 +33,15 @@ def bundled() -> list[str]:
 
 
 def too_wide(text: str, width: int = WIDTH) -> list[str]:
-    return [f"{len(line)}: {line}" for line in text.splitlines() if len(line) > width]
+    """Lines wider than the screen, but for a line that is one word a person pastes (a path, a URL,
+    a hash) wider than the screen itself: that is never broken (issue 29), so it runs past."""
+    from inkctl.cli.terminal import _whole
+
+    def one_whole_word(line: str) -> bool:
+        words = line.strip().rstrip(" \\").split()
+        return len(words) == 1 and _whole(words[0]) and len(words[0]) > width - 8
+
+    return [f"{len(line)}: {line}" for line in text.splitlines() if len(line) > width and not one_whole_word(line)]
 
 
 DRIVER = """
