@@ -32,7 +32,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine",
-    "_api_key": "environment",
+    "_api_key": "environment", "_overlap": "environment",
 }
 
 
@@ -249,6 +249,12 @@ def _api_key(r: "Recipe") -> list[Problem]:
     from inkctl.recipe.apikey_rules import api_key_findings
 
     return api_key_findings(r)
+
+
+def _overlap(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.overlap_rules import overlap_findings
+
+    return overlap_findings(r)
 
 
 def _engine_flags(r: "Recipe") -> list[Problem]:

@@ -57,3 +57,40 @@ def test_folding_never_breaks_inside_a_path_a_hash_or_a_url():
     for word in (path, url, digest):
         lines = fold(f"warning: see {word} for the details of what happened here", 80)
         assert any(word in ln for ln in lines), lines
+
+
+def _recipe(**args):
+    from inkctl.recipe.model import Recipe
+
+    doc = {"name": "t", "model": {"repo": "org/m"},
+           "hardware": {"accelerator": "h200", "nodes": 1, "gpus_per_host": 8},
+           "engine": {"kind": "vllm", "version": "v1", "image": {"ref": "img:1"},
+                      "args": {"tensor_parallel": 4, "data_parallel": {"size": 2}, **args}}}
+    return doc
+
+
+def test_an_all2all_backend_in_the_environment_beside_the_field_is_flagged():
+    from inkctl.recipe.model import Recipe
+
+    doc = _recipe(expert={"all2all_backend": "deepep_low_latency"})
+    doc["container"] = {"env": {"VLLM_ALL2ALL_BACKEND": "pplx"}}
+    found = [p for p in Recipe.model_validate(doc).findings() if p.path == "container.env.VLLM_ALL2ALL_BACKEND"]
+    assert found and found[0].severity == "error" and "expert.all2all_backend" in found[0].hint
+
+
+def test_an_expert_size_vllm_does_not_take_is_said_not_dropped():
+    from inkctl.recipe.model import Recipe
+
+    found = [p for p in Recipe.model_validate(_recipe(expert={"size": 8})).findings()
+             if p.path == "engine.args.expert.size"]
+    assert found and "not passed" in found[0].message
+
+
+@pytest.mark.parametrize("setting,hint", [
+    ("engine.args.expert=true", "expert: {enabled: true}"),
+    ("engine.args.data_parallel=2", "data_parallel: {size: 2}"),
+    ("engine.args.max_num_seqs=8", "'max_running_requests'"),
+])
+def test_wrong_shapes_get_an_example_and_engine_flags_their_field(setting, hint):
+    r = inkctl("validate", "tests/e2e/recipes/single.yaml", "--set", setting)
+    assert r.returncode != 0 and hint in " ".join(r.stdout.split()), r.stdout
