@@ -60,7 +60,6 @@ def test_folding_never_breaks_inside_a_path_a_hash_or_a_url():
 
 
 def _recipe(**args):
-    from inkctl.recipe.model import Recipe
 
     doc = {"name": "t", "model": {"repo": "org/m"},
            "hardware": {"accelerator": "h200", "nodes": 1, "gpus_per_host": 8},
