@@ -34,13 +34,27 @@ def identity(plan: Plan, recipe) -> str:
     return f"recipe {plan.recipe_hash}"
 
 
+def parallel_text(r) -> str:
+    """``TP=4 PP=1 DP=2 EP`` (DP only above 1; EP when expert parallelism is on, with its size)."""
+    a = r.engine.args
+    text = f"TP={a.tensor_parallel} PP={a.pipeline_parallel}"
+    if a.data_parallel.size > 1:
+        text += f" DP={a.data_parallel.size}" + (" (attention)" if a.data_parallel.attention else "")
+    if a.expert is not None and a.expert.enabled:
+        text += f" EP={a.expert.size}" if a.expert.size else " EP"
+    return text
+
+
 def _plan_head(out, plan: Plan, loaded) -> None:
     r = loaded.recipe if loaded else None
     head = f"[bold]{escape(plan.deployment)}[/]  {identity(plan, r)}"
     if r is not None:
-        head += (f"  {r.engine.kind} {escape(r.engine.version)}, TP={r.engine.args.tensor_parallel}"
-                 f" PP={r.engine.args.pipeline_parallel}, {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")
+        head += (f"  {r.engine.kind} {escape(r.engine.version)}, {parallel_text(r)},"
+                 f" {r.hardware.nodes} host(s) x {r.hardware.gpus_per_host} {r.hardware.accelerator}")
     out.print(head)
+    if r is not None and "deployment" in identity(plan, r):
+        out.print("[dim]compare the recipe hash with another `plan`; `status` compares the deployment hash "
+                  "(the containers' inkctl.recipe-hash label, which covers the inventory)[/]")
     src = loaded.hosts_source if loaded else None
     if plan.hosts and plan.hosts[0].placeholder:
         out.print("[dim]hosts: placeholders (no --hosts given); <hostN.field> stands for a value from the inventory[/]")

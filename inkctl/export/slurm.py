@@ -174,13 +174,22 @@ class _Script:
         return SlurmJob(self.name, "\n".join(lines) + "\n", self.plan, tuple(self.r.secrets), tuple(self.env_vars),
                         tuple(self.notes))
 
+    def _recipe_alone(self) -> str:
+        """The recipe's own hash, as `inkctl plan RECIPE` (no inventory) shows it."""
+        from inkctl.plan.identity import recipe_hash
+
+        image = next((s.container.image for s in self.plan.steps() if isinstance(s, Run) and s.container), None)
+        return recipe_hash(self.r, None, image)
+
     # --- the header: what a reviewer needs before submitting -----------------------------------
     def _header(self) -> list[str]:
         r = self.r
         out = ["#!/bin/bash",
                f"# {self.name}: {r.name} under Slurm, written by `inkctl export slurm`.",
-               f"# Recipe hash {self.plan.recipe_hash}. Every rank runs the plan's own argv",
-               "# (`inkctl plan RECIPE`); one srun step starts them all.",
+               f"# Job hash {self.plan.recipe_hash} (its --comment; `up --slurm` compares it), "
+               f"recipe hash {self._recipe_alone()}",
+               "# (what `inkctl plan RECIPE` shows). Every rank runs the plan's own argv;",
+               "# one srun step starts them all.",
                "#",
                "# Rendezvous from the allocation: the head (rank 0) is the first host of",
                "# $SLURM_JOB_NODELIST, a rank is " + ("chosen by node name (the inventory's order)." if self.by_name

@@ -93,3 +93,14 @@ def test_an_expert_size_vllm_does_not_take_is_said_not_dropped():
 def test_wrong_shapes_get_an_example_and_engine_flags_their_field(setting, hint):
     r = inkctl("validate", "tests/e2e/recipes/single.yaml", "--set", setting)
     assert r.returncode != 0 and hint in " ".join(r.stdout.split()), r.stdout
+
+
+def test_the_plan_header_keeps_dp_and_ep_and_says_which_hash_to_compare():
+    r = inkctl("plan", "qwen3-235b-a22b-fp8-8x-h200-dp-ep-vllm")
+    assert "TP=1 PP=1 DP=8 EP" in " ".join(r.stdout.split())
+    r = inkctl("plan", "examples/vllm-single-docker.yaml", "--hosts", "examples/hosts-one.yaml")
+    text = " ".join(r.stdout.split())
+    assert "(deployment " in text and "`status` compares the deployment hash" in text
+    s = inkctl("export", "slurm", "examples/vllm-single-docker.yaml")
+    recipe_hash = text.split("recipe ", 1)[1].split()[0]
+    assert f"recipe hash {recipe_hash}" in s.stdout and "Job hash" in s.stdout
