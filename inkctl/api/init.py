@@ -42,8 +42,13 @@ def init(name: str | None, here: Path, wrote: Callable[[Path], None], *, api_key
 
     wanted = name or DEFAULT
     src = bundled.find(wanted)
+    if src is None and Path(wanted).expanduser().is_file():  # a recipe file of one's own (`inkctl recipes DIR`)
+        src = Path(wanted).expanduser().resolve()
+        if src.parent == here.resolve():
+            raise UsageError(f"{wanted} is here already: init copies a recipe into this directory",
+                             hint="run init in another directory, or edit the file where it is")
     if src is None:
-        raise UsageError(f"no bundled recipe named {wanted!r}", hint=bundled.unknown_hint(wanted))
+        raise UsageError(f"no bundled recipe or recipe file named {wanted!r}", hint=bundled.unknown_hint(wanted))
     loaded = load_recipe(src)
     recipe = loaded.recipe
     text = src.read_text()

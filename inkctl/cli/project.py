@@ -15,7 +15,7 @@ from inkctl.cli.app import app
 @app.command()
 def init(
     name: Optional[str] = typer.Argument(None, metavar="[RECIPE]",
-                                         help=f"A bundled recipe (see `inkctl recipes`; default {DEFAULT})."),
+                                         help=f"A bundled recipe (see `inkctl recipes`; default {DEFAULT}), or a recipe file."),
     api_key: bool = typer.Option(False, "--api-key", help="Also make a random API key in ./api-key (0600) and name it "
                                  "in the recipe (api_key): the endpoint then answers only requests that carry it."),
 ) -> None:

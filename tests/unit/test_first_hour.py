@@ -104,3 +104,18 @@ def test_the_plan_header_keeps_dp_and_ep_and_says_which_hash_to_compare():
     s = inkctl("export", "slurm", "examples/vllm-single-docker.yaml")
     recipe_hash = text.split("recipe ", 1)[1].split()[0]
     assert f"recipe hash {recipe_hash}" in s.stdout and "Job hash" in s.stdout
+
+
+def test_recipes_of_a_directory_then_init_of_one_of_them(tmp_path):
+    """`inkctl recipes ./mine` ends with `next: inkctl init RECIPE`; `init ./mine/x.yaml` said "no
+    bundled recipe named ..."."""
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "x.yaml").write_text((ROOT / "tests/e2e/recipes/single.yaml").read_text())
+    listing = inkctl("recipes", mine, cwd=tmp_path)
+    assert "inkctl init RECIPE" in listing.stdout
+    project = tmp_path / "project"
+    project.mkdir()
+    r = inkctl("init", mine / "x.yaml", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert (project / "x.yaml").read_text().startswith("# One host") and (project / "hosts.yaml").exists()
