@@ -79,10 +79,11 @@ def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None, *, fu
     """``full``: every stage and step with file contents. Otherwise per rank: host, role, image and
     the launch argv; files every host gets the same shown once; what follows the launch in a line."""
     _plan_head(out, plan, loaded)
+    here = {h.name for h in (getattr(loaded, "hosts", None) or []) if h.runs_here}
     if full:
         _print_full(out, plan, only_host)
     else:
-        _print_concise(out, plan, only_host)
+        _print_concise(out, plan, only_host, here)
     if next_command:
         out.print(f"\n[bold]next:[/] {escape(next_command)}")
 
@@ -125,14 +126,14 @@ def _put_summary(s: Put) -> str:
     return meta + ")"
 
 
-def _print_concise(out, plan: Plan, only_host: str | None) -> None:
+def _print_concise(out, plan: Plan, only_host: str | None, here: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     from inkctl.plan.step import Put, Register, Run, Smoke, WaitFor, WaitHealth
 
     hosts = {h.name: h for h in plan.hosts}
     steps = [s for st in plan.stages for s in st.steps if only_host in (None, s.host)]
     launch = [s for s in steps if isinstance(s, (Run, WaitFor))]
     puts = [s for s in steps if isinstance(s, Put)] + [f for s in steps if isinstance(s, Run) for f in s.files]
-    _print_ranks(out, plan, launch, only_host)
+    _print_ranks(out, plan, launch, only_host, here)
     for s in (s for s in launch if s.rank is None):
         out.print(f"\n  [magenta]{escape(s.host)}[/]  [dim]# {escape(s.purpose)}[/]")
         out.print(_step_text(s, files=False), markup=False)
@@ -145,7 +146,7 @@ def _print_concise(out, plan: Plan, only_host: str | None) -> None:
               " container this run started is removed (inkctl plan --full: every step)[/]")
 
 
-def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
+def _print_ranks(out, plan: Plan, launch: list, only_host: str | None, here: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     """Each rank: where it runs, its image, and its launch steps."""
     from inkctl.plan.step import Run
 
@@ -154,7 +155,8 @@ def _print_ranks(out, plan: Plan, launch: list, only_host: str | None) -> None:
         if only_host not in (None, c.host):
             continue
         h = hosts[c.host]
-        out.print(f"\n[bold]rank {c.rank}[/]  {c.role}  [magenta]{escape(c.host)}[/]  {escape(h.address)}  {h.runtime}")
+        local = "  [dim](this machine, no SSH)[/]" if c.host in here else ""
+        out.print(f"\n[bold]rank {c.rank}[/]  {c.role}  [magenta]{escape(c.host)}[/]  {escape(h.address)}  {h.runtime}{local}")
         for s in [s for s in launch if s.rank == c.rank and s.host == c.host]:
             img = image_index(s.argv) if isinstance(s, Run) else None
             if img is not None:

@@ -43,7 +43,8 @@ def recipe_hash(recipe: Recipe, hosts: list[Host] | None = None, image: str | No
     if not recipe.compile_cache.enabled:  # off: the deployment is what it was before the field existed
         data.pop("compile_cache", None)
     _drop_unused(data)
-    data["__hosts"] = [h.model_dump(mode="json") for h in hosts or []]
+    # local (added later): left out when false, so an inventory that does not use it keeps its hash
+    data["__hosts"] = [h.model_dump(mode="json", exclude=None if h.local else {"local"}) for h in hosts or []]
     data["__image"] = image
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:12]

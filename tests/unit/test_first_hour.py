@@ -119,3 +119,57 @@ def test_recipes_of_a_directory_then_init_of_one_of_them(tmp_path):
     r = inkctl("init", mine / "x.yaml", cwd=project)
     assert r.returncode == 0, r.stderr
     assert (project / "x.yaml").read_text().startswith("# One host") and (project / "hosts.yaml").exists()
+
+
+def test_inventory_misfits_are_all_reported_at_the_inventory_line(tmp_path):
+    """Host count and GPU lists that do not fit the recipe were INK099 "cannot-load" at the recipe,
+    and only the first."""
+    inv = tmp_path / "two.yaml"
+    inv.write_text('hosts:\n  - {name: a, address: 10.0.0.1, gpus: "0,1"}\n  - {name: b, address: 10.0.0.2, gpus: "0,1,2"}\n')
+    r = inkctl("validate", "tests/e2e/recipes/single.yaml", "--hosts", inv)
+    text = " ".join(r.stdout.split())
+    assert r.returncode != 0 and "INK099" not in text
+    assert f"INK210 {inv}:2:3: hosts: the recipe needs 1 host" in text
+    assert f"{inv}:2:" in text and "hosts[0].gpus: host a" in text
+    assert f"{inv}:3:" in text and "hosts[1].gpus: host b" in text
+
+
+def test_a_loopback_address_says_it_runs_here_without_ssh(tmp_path):
+    """address: 127.0.0.1 ran on this machine without SSH while doctor said "ssh ok": now the
+    inventory warns (write local: true), plan says "this machine, no SSH", and local: true is the
+    documented way."""
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  - {name: me, address: 127.0.0.1}\n")
+    r = inkctl("validate", "tests/e2e/recipes/single.yaml", "--hosts", inv)
+    assert "runs on this machine without SSH" in " ".join(r.stdout.split())
+    p = inkctl("plan", "tests/e2e/recipes/single.yaml", "--hosts", inv)
+    assert "(this machine, no SSH)" in p.stdout
+    inv.write_text("hosts:\n  - {name: me, local: true}\n")
+    r = inkctl("validate", "tests/e2e/recipes/single.yaml", "--hosts", inv)
+    assert r.returncode == 0 and "without SSH" not in r.stdout
+    from inkctl.recipe.hosts import Host
+
+    assert Host(name="me", local=True).runs_here and not Host(name="me", address="127.0.0.1", port=2222).runs_here
+
+
+def test_doctor_checks_the_secrets_up_would_stop_on(tmp_path):
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "tests/e2e/recipes/single.yaml").read_text())
+    doc.update(secrets={"API_KEY": {"env": "FIRST_HOUR_UNSET_VAR"}}, api_key="API_KEY")
+    rec = tmp_path / "r.yaml"
+    rec.write_text(yaml.safe_dump(doc))
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("hosts:\n  - {name: gone, address: 192.0.2.1, port: 1}\n")  # documentation range: never reached
+    from inkctl.api.doctor import secrets_check
+    from inkctl.api.target import Target, load_target
+
+    loaded, plan, _ = load_target(Target.of(rec, inv, None), "doctor")
+    got = secrets_check(loaded, plan)
+    assert got.status == "fail" and "FIRST_HOUR_UNSET_VAR" in got.detail and got.host == "local"
+    os.environ["FIRST_HOUR_UNSET_VAR"] = "sk-first-hour-0123456789"
+    try:
+        got = secrets_check(loaded, plan)
+    finally:
+        del os.environ["FIRST_HOUR_UNSET_VAR"]
+    assert got.status == "ok" and "sk-first-hour" not in got.detail
