@@ -82,12 +82,14 @@ def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> N
 
 @app.command()
 def schema(
-    format_: str = typer.Option("json", "--format", help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    output: str = typer.Option("json", "--output", "-o", metavar="json|markdown",
+                               help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    format_: Optional[str] = typer.Option(None, "--format", hidden=True, help="The old name of --output."),
 ) -> None:
-    """Print the recipe JSON Schema, or the recipe reference in Markdown."""
+    """Print the recipe JSON Schema, or the recipe reference in Markdown (-o markdown)."""
     from inkctl.api.recipes import schema as schema_text
 
-    sys.stdout.write(schema_text(format_))
+    sys.stdout.write(schema_text(format_ or output))
 
 
 @app.command()

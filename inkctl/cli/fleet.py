@@ -273,7 +273,7 @@ def top(
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between scrapes."),
-    count: Optional[int] = typer.Option(None, "--count", "-n", min=1, help="Stop after this many tables (default: until Ctrl-C)."),
+    count: Optional[int] = typer.Option(None, "--count", min=1, help="Stop after this many tables (default: until Ctrl-C)."),
     output: str = OutputOpt,
 ) -> None:
     """A live table per replica from each engine's Prometheus /metrics (running, waiting, KV cache,

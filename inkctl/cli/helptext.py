@@ -27,8 +27,8 @@ def placeholder(param: Any) -> str:
         return NAMED[long]
     kind = _kind(param)
     word = long.lstrip("-")
-    if "path" in kind:
-        return "DIR" if "dir" in word else "FILE"
+    if "path" in kind:  # --out DIR (export k8s: out_dir) or --out FILE (export slurm: out)
+        return "DIR" if "dir" in word or "dir" in (getattr(param, "name", "") or "") else "FILE"
     if "float" in kind:
         return "SECONDS" if re.search(r"timeout|seconds|interval|wait", word) else "NUMBER"
     if "int" in kind:

@@ -182,7 +182,7 @@ def test_one_host_two_replicas_kill_restart_bench_top(cluster, inkctl, inventory
     res = [json.loads(f.read_text()) for f in (tmp_path / "res").rglob("*.json") if f.name != "run.json"]
     assert res and res[0]["inkctl"]["fleet"] == {"replicas": 2, "router": "sglang", "policy": "cache_aware", "url": url}
 
-    t = inkctl("top", rec, "--hosts", inv, "-n", "2", "--interval", "0.5", "-o", "json")
+    t = inkctl("top", rec, "--hosts", inv, "--count", "2", "--interval", "0.5", "-o", "json")
     assert t.rc == 0, t
     rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
     assert [x["group"] for x in rows] == ["replica 0", "replica 1", "router"]
@@ -354,7 +354,7 @@ def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
     assert _chat(url, "after watch", model="beta")["model"] == "beta"
     assert [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway")] == groups
 
-    t = inkctl("top", gw, "--hosts", inv, "-n", "1", "-o", "json")
+    t = inkctl("top", gw, "--hosts", inv, "--count", "1", "-o", "json")
     assert t.rc == 0, t
     rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
     assert [x["group"] for x in rows] == ["model alpha", "model beta", "gateway"]
@@ -436,7 +436,7 @@ def test_a_router_in_front_passes_the_api_key_through(cluster, inkctl, inventory
     b = inkctl("bench", rec, "--hosts", inv, "-c", "2", "-n", "4", "--output-len", "4", "--input-len", "8",
                "--results-dir", tmp_path / "res", env=ENV, timeout=180)
     assert b.rc == 0, b
-    t = inkctl("top", rec, "--hosts", inv, "-n", "1", "-o", "json", env=ENV)
+    t = inkctl("top", rec, "--hosts", inv, "--count", "1", "-o", "json", env=ENV)
     assert t.rc == 0, t
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert KEY not in r.out + b.out + t.out + ps

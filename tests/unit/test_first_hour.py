@@ -173,3 +173,82 @@ def test_doctor_checks_the_secrets_up_would_stop_on(tmp_path):
     finally:
         del os.environ["FIRST_HOUR_UNSET_VAR"]
     assert got.status == "ok" and "sk-first-hour" not in got.detail
+
+
+def _readme_commands() -> list[list[str]]:
+    """Every `inkctl COMMAND ...` line of the README's code blocks, continuation lines joined."""
+    import shlex
+
+    out, block, pending = [], False, ""
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            block, pending = not block, ""
+            continue
+        if not block:
+            continue
+        code = line.split(" # ", 1)[0]
+        text = (pending + " " + code).strip() if pending else code.strip()
+        if text.endswith("\\"):
+            pending = text[:-1]
+            continue
+        pending = ""
+        for part in text.split(";"):  # `inkctl a ...; inkctl b ...`
+            part = part.strip()
+            if not part.startswith("inkctl "):
+                continue
+            try:
+                words = shlex.split(part)[1:]
+            except ValueError:
+                continue
+            out.append([w.split("|")[0] if not w.startswith("-") else w for w in words])  # status|logs: the first
+    return out
+
+
+def _command_tree():
+    """Every command module imported (as `inkctl --help` does), then click's command tree."""
+    import importlib
+
+    import typer.main
+
+    from inkctl.cli import app as cli_app
+
+    for mod in sorted(set(cli_app.COMMAND_MODULES.values())):
+        importlib.import_module(mod)
+    return typer.main.get_command(cli_app._app())
+
+
+def test_every_option_in_the_readme_is_one_its_command_takes():
+    """The README's import example `-o gptoss.yaml` failed: -o is --output everywhere else."""
+    root = _command_tree()
+    bad = []
+    for words in _readme_commands():
+        cmd, i = root, 0
+        while i < len(words) and hasattr(cmd, "commands") and words[i] in cmd.commands:
+            cmd, i = cmd.commands[words[i]], i + 1
+        known = {o for p in cmd.params for o in (*p.opts, *p.secondary_opts)}
+        bad += [f"inkctl {' '.join(words)}: {w}" for w in words[i:]
+                if w.startswith("-") and len(w) > 1 and not w[1:2].isdigit() and w.split("=")[0] not in known]
+    assert not bad, "\n".join(bad)
+
+
+def test_one_meaning_per_short_option():
+    """-n was num-prompts in bench and a count in top; -o is --output wherever it exists."""
+    meanings: dict[str, set[str]] = {}
+
+    def walk(cmd):
+        for p in cmd.params:
+            for short in [o for o in p.opts if o.startswith("-") and not o.startswith("--")]:
+                longs = [o for o in p.opts if o.startswith("--")]
+                meanings.setdefault(short, set()).add(longs[0] if longs else p.name)
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(_command_tree())
+    assert {k: v for k, v in meanings.items() if len(v) > 1} == {}
+    assert meanings["-o"] == {"--output"}
+
+
+def test_export_out_says_file_or_dir_as_it_is():
+    for sub, word in (("k8s", "DIR"), ("prometheus", "DIR"), ("slurm", "FILE"), ("systemd", "FILE")):
+        r = inkctl("export", sub, "--help")
+        assert f"--out {word}" in r.stdout, (sub, r.stdout)
