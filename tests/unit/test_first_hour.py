@@ -252,3 +252,36 @@ def test_export_out_says_file_or_dir_as_it_is():
     for sub, word in (("k8s", "DIR"), ("prometheus", "DIR"), ("slurm", "FILE"), ("systemd", "FILE")):
         r = inkctl("export", sub, "--help")
         assert f"--out {word}" in r.stdout, (sub, r.stdout)
+
+
+def test_a_release_cut_off_halfway_still_gives_the_lease_back(tmp_path):
+    """The lease left held after a failed `up`: the release removed the lock's files one by one over
+    the file channel; cut off after the token went (a channel failing while the rollback and the
+    health wait's log streams still use the connection), the fallback command found no token, took
+    the lock for someone else's and left holder.json: `lease status` showed the `up` that had exited."""
+    from inkctl.execute.hosts.local import LocalTransport
+    from inkctl.execute.hosts.transport import HostError
+    from inkctl.execute.state.deploylock import DeployLock, lock_dir, status
+    from inkctl.plan.step import Plan, PlannedHost
+
+    plan = Plan(deployment="d", recipe_hash="x", hosts=(PlannedHost(name="h1", address="localhost", rank=0,
+                                                                    runtime="docker", state_dir=str(tmp_path / "d")),),
+                stages=(), containers=(), teardown=())
+
+    class CutOff(LocalTransport):
+        def remove_dir(self, path: str) -> None:
+            os.unlink(os.path.join(path, "token"))  # the first file went, then the channel failed
+            raise HostError(self.name, "command", f"cannot remove {path}: channel closed")
+
+    t = CutOff("h1")
+    lock = DeployLock(plan, {"h1": t}, "up").acquire()
+    assert status(plan, {"h1": t})["h1"] is not None
+    lock.release()
+    assert not os.path.exists(lock_dir(plan, "h1"))
+    assert status(plan, {"h1": t})["h1"] is None
+    # another command's lock is still never released by this one
+    other = DeployLock(plan, {"h1": LocalTransport("h1")}, "down").acquire()
+    lock.held_on = ["h1"]
+    lock.release()
+    assert status(plan, {"h1": t})["h1"] is not None
+    other.release()
