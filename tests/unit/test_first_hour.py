@@ -285,3 +285,35 @@ def test_a_release_cut_off_halfway_still_gives_the_lease_back(tmp_path):
     lock.release()
     assert status(plan, {"h1": t})["h1"] is not None
     other.release()
+
+
+def test_bench_rows_show_itl_and_goodput_with_slos_and_a_dash_for_an_all_failed_point():
+    from inkctl.cli.benchtable import point_header, point_line, progress_text
+
+    p = {"max_concurrency": 4, "request_rate": "inf", "completed": 8, "failed": 0, "request_throughput": 2.0,
+         "output_throughput": 100.0, "median_ttft_ms": 20.0, "p99_ttft_ms": 40.0, "median_tpot_ms": 5.0,
+         "p99_tpot_ms": 9.0, "median_itl_ms": 4.5, "p99_itl_ms": 8.25, "request_goodput": 1.75}
+    assert "ITL" in point_header(True) and "goodput" in point_header(True)
+    two = point_line(p, True).splitlines()
+    assert len(two) == 2 and "4.50/8.25" in two[1] and "1.75" in two[1]
+    assert all(len(ln) <= 80 for ln in point_header(True).splitlines() + two)
+    dead = dict(p, completed=0, failed=8, request_throughput=0.0, output_throughput=0.0, median_ttft_ms=0.0,
+                p99_ttft_ms=0.0, median_tpot_ms=0.0, p99_tpot_ms=0.0)
+    row = point_line(dead)
+    assert "0.0/" not in row and row.split()[-2:] == ["-/-", "-/-"]
+    assert progress_text(64, None, 23, 1, 64) == "  c=64: 23/64 done, 0 failed".replace("0 failed", "1 failed")
+
+
+def test_bench_reports_progress_inside_a_point():
+    """55 s of nothing at -c 1,64 -n 64: the sweep now calls back after every request."""
+    from tests.unit.openai_fake import FakeServer
+
+    from inkctl.bench import load
+
+    seen: list[tuple] = []
+    with FakeServer() as s:
+        target = load.Target(s.url, "fake-model", api="chat")
+        prompts = load.random_prompts(8, 8, 4, 0, None)
+        load.sweep(target, prompts, concurrencies=[2], rates=None, num_prompts=6, duration_s=None,
+                   on_request=lambda c, r, done, failed: seen.append((c, done, failed)))
+    assert [d for _, d, _ in seen] == [1, 2, 3, 4, 5, 6] and all(c == 2 and f == 0 for c, _, f in seen)
