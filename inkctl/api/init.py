@@ -36,19 +36,10 @@ def init(name: str | None, here: Path, wrote: Callable[[Path], None], *, api_key
     patch files into HERE; ``wrote(path)`` after each file. Checks first: nothing is written if
     any of them is there already. ``api_key``: also a new random key in HERE/api-key (0600) that
     the recipe names as its ``api_key`` (a secret read from that file)."""
-    from inkctl import bundled
     from inkctl.recipe.inventory_template import inventory_for
     from inkctl.recipe.source import load_recipe
 
-    wanted = name or DEFAULT
-    src = bundled.find(wanted)
-    if src is None and Path(wanted).expanduser().is_file():  # a recipe file of one's own (`inkctl recipes DIR`)
-        src = Path(wanted).expanduser().resolve()
-        if src.parent == here.resolve():
-            raise UsageError(f"{wanted} is here already: init copies a recipe into this directory",
-                             hint="run init in another directory, or edit the file where it is")
-    if src is None:
-        raise UsageError(f"no bundled recipe or recipe file named {wanted!r}", hint=bundled.unknown_hint(wanted))
+    src = _source(name or DEFAULT, here)
     loaded = load_recipe(src)
     recipe = loaded.recipe
     text = src.read_text()
@@ -79,6 +70,21 @@ def init(name: str | None, here: Path, wrote: Callable[[Path], None], *, api_key
         wrote(dst.relative_to(here))
     missing = [s for s in sources if not (loaded.patch_dir / s).is_file()]
     return Project(src.name, inv, recipe, missing, str(p.directory))
+
+
+def _source(wanted: str, here: Path) -> Path:
+    """The bundled recipe named ``wanted``, or a recipe file of one's own (`inkctl recipes DIR`)."""
+    from inkctl import bundled
+
+    src = bundled.find(wanted)
+    if src is None and Path(wanted).expanduser().is_file():
+        src = Path(wanted).expanduser().resolve()
+        if src.parent == here.resolve():
+            raise UsageError(f"{wanted} is here already: init copies a recipe into this directory",
+                             hint="run init in another directory, or edit the file where it is")
+    if src is None:
+        raise UsageError(f"no bundled recipe or recipe file named {wanted!r}", hint=bundled.unknown_hint(wanted))
+    return src
 
 
 def _write_key(path: Path) -> None:
