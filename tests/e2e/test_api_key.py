@@ -20,8 +20,8 @@ KEY = "sk-e2e-guarded-3f9a1c77d2b84e06a5"
 ENV = {"E2E_API_KEY_SRC": KEY}
 
 
-def _status(url: str, key: str | None = None) -> int:
-    body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
+def _status(url: str, key: str | None = None, model: str = "fake") -> int:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
     req = urllib.request.Request(url + "/v1/chat/completions", data=body, headers={
         "content-type": "application/json", **({"Authorization": f"Bearer {key}"} if key else {})})
     try:

@@ -25,6 +25,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import containers, no_traceback
 
@@ -441,4 +442,30 @@ def test_a_router_in_front_passes_the_api_key_through(cluster, inkctl, inventory
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert KEY not in r.out + b.out + t.out + ps
     d = inkctl("down", rec, "--hosts", inv, env=ENV, timeout=120)
+    assert d.rc == 0, d
+
+
+def test_a_gateway_in_front_of_guarded_models(cluster, inkctl, inventory, tmp_path):
+    """Issue 29 with vllm-router (multi-model): both models guarded by the same key; the gateway's
+    per-model answers carry it, a request without it gets 401 through the gateway."""
+    from tests.e2e.conftest import RECIPES
+    from tests.e2e.test_api_key import ENV, KEY, _status
+
+    for name in ("gateway.yaml", "gw-alpha.yaml", "gw-beta.yaml"):
+        doc = yaml.safe_load((RECIPES / name).read_text())
+        if name != "gateway.yaml":
+            doc.update(secrets={"API_KEY": {"env": "E2E_API_KEY_SRC"}}, api_key="API_KEY")
+        (tmp_path / name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    gw = tmp_path / "gateway.yaml"
+    inv = inventory("h5", h5={"gpus": "0,1,2,3,4,5,6,7"})
+    r = inkctl("up", gw, "--hosts", inv, env=ENV, timeout=300)
+    try:
+        assert r.rc == 0, r
+        url = f"http://{cluster.hosts[4].address}:30090"
+        for model in ("alpha", "beta"):
+            assert _status(url, model=model) == 401
+            assert _status(url, KEY, model=model) == 200
+        assert KEY not in r.out
+    finally:
+        d = inkctl("down", gw, "--hosts", inv, env=ENV, timeout=120)
     assert d.rc == 0, d
