@@ -15,15 +15,16 @@ if TYPE_CHECKING:
 ROUTER_REQUESTS = ("smg_router_requests_total", "sgl_router_requests_total", "vllm_router_requests_total")
 
 
-def scrape(url: str, timeout: float = 3.0) -> tuple[Scrape | None, str]:
-    """GET url (a /metrics endpoint) -> (Scrape | None, error text)."""
+def scrape(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[Scrape | None, str]:
+    """GET url (a /metrics endpoint) -> (Scrape | None, error text); with the recipe's API key."""
     import urllib.error
     import urllib.request
 
     from inkctl.client.prometheus import MetricsError, parse
 
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - the fleet's own hosts
+        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - the fleet's own hosts
             return parse(r.read().decode("utf-8", "replace")), ""
     except (OSError, urllib.error.URLError) as e:
         return None, str(getattr(e, "reason", e))[:60]
@@ -70,7 +71,8 @@ def top_rows(targets: list[tuple[str, str, str]], before: dict, now: dict, secon
 class Sampler:
     """Scrapes a fleet's targets again and again; each ``rows()`` compares with the scrape before."""
 
-    def __init__(self, fleet: FleetPlan):
+    def __init__(self, fleet: FleetPlan, api_key: str | None = None):
+        self.api_key = api_key
         self.targets = metrics_targets(fleet)
         self.urls = [u for _, _, u in self.targets]
         self.before: dict[str, Any] = {}
@@ -80,7 +82,7 @@ class Sampler:
         from inkctl.execute.hosts.fanout import each
 
         t_now = time.monotonic()
-        now = dict(zip(self.urls, each(scrape, self.urls, name="top")))
+        now = dict(zip(self.urls, each(lambda u: scrape(u, api_key=self.api_key), self.urls, name="top")))
         rows = top_rows(self.targets, self.before, now, (t_now - self.t_before) if self.t_before else 0.0)
         self.before, self.t_before = now, t_now
         return rows
@@ -89,3 +91,13 @@ class Sampler:
         """Sleep until ``interval`` seconds after the last scrape began."""
         t = self.t_before if self.t_before is not None else time.monotonic()
         time.sleep(max(0.0, interval - (time.monotonic() - t)))
+
+
+def sampler(loaded: Any, fleet: FleetPlan) -> Sampler:
+    """A Sampler for what ``load_any`` loaded, sending the recipe's API key (a gateway file: none)."""
+    recipe = getattr(loaded, "recipe", None)
+    if recipe is None:
+        return Sampler(fleet)
+    from inkctl.api.serving import recipe_api_key
+
+    return Sampler(fleet, recipe_api_key(recipe))

@@ -228,7 +228,7 @@ def _fold_pipes(args: list[str]) -> None:
     words = [a for a in args if not a.startswith("-")]
     if not words or words[0] not in FOLDED or _machine_format(args):
         return
-    from inkctl.cli.render import Folded, _isatty, screen_width
+    from inkctl.cli.terminal import Folded, _isatty, screen_width
 
     width = screen_width()
     if not _isatty(sys.stdout):
@@ -316,7 +316,7 @@ def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:
-        from inkctl.cli.render import print_error
+        from inkctl.cli.errors_view import print_error
 
         print_error(e)
         _failed(e.message, e.hint)

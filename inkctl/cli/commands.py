@@ -49,7 +49,7 @@ def plan(
     A gateway file (with --hosts): every model's group and the gateway's steps."""
     from inkctl.api.plan import check_host, on_paper, up_command
     from inkctl.api.target import Target
-    from inkctl.cli.render import print_problems
+    from inkctl.cli.errors_view import print_problems
 
     fmt = output_format(output)
     target = Target.of(recipe, hosts, overrides(set_))
@@ -64,7 +64,7 @@ def plan(
 
 def _plan_json(paper) -> dict:
     from inkctl.cli.fleet import fleet_json
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.plan_json import plan_json
 
     return plan_json(paper.plan) if paper.plan is not None else fleet_json(paper.fleet)
 
@@ -72,7 +72,8 @@ def _plan_json(paper) -> dict:
 def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> None:
     from inkctl.api.plan import argv_verdicts
     from inkctl.cli.fleet import print_fleet_plan
-    from inkctl.cli.render import plain, print_plan
+    from inkctl.cli.plan_text import print_plan
+    from inkctl.cli.terminal import plain
 
     if paper.plan is not None:
         print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command,
@@ -83,12 +84,14 @@ def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> N
 
 @app.command()
 def schema(
-    format_: str = typer.Option("json", "--format", help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    output: str = typer.Option("json", "--output", "-o", metavar="json|markdown",
+                               help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    format_: Optional[str] = typer.Option(None, "--format", hidden=True, help="The old name of --output."),
 ) -> None:
-    """Print the recipe JSON Schema, or the recipe reference in Markdown."""
+    """Print the recipe JSON Schema, or the recipe reference in Markdown (-o markdown)."""
     from inkctl.api.recipes import schema as schema_text
 
-    sys.stdout.write(schema_text(format_))
+    sys.stdout.write(schema_text(format_ or output))
 
 
 @app.command()
@@ -100,7 +103,7 @@ def recipes(
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl.api.recipes import listing
-    from inkctl.cli.render import recipe_listing
+    from inkctl.cli.listing import recipe_listing
 
     fmt = output_format(output)
     found = listing(directory, from_, ref)

@@ -21,7 +21,7 @@ from inkctl.errors import EXIT_INTERRUPTED
 # ----------------------------------------------------------------------------------- plan
 
 def fleet_json(fleet) -> dict:
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.plan_json import plan_json
 
     r = fleet.router_spec
     return {"fleet": fleet.name, "url": fleet.url,
@@ -33,7 +33,8 @@ def fleet_json(fleet) -> dict:
 
 
 def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_command: str) -> None:
-    from inkctl.cli.render import plain, print_plan
+    from inkctl.cli.plan_text import print_plan
+    from inkctl.cli.terminal import plain
 
     out = plain()
     _fleet_head(out, loaded, fleet)
@@ -72,7 +73,7 @@ def _group_plans(out, loaded, fleet, *, full: bool, only_host: str | None) -> No
     from rich.markup import escape
 
     from inkctl.api.fleet import replica_loaded
-    from inkctl.cli.render import print_plan
+    from inkctl.cli.plan_text import print_plan
 
     for rep in fleet.replicas:
         if only_host and only_host not in {h.name for h in rep.plan.hosts}:
@@ -122,7 +123,7 @@ def said_up(result, fmt: str) -> None:
 
 
 def _say_up(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, fleet, first = console(), result.fleet, result.first_ttft_s
     if result.already:
@@ -171,7 +172,7 @@ def said_down(result, fmt: str) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         what = f"{len(fleet.replicas)} models' groups and the gateway" if fleet.gateway else \
             f"{len(fleet.replicas)} replicas and the router"
@@ -179,7 +180,7 @@ def said_down(result, fmt: str) -> None:
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     for plan, rep in result.reports:
@@ -200,7 +201,7 @@ def said_status(st, fmt: str) -> None:
         print(json.dumps({"fleet": fleet.name, "gateway": fleet.gateway, "url": fleet.url, "ok": ok, "groups": rows},
                          indent=2))
     else:
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         out = console()
         what = "gateway" if fleet.gateway else "fleet"
@@ -267,18 +268,18 @@ def top(
     hosts: Optional[Path] = HostsOpt,
     set_: Optional[List[str]] = SetOpt,
     interval: float = typer.Option(2.0, "--interval", min=0.2, help="Seconds between scrapes."),
-    count: Optional[int] = typer.Option(None, "--count", "-n", min=1, help="Stop after this many tables (default: until Ctrl-C)."),
+    count: Optional[int] = typer.Option(None, "--count", min=1, help="Stop after this many tables (default: until Ctrl-C)."),
     output: str = OutputOpt,
 ) -> None:
     """A live table per replica from each engine's Prometheus /metrics (running, waiting, KV cache,
     generation tokens/s, TTFT p50 from the histogram, requests) and the router's."""
     from inkctl.api.fleet import load_any
     from inkctl.api.target import Target
-    from inkctl.api.top import Sampler
+    from inkctl.api.top import sampler as sampler_for
 
     fmt = output_format(output)
-    _, fleet = load_any(Target.of(recipe, hosts, set_), "top")
-    sampler = Sampler(fleet)
+    loaded, fleet = load_any(Target.of(recipe, hosts, set_), "top")
+    sampler = sampler_for(loaded, fleet)
     view = _TopView(fmt, fleet)
     n = 0
     try:
@@ -298,7 +299,7 @@ class _TopView:
     """top's tables: redrawn in place on a terminal; piped, one after another; or JSON lines."""
 
     def __init__(self, fmt: str, fleet):
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         self.fmt, self.fleet = fmt, fleet
         self.out = console()

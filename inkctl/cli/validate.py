@@ -32,7 +32,8 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
 
 
 def _text(results: list, strict: bool) -> None:
-    from inkctl.cli.render import plain, print_problems
+    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.terminal import plain
 
     out = plain()
     for path, ok, problems, warnings in results:

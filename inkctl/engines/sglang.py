@@ -278,5 +278,6 @@ SPEC = EngineSpec(
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port) + flag_findings(r),
     speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
-    server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",), proof_program=proof_program("sglang"), planned_by=PLANNED_BY,
+    server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",), proof_program=proof_program("sglang"),
+    planned_by=PLANNED_BY, api_key_env=("INKCTL_API_KEY",), api_key_config=True,
 )

@@ -342,6 +342,34 @@ PLANNED_BY = {"--distributed-executor-backend": "engine.multinode", "--nnodes": 
               "--data-parallel-size-local": "engine.args.data_parallel.size", "--data-parallel-address": "the head's cluster_address",
               "--data-parallel-rpc-port": "engine.args.data_parallel.rpc_port", "--data-parallel-start-rank": "hardware.nodes"}
 
+
+# vLLM: the environment variable older releases read, and the expert field whose flag replaced it
+_VLLM_ENV_OF_FIELD = {"VLLM_ALL2ALL_BACKEND": "all2all_backend"}
+
+
+def overlap_findings(r: Recipe) -> list[Problem]:
+    out: list[Problem] = []
+    ep, a = r.engine.args.expert, r.engine.args
+    if ep is None:
+        return out
+    for var, field in _VLLM_ENV_OF_FIELD.items():
+        typed, env = getattr(ep, field), r.container.env.get(var)
+        if typed is None or env is None:
+            continue
+        same = env == typed
+        out.append(Problem(f"{var}={env} in the environment beside expert.{field}: {typed} (--all2all-backend): "
+                           + ("the same setting twice" if same else "two different backends; the flag wins in "
+                              "releases that have it, the variable in older ones"),
+                           path=f"container.env.{var}", severity="warning" if same else "error",
+                           hint=f"keep expert.{field} and remove {var} from container.env"))
+    size = a.tensor_parallel * a.data_parallel.size
+    if ep.size is not None and ep.size == size:
+        out.append(Problem(f"vLLM takes no expert size: it spreads the experts over tensor_parallel x data_parallel = "
+                           f"{size} ranks itself, so size: {ep.size} is not passed (the same number)",
+                           path="engine.args.expert.size", severity="warning", hint="remove size"))
+    return out
+
+
 SPEC = EngineSpec(
     kind=KIND, name="vLLM", config=VLLM,
     command=serve, stages=stages, env=lambda r: [],
@@ -352,4 +380,5 @@ SPEC = EngineSpec(
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
     boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True, host_ip_env=("VLLM_HOST_IP",),
     proof_program=proof_program("vllm"), worker_refuses=WORKER_REFUSES, planned_by=PLANNED_BY,
+    overlap_findings=overlap_findings, api_key_env=("VLLM_API_KEY",),
 )

@@ -91,6 +91,9 @@ class EngineSpec:
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
+    overlap_findings: Callable[[Any], list[Any]] = lambda r: []  # (r) -> a setting given twice in two ways (env and field)
+    api_key_env: tuple[str, ...] = ()  # the variable a rank's env file gives the recipe's api_key under
+    api_key_config: bool = False  # the engine reads its key from a --config file (written inside the container)
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
     # () -> the program that has the engine in the image read a rank's argv (inkctl/engines/proof/), None: none

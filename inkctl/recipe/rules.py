@@ -34,6 +34,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine", "_version": "engine",
+    "_api_key": "environment", "_overlap": "environment",
 }
 
 
@@ -245,6 +246,19 @@ def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
         return _err(path, f"{flag} is already passed by engine.args.{passed[flag]}: "
                     "it would be in the argv twice", "remove it from extra")
     return None
+
+
+def _api_key(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.apikey_rules import api_key_findings
+
+    return api_key_findings(r)
+
+
+def _overlap(r: "Recipe") -> list[Problem]:
+    """A setting given twice in two ways (the engine's own: an old variable beside the flag that replaced it)."""
+    from inkctl.recipe.engine_registry import spec_of
+
+    return spec_of(r.engine.kind).overlap_findings(r)
 
 
 def _engine_flags(r: "Recipe") -> list[Problem]:

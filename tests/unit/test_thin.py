@@ -401,7 +401,7 @@ def test_api_init_writes_nothing_when_one_of_its_files_is_there(tmp_path):
     with pytest.raises(UsageError, match="vllm-single-docker.yaml already exists here; init overwrites nothing"):
         init("vllm-single-docker", tmp_path, wrote.append)
     assert len(wrote) == 4
-    with pytest.raises(UsageError, match="no bundled recipe named 'nope'"):
+    with pytest.raises(UsageError, match="no bundled recipe or recipe file named 'nope'"):
         init("nope", tmp_path, wrote.append)
 
 

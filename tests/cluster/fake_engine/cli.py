@@ -88,7 +88,9 @@ def vllm_serve(argv):
 
 
 def sglang_server_args(argv):
-    ns = vars(parser("sglang", "launch_server.py").parse_args(argv))
+    from .sglang import _with_config  # --config FILE: its keys read as flags, as SGLang's own merger does
+
+    ns = vars(parser("sglang", "launch_server.py").parse_args(_with_config(list(argv))))
     if not ns.get("--model-path"):
         print("usage: launch_server.py [-h] --model-path MODEL_PATH [...]\n"
               "launch_server.py: error: the following arguments are required: --model-path", file=sys.stderr)

@@ -92,7 +92,8 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         return ordered(h), None
     # an answer without an error carries its result and sections, and came from a transport
     assert answer.result is not None and answer.sections is not None and t is not None
-    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({answer.result.seconds:.2f} s for the probe)")
+    how = "local: this machine, no SSH" if getattr(t, "local", False) else "connected"
+    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"{how} ({answer.result.seconds:.2f} s for the probe)")
     s = answer.sections
     runtime_ok = check_runtime(h, s)
     check_gpus(h, s)
