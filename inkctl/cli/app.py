@@ -77,7 +77,7 @@ def _debug_on() -> None:
 
 
 # Each command lives in one module; only the module of the command being run is imported, so
-# `inkctl validate` never pays for what `inkctl up` needs (measured by bench/startup.py).
+# `inkctl validate` never pays for what `inkctl up` needs (measured by benchmarks/startup.py).
 COMMAND_MODULES = {
     "validate": "inkctl.cli.commands", "plan": "inkctl.cli.commands", "schema": "inkctl.cli.commands",
     "recipes": "inkctl.cli.commands", "up": "inkctl.cli.deploy", "down": "inkctl.cli.deploy",
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # pydantic looks for plugins (observability hooks such as logfire) by reading the metadata of
     # every installed distribution when the first model is built: a third of `validate`'s own
-    # time (bench/startup.py). A recipe needs none; set the variable to "" to have them back.
+    # time (benchmarks/startup.py). A recipe needs none; set the variable to "" to have them back.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _no_plugin_loader()
     args = sys.argv[1:] if argv is None else list(argv)
