@@ -94,9 +94,16 @@ COMMAND_MODULES = {
 
 def _light(args: list[str]) -> Callable[[], int] | None:
     """The command, ready to run without typer, when ARGS need no parser: ``validate`` with paths,
-    --strict, -o (what CI runs on every push). Anything else: None, and typer parses ARGS."""
-    if not args or args[0] != "validate":
+    --strict, -o (what CI runs on every push), ``plan`` with a recipe and its plain options.
+    Anything else: None, and typer parses ARGS."""
+    if not args or args[0] not in ("validate", "plan"):
         return None
+    if args[0] == "plan":
+        from inkctl.cli.plan import plain_arguments as plan_arguments
+        from inkctl.cli.plan import plan
+
+        plan_kwargs = plan_arguments(args[1:])
+        return None if plan_kwargs is None else (lambda: plan(**plan_kwargs))
     from inkctl.cli.validate import plain_arguments, validate
 
     kwargs = plain_arguments(args[1:])
