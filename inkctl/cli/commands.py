@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 
 @app.command()

@@ -41,8 +41,8 @@ class Events:
         for block in blocks:
             if block[:6] == b"data: " and b"\n" not in block:  # the common event: one data line
                 out.append(block[6:])
-            elif (data := _data(block)) is not None:
-                out.append(data)
+            elif (found := _data(block)) is not None:
+                out.append(found)
         return out
 
     def _normal(self, data: bytes) -> bytes:
