@@ -36,7 +36,7 @@ def plan(recipe: Path, hosts: Optional[Path] = None, set_: Optional[List[str]] =
 
 def _plan_json(paper) -> dict:
     if paper.plan is None:
-        from inkctl.cli.fleet import fleet_json  # (a gateway file: cli/fleet.py imports typer)
+        from inkctl.cli.fleet_plan import fleet_json
 
         return fleet_json(paper.fleet)
     from inkctl.cli.render import plan_json
@@ -50,7 +50,7 @@ def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> N
     if paper.plan is not None:
         print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command)
     else:
-        from inkctl.cli.fleet import print_fleet_plan
+        from inkctl.cli.fleet_plan import print_fleet_plan
 
         print_fleet_plan(paper.loaded, paper.fleet, full=full, only_host=host, next_command=next_command)
 
