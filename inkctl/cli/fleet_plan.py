@@ -96,6 +96,3 @@ def _print_dropped(out, fleet, only_host: str | None) -> None:
               f"other than {keep} are removed (under its lease):", markup=False)
     for host, line in retire_lines(fleet, "<deployment>", only_host):
         out.print(f"    {host}: {line}", markup=False)
-
-
-# ------------------------------------------------------------------------------------- up
