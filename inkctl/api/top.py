@@ -16,18 +16,23 @@ ROUTER_REQUESTS = ("smg_router_requests_total", "sgl_router_requests_total", "vl
 
 
 def scrape(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[Scrape | None, str]:
-    """GET url (a /metrics endpoint) -> (Scrape | None, error text); with the recipe's API key."""
-    import urllib.error
-    import urllib.request
+    """GET url (a /metrics endpoint) -> (Scrape | None, error text), with the recipe's API key. The same HTTP client and
+    settings as ``watch``'s scrape of the head's /metrics (httpx, the environment's proxies not
+    used, one TLS context), so a fleet's endpoints answer ``top`` as they answer ``watch``."""
+    import httpx
 
     from inkctl.client.prometheus import MetricsError, parse
+    from inkctl.execute.supervise.health import tls_context
 
     try:
-        req = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-        with urllib.request.urlopen(req, timeout=timeout) as r:  # noqa: S310 - the fleet's own hosts
-            return parse(r.read().decode("utf-8", "replace")), ""
-    except (OSError, urllib.error.URLError) as e:
-        return None, str(getattr(e, "reason", e))[:60]
+        r = httpx.get(url, timeout=timeout, trust_env=False, verify=tls_context(),
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+    except httpx.HTTPError as e:
+        return None, (str(e) or type(e).__name__)[:60]
+    if r.status_code != 200:
+        return None, f"HTTP {r.status_code} {r.reason_phrase}"[:60]
+    try:
+        return parse(r.text), ""
     except MetricsError as e:
         return None, str(e)[:60]
 

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 
 @app.command()
@@ -47,39 +47,9 @@ def plan(
 ) -> None:
     """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
     A gateway file (with --hosts): every model's group and the gateway's steps."""
-    from inkctl.api.plan import check_host, on_paper, up_command
-    from inkctl.api.target import Target
-    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.plan import plan as run_plan
 
-    fmt = output_format(output)
-    target = Target.of(recipe, hosts, overrides(set_))
-    paper = on_paper(target)
-    if fmt == "json":
-        print(json.dumps({**_plan_json(paper), "warnings": [w.as_dict() for w in paper.loaded.warnings]}, indent=2))
-        return
-    check_host(paper, host)
-    print_problems(paper.loaded.warnings, strict=False, stream=sys.stderr)
-    _print_paper(paper, host, full, up_command(paper, target))
-
-
-def _plan_json(paper) -> dict:
-    from inkctl.cli.fleet import fleet_json
-    from inkctl.cli.plan_json import plan_json
-
-    return plan_json(paper.plan) if paper.plan is not None else fleet_json(paper.fleet)
-
-
-def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> None:
-    from inkctl.api.plan import argv_verdicts
-    from inkctl.cli.fleet import print_fleet_plan
-    from inkctl.cli.plan_text import print_plan
-    from inkctl.cli.terminal import plain
-
-    if paper.plan is not None:
-        print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command,
-                   verdicts=argv_verdicts(paper))
-    else:
-        print_fleet_plan(paper.loaded, paper.fleet, full=full, only_host=host, next_command=next_command)
+    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full)
 
 
 @app.command()

@@ -25,7 +25,7 @@ def console(stderr: bool = False) -> "Console":
 
 class Plain:
     """A small printer for the paper commands (validate, plan) and errors: rich's look for the few
-    styles we use, without importing rich (bench/startup.py measures why). Markup is the subset
+    styles we use, without importing rich (benchmarks/startup.py measures why). Markup is the subset
     ``[red]``, ``[dim]``, ``[bold cyan]``, ... ``[/]``; colour only on a terminal, never with NO_COLOR."""
 
     CODES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "magenta": "35", "cyan": "36"}

@@ -1,5 +1,5 @@
 """``inkctl validate``'s work, without typer: the command a CI job runs on every push, and the
-one start-up matters most for (bench/startup.py). ``cli/commands.py`` declares the command;
+one start-up matters most for (benchmarks/startup.py). ``cli/commands.py`` declares the command;
 ``cli/app.py`` runs it straight from here when its arguments need no parsing (``plain_arguments``),
 without importing typer or building the command tree."""
 

@@ -342,7 +342,7 @@ def _resolve(v: str) -> Any:
             if _FLOAT.fullmatch(v):
                 return float(v.lower().replace(".inf", "inf").replace(".nan", "nan"))
         except ValueError as e:  # e.g. more digits than int() accepts: keep the text
-            import logging  # here: loading a recipe imports no logging (start-up, bench/startup.py)
+            import logging  # here: loading a recipe imports no logging (start-up, benchmarks/startup.py)
 
             logging.getLogger(__name__).debug("%.40s stays text: %s", v, e)
     return v

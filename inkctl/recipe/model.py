@@ -152,7 +152,7 @@ class Smoke(Strict):
     """Prove the server answers right once it is healthy: prompts with expected answers, and a check per declared capability."""
 
     enabled: bool = Field(True, description="Run the smoke prompts after health.")
-    # model_construct: the default needs no validator at import (bench/startup.py: validate's start-up)
+    # model_construct: the default needs no validator at import (benchmarks/startup.py: validate's start-up)
     prompts: list[PromptItem] = Field(
         default=[SmokePrompt.model_construct(prompt="What is 17 x 23? Answer with the number.", contains="391")],
         description="Chat prompts: a plain string must get a non-empty answer; an object says what the answer must be.")

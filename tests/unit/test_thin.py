@@ -29,7 +29,8 @@ THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", 
         "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
         "inkctl/cli/slurm.py", "inkctl/cli/fleet.py", "inkctl/cli/commands.py", "inkctl/cli/project.py",
         "inkctl/cli/export.py", "inkctl/cli/export_k8s.py", "inkctl/cli/export_prometheus.py",
-        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py", "inkctl/cli/validate.py")
+        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py", "inkctl/cli/validate.py",
+        "inkctl/cli/plan.py", "inkctl/cli/fleet_plan.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 

@@ -17,7 +17,7 @@ Target (issue 11): median ITL within 5 % of D at every concurrency; CPU per toke
 When ITL misses at high concurrency, check the server's CPU too: a single Python process
 serving 256 streams on a shared 2-core machine is itself near its limit.
 
-    python bench/client.py [--delay-ms 20] [--seconds 4] [--concurrency 1,16,64,256] [--no-baseline]
+    python benchmarks/client.py [--delay-ms 20] [--seconds 4] [--concurrency 1,16,64,256] [--no-baseline]
 """
 
 from __future__ import annotations

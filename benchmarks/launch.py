@@ -7,7 +7,7 @@ same simulated hosts in the same run (sshd skips the shell's rc files, as on rea
 - ssh loop: what a person writes by hand: one ``ssh HOST docker run ...`` per host, all in
   parallel (OpenSSH, C), then the same poll.
 - Ansible: ``ansible all -i INV -m shell -a '{"cmd": "{{ cmd }}"}' -f 16`` (ansible-core in
-  bench/.venv, pipelining on), then the same poll. Skipped, with a message, if it cannot be installed.
+  benchmarks/.venv, pipelining on), then the same poll. Skipped, with a message, if it cannot be installed.
 - inkctl: ``python -m inkctl up RECIPE --hosts INV -o json`` (connect, probe + deploy lock +
   preflight, launch, every-rank health watching), process start to exit.
 
@@ -23,7 +23,7 @@ Targets (issue 13): at 16 hosts inkctl <= 1.0x the ssh loop and <= 1.3x the floo
 <= 1.5x the loop; growth from the smallest to the largest size sub-linear; readiness seen
 within 100 ms of the server answering.
 
-    python bench/launch.py [--sizes 2 8 16] [--runs 3] [--net-id 9] [--keep-cluster] [--profile]
+    python benchmarks/launch.py [--sizes 2 8 16] [--runs 3] [--net-id 9] [--keep-cluster] [--profile]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-VENV = ROOT / "bench" / ".venv"
+VENV = ROOT / "benchmarks" / ".venv"
 PORT = 18100
 
 
@@ -63,7 +63,7 @@ smoke: {{enabled: false}}
 
 
 def ensure_ansible() -> bool:
-    """ansible-core in bench/.venv (pip); False, with a message, when it cannot be installed."""
+    """ansible-core in benchmarks/.venv (pip); False, with a message, when it cannot be installed."""
     exe = VENV / "bin" / "ansible"
     if not exe.exists():
         try:
@@ -280,7 +280,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-ansible", action="store_true", help="leave Ansible out")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
-        sys.exit("bench/launch.py needs root (it starts the test cluster)")
+        sys.exit("benchmarks/launch.py needs root (it starts the test cluster)")
     lags = health_lag([0.3, 1.0, 4.0, 12.0], args.runs)
     print("health wait alone (interval_s 2): seconds from the server's first possible answer to up seeing it")
     for d, v in lags.items():

@@ -18,7 +18,7 @@ same run:
   failure event. Target <= 2 s. Baseline, measured beside it: ``while ssh h2 docker inspect -f
   '{{.State.Running}}' CONTAINER | grep -q true; do sleep 0.5; done``.
 
-    python bench/supervise.py [--runs 3] [--net-id 7] [--keep-cluster]
+    python benchmarks/supervise.py [--runs 3] [--net-id 7] [--keep-cluster]
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The test bed the relay benchmarks share (``bench/weights.py``, ``bench/images.py``): the
+"""The test bed the relay benchmarks share (``benchmarks/weights.py``, ``benchmarks/images.py``): the
 simulated hosts of ``tests/cluster`` seen from a home of its own (their host keys known), a
 recipe and an inventory of the first N hosts per round, one whole ``python -m inkctl``
 process timed, the bytes the head (h1) sent on its link, and the hand-made baseline for

@@ -14,7 +14,7 @@ Per N (2, 4, 8; the head h1 has the image, the N-1 others lack it, emptied betwe
 With ``--layered`` also: an image whose base layer (the fake engine, on every host) the
 receivers have; inkctl sends the top layer only, the pipes the whole image.
 
-    python bench/images.py [--sizes 2 4 8] [--image-mib 128] [--link-mbit 200] [--layered]
+    python benchmarks/images.py [--sizes 2 4 8] [--image-mib 128] [--link-mbit 200] [--layered]
                            [--net-id 5] [--keep-cluster]
 """
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A fleet at scale on simulated hosts: 2 and 8 replicas of 8 hosts (16 and 64 hosts) behind the
-real sglang-router, ``inkctl up`` against two baselines in the same run, as bench/launch.py does:
+real sglang-router, ``inkctl up`` against two baselines in the same run, as benchmarks/launch.py does:
 
 - floor: no ssh at all: ``docker -H unix://<host's daemon> run ...`` of every container (every
   rank of every replica, and the router) at once from this machine, then a poll (every 10 ms)
@@ -21,7 +21,7 @@ Target (issue 20): inkctl's time grows at most 3x from 16 to 64 hosts.
 
 Heavy on a shared machine (64 dockerds): run it once.
 
-    python bench/fleet_scale.py [--sizes 16 64] [--runs 2] [--net-id 5] [--keep-cluster]
+    python benchmarks/fleet_scale.py [--sizes 16 64] [--runs 2] [--net-id 5] [--keep-cluster]
 """
 
 from __future__ import annotations
@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-cluster", action="store_true")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
-        sys.exit("bench/fleet_scale.py needs root (it starts the test cluster)")
+        sys.exit("benchmarks/fleet_scale.py needs root (it starts the test cluster)")
     from tests.cluster import Cluster, router_image
 
     n_max = max(args.sizes)

@@ -2,7 +2,7 @@
 on 2 and 8 hosts, built on each host (context over SSH) vs built once locally and delivered
 (docker save | ssh docker load); plus the cache-hit rebuild.
 
-    sudo python3 bench/build.py [--sizes 2,8] [--net-id 7] [--keep] [--json FILE]
+    sudo python3 benchmarks/build.py [--sizes 2,8] [--net-id 7] [--keep] [--json FILE]
 
 It brings up its own test cluster beside any other (tests.cluster with net id K: netns
 ink<K>h<i>, 10.231.K.0/24), all docker hosts, and takes it down at the end unless --keep.
@@ -90,7 +90,7 @@ def workspace(tmp: Path, cluster, n: int) -> tuple[Path, Path]:
     (tmp / "recipes").mkdir(parents=True, exist_ok=True)
     (tmp / "patches").mkdir(exist_ok=True)
     original = sh("docker", "-H", CONTROL, "run", "--rm", "--network", "none", "--entrypoint", "cat", BASE, TARGET).stdout
-    (tmp / "patches" / "openai_server.py").write_text(original + "\n# patched by bench/build.py (one file, as in the RTX PRO 6000 registry record)\n")
+    (tmp / "patches" / "openai_server.py").write_text(original + "\n# patched by benchmarks/build.py (one file, as in the RTX PRO 6000 registry record)\n")
     recipe = tmp / "recipes" / f"bench-{n}.yaml"
     recipe.write_text(RECIPE.format(n=n, base=BASE, target=TARGET))
     import yaml

@@ -24,7 +24,7 @@ Memory: inkctl's peak RSS for the model and for one 4x as large (links not cappe
 
 Targets at N = 8: inkctl / one copy <= 1.5, inkctl / rsync parallel <= 0.3, head bytes ~1x.
 
-    python bench/weights.py [--sizes 2 4 8] [--model-mib 256] [--shards 8] [--link-mbit 200]
+    python benchmarks/weights.py [--sizes 2 4 8] [--model-mib 256] [--shards 8] [--link-mbit 200]
                             [--image-mib 128] [--net-id 7] [--keep-cluster]
 """
 

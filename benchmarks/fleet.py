@@ -10,7 +10,7 @@
    that group (from the engines' own /metrics counters), cache_aware against round_robin in the
    same run. 1.0 = every request of a group on one replica; 0.5 = spread evenly.
 
-    python bench/fleet.py [--net-id 5] [--keep-cluster]
+    python benchmarks/fleet.py [--net-id 5] [--keep-cluster]
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ the verdict and keeps it), and "warm", the verdict found (the file validated aga
 A bundled recipe, a user's recipe file (a copy of an example in a directory of its own) and
 every bundled recipe at once.
 
-    python bench/startup.py [--runs N] [--instructions]
+    python benchmarks/startup.py [--runs N] [--instructions]
 
 --instructions also counts each command's instructions under valgrind (callgrind, once each:
 slow, but a count that a loaded machine does not change; times on a shared 2-core machine

@@ -6,7 +6,7 @@ recipe: what loading costs without positions, limits or located problems. Ours i
 ``load_model`` (events composed under limits, every path located). Target: at most 3.0x the
 baseline (a timed unit test would flake on a busy machine: the target lives here).
 
-    python bench/load.py [--runs N]
+    python benchmarks/load.py [--runs N]
 """
 
 from __future__ import annotations
