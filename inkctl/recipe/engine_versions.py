@@ -3,9 +3,12 @@
 
 A recipe targets a release by ``engine.version`` when it starts with one ('v0.28.0', '0.5.20'),
 else by its image tag ('vllm/vllm-openai:v0.28.0', 'lmsysorg/sglang:v0.5.20-cu129'). Against
-the table of that release (or, without one, the closest older release that has a table, said so):
-a flag the release marks deprecated is a warning, a flag it does not have is an error (gone when
-an older table has it), and a flag only the other engine has is an error whatever the release.
+the table of that release: a flag the release marks deprecated is a warning, a flag it does not
+have is an error (gone when an older table has it, with the release that removed it and the
+flag that replaced it where one did), and a flag only the other engine has is an error whatever
+the release. A release without a table of its own is judged only where the tables know: a flag
+an older table shows removed is still gone, a deprecation still warns; every other flag is
+named in one warning as not checked (as is everything where no release is found at all).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
 
 TABLES = Path(__file__).resolve().parent / "engine_releases"
 _RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
-ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,36 @@ def table_for(engine: str, release: str) -> tuple[FlagTable | None, bool]:
     return older[-1], older[-1].key == want
 
 
+# Flags a release replaced by another spelling, from the engines' own changes (SGLang: sglang#38375,
+# whose removals the tables date); a replacement holds the whole argument where the new spelling
+# moved the meaning into a value. Where no entry says, the last table with the flag may: SGLang
+# helps its deprecated aliases with "Deprecated alias for --new-flag", and vLLM 0.33 spells the
+# negation of a boolean --enable-X as --disable-X where 0.28 had --no-enable-X.
+RENAMED = {
+    "sglang": {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+               "--disable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=disabled",
+               "--enable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=tc_piecewise",
+               "--stream-output": "--incremental-streaming-output"},
+}
+_ALIAS_FOR = re.compile(r"(?:alias for|use|replaced by|renamed to) [`']?(--[A-Za-z0-9][\w-]*)", re.I)
+
+
+def replacement(engine: str, flag: str, table: FlagTable) -> str | None:
+    """What ``table``'s release takes instead of ``flag`` (a flag it no longer has), when known."""
+    named = RENAMED.get(engine, {}).get(flag)
+    if named and (flag_of(named) or named) in table.names:
+        return named
+    older = [t for t in tables(engine) if flag in t.names]
+    if older:
+        m = _ALIAS_FOR.search(older[-1].flags[flag].get("help") or "")
+        if m and m.group(1) in table.names:
+            return m.group(1)
+    for old, new in (("--no-enable-", "--disable-"), ("--no-disable-", "--enable-")):
+        if flag.startswith(old) and new + flag[len(old):] in table.names:
+            return new + flag[len(old):]
+    return None
+
+
 def flag_of(arg: str) -> str | None:
     if not arg.startswith("--") or arg == "--":
         return None
@@ -114,43 +147,100 @@ def flag_of(arg: str) -> str | None:
 def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
     """Problems with the flags of one engine command line; ``path_of(i)`` names the field of argv[i]."""
     engine = r.engine.kind
-    other = "sglang" if engine == "vllm" else "vllm"
     release = targeted_release(r)
     table, exact = table_for(engine, release) if release else (None, False)
-    mine = set().union(*(t.names for t in tables(engine))) if tables(engine) else set()
-    theirs = set().union(*(t.names for t in tables(other))) if tables(other) else set()
     out: list[Problem] = []
+    unchecked: list[tuple[int, str]] = []
     for i, arg in enumerate(argv):
         flag = flag_of(arg)
         if flag is None:
             continue
         if other_engines_flag(engine, flag) is not None:
             continue  # rules._engine reports a flag its hand list knows as the other engine's
-        if mine and flag in theirs and flag not in mine:  # only with both engines' tables at hand
-            out.append(Problem(f"{flag} is an {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
-                               path=path_of(i), hint=_cross_hint(flag)))
+        cross = _cross_engine(engine, flag, path_of(i))
+        if cross is not None:
+            out.append(cross)
             continue
         if table is None:
+            unchecked.append((i, flag))
             continue
-        where = f"{ENGINE_WORDS[engine]} {table.version}" + ("" if exact else f" (the closest table to {release})")
-        info = table.flags.get(flag)
-        if info is None:
-            had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
-            if had:
-                out.append(Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
-                                   path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1].version}"))
-            else:
-                out.append(Problem(f"{flag} is not a flag of {where}", path=path_of(i),
-                                   hint="check the spelling against the engine's --help for this release"))
-        elif info.get("deprecated"):
-            out.append(Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path_of(i),
-                               hint=info.get("help") or "see the release's --help", severity="warning"))
-        else:
-            value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
-            choices = info.get("choices")
-            if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
-                out.append(Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path_of(i)))
+        found = _against(r, table, exact, release or table.version, argv, i, path_of(i))
+        if found is _UNCHECKED:
+            unchecked.append((i, flag))
+        elif found is not None:
+            out.append(found)
+    if unchecked:
+        out.append(_unchecked(engine, release, table, unchecked, path_of))
     return out
+
+
+_UNCHECKED = Problem("not checked")
+
+
+def _cross_engine(engine: str, flag: str, path: str) -> Problem | None:
+    """FLAG is only another engine's, by the tables (with tables of both at hand)."""
+    mine = set().union(*(t.names for t in tables(engine))) if tables(engine) else set()
+    if not mine or flag in mine:
+        return None
+    for other in ENGINE_WORDS:
+        if other != engine and any(flag in t.names for t in tables(other)):
+            article = "an" if ENGINE_WORDS[other][0] in "AEIOSU" else "a"
+            return Problem(f"{flag} is {article} {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
+                           path=path, hint=_cross_hint(flag))
+    return None
+
+
+def _against(r: "Recipe", table: FlagTable, exact: bool, release: str, argv: list[str], i: int, path: str):
+    """argv[i] judged by ``table``: a Problem, None (fine), or _UNCHECKED (a release without its
+    own table, and a flag its closest older table cannot speak for)."""
+    engine, arg = r.engine.kind, argv[i]
+    flag = flag_of(arg) or arg
+    word = ENGINE_WORDS[engine]
+    where = f"{word} {release}"
+    info = table.flags.get(flag)
+    if info is None:
+        had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
+        if not had:
+            return _UNCHECKED if not exact else Problem(
+                f"{flag} is not a flag of {where}", path=path,
+                hint=_instead(engine, flag, table) or "check the spelling against the engine's --help for this release")
+        instead = replacement(engine, flag, table)
+        said = f"; {instead} replaces it" if instead else ""
+        return Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}{said}", path=path,
+                       hint=(f"use {instead}" if instead else "remove it") + f", or target {word} {had[-1].version}")
+    if info.get("deprecated"):
+        return Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path,
+                       hint=info.get("help") or "see the release's --help", severity="warning")
+    if not exact:
+        return None
+    value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
+    choices = info.get("choices")
+    if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
+        return Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path)
+    return None
+
+
+def _instead(engine: str, flag: str, table: FlagTable) -> str | None:
+    instead = replacement(engine, flag, table)
+    return f"{ENGINE_WORDS[engine]} {table.version} spells it {instead}" if instead else None
+
+
+def _unchecked(engine: str, release: str | None, table: FlagTable | None, found: list[tuple[int, str]], path_of) -> Problem:
+    """One warning naming the flags no table could speak for, and why."""
+    word = ENGINE_WORDS.get(engine, engine)
+    flags = ", ".join(f for _, f in found)
+    if release is None:
+        why = "no release found in engine.version or the image tag"
+        hint = f"set engine.version to the {word} release the image holds"
+    elif table is None:
+        oldest = tables(engine)[0].version if tables(engine) else None
+        why = f"inkctl has no flag table for {word} {release}" + (f" (the oldest is {oldest})" if oldest else "")
+        hint = "check them against the release's --help, or target a release inkctl has a table for"
+    else:
+        why = (f"inkctl has no flag table for {word} {release}; the closest older one ({table.version}) cannot "
+               "say whether it has them")
+        hint = f"check them against {word} {release}'s --help (only removals and deprecations up to {table.version} were checked)"
+    return Problem(f"not checked: {flags}: {why}", path=path_of(found[0][0]), hint=hint, severity="warning")
 
 
 def _adjacent(a: FlagTable, b: FlagTable) -> bool:

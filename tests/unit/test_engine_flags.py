@@ -49,8 +49,12 @@ def targeted(paths):
 # the releases dumped (tools/engine_flags.py): every one a bundled recipe or example targets, and
 # SGLang's 0.5.13.post1-0.5.19 besides (consecutive releases), so that validate can say in which
 # release a flag was deprecated and in which it was removed
-DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0"),
-          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")}
+# and every release since: vLLM 0.29-0.34 (the newest on PyPI), SGLang 0.5.21-0.5.23 (the newest);
+# TensorRT-LLM from the serve.py of one commit (its wheel is on NVIDIA's index only)
+DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
+          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
+                     "0.5.22", "0.5.23"),
+          "trtllm": ("git-00209af1",)}
 # targeted but not dumpable: PyPI has SGLang 0.5.0 only as 0.5.0rc0..rc2 (the image tag v0.5.0
 # exists; its wheel does not), so examples/sglang-2node-podman.yaml is checked by no table
 NO_WHEEL = {("sglang", "0.5.0")}
@@ -172,10 +176,16 @@ def test_bundled_sglang_recipe_is_told_since_when_its_flags_are_deprecated_and_w
             "(0.5.19 has it, deprecated since 0.5.14)") in out, out
     assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.20: removed in 0.5.20 "
             "(0.5.19 has it, deprecated since 0.5.14)") in out, out
-    assert "hint: remove it, or target SGLang 0.5.19" in out, out
-    # a later release is checked against the closest older table, said so
+    assert "hint: use --cuda-graph-backend-prefill=disabled, or target SGLang 0.5.19" in out, out
+    # a later release is judged by its own table, and told what replaced the flags (sglang#38375)
     rc, out = validate("0.5.23")
-    assert rc != 0 and "gone in SGLang 0.5.20 (the closest table to 0.5.23): removed in 0.5.20" in out, out
+    assert rc != 0, out
+    assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.23: removed in 0.5.20 (0.5.19 has it, "
+            "deprecated since 0.5.14); --cuda-graph-max-bs-decode replaces it") in out, out
+    assert "hint: use --cuda-graph-max-bs-decode, or target SGLang 0.5.19" in out, out
+    assert ("--disable-piecewise-cuda-graph is gone in SGLang 0.5.23: removed in 0.5.20 (0.5.19 has it, deprecated "
+            "since 0.5.14); --cuda-graph-backend-prefill=disabled replaces it") in out, out
+    assert "closest" not in out, out
 
 
 def test_vllm_deprecations_are_in_the_tables_and_validate_warns():
@@ -282,3 +292,50 @@ def test_the_index_validate_reads_is_current_with_the_tables():
 
     assert json.loads((TABLES / INDEX).read_text()) == index_of(p for p in TABLES.glob("*.json") if p.name != INDEX), \
         "run: python -c 'import sys; sys.path.insert(0, \"tools\"); import engine_flags; engine_flags.write_index()'"
+
+
+def _with_extra(tmp_path, example: str, version: str, extra: list[str], image: str | None = None) -> tuple[int, str]:
+    import yaml
+
+    d = yaml.safe_load((ROOT / "examples" / example).read_text())
+    d["engine"]["version"] = version
+    if image:
+        d["engine"]["image"]["ref"] = image
+    d["engine"]["args"]["extra"] = extra
+    doc = tmp_path / "r.yaml"
+    doc.write_text(yaml.safe_dump(d))
+    p = _validate(str(doc))
+    return p.returncode, " ".join((p.stdout + p.stderr).split())
+
+
+def test_a_release_without_a_table_is_told_what_was_not_checked(tmp_path):
+    """No table of its own: a flag an older table shows removed is still gone, one no table knows
+    is a warning that names it (not an error from the closest table, not silence)."""
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.24", ["--foo-bar", "--chunked-prefill-size=4096"])
+    assert rc == 0, out
+    assert "warning INK209" in out and "engine.args.extra[0]: not checked: --foo-bar: inkctl has no flag table " \
+        "for SGLang 0.5.24; the closest older one (0.5.23) cannot say whether it has them" in out, out
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.24", ["--cuda-graph-max-bs", "8"])
+    assert rc != 0 and "--cuda-graph-max-bs is gone in SGLang 0.5.24: removed in 0.5.20" in out, out
+    # older than every table (the old example's v0.5.0): named, not silent
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "v0.5.0", ["--foo-bar"], "lmsysorg/sglang:v0.5.0")
+    assert rc == 0 and "not checked: --foo-bar: inkctl has no flag table for SGLang 0.5.0 (the oldest is 0.5.13.post1)" \
+        in out, out
+    # no release at all (an import's placeholder)
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "unknown", ["--foo-bar"], "local/sglang:mine")
+    assert rc == 0 and "not checked: --foo-bar: no release found in engine.version or the image tag" in out, out
+    # the release's own table: an unknown flag is an error
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.23", ["--foo-bar"])
+    assert rc != 0 and "--foo-bar is not a flag of SGLang 0.5.23" in out, out
+
+
+def test_the_replacement_is_taken_from_the_releases_own_words():
+    """Where no entry of RENAMED says, the last table with the flag may: SGLang's help of a
+    deprecated alias ("Deprecated alias for --x") and vLLM's negations."""
+    from inkctl.recipe.engine_versions import replacement
+
+    sg = {t.version: t for t in tables("sglang")}
+    assert replacement("sglang", "--cuda-graph-max-bs", sg["0.5.23"]) == "--cuda-graph-max-bs-decode"
+    assert replacement("sglang", "--stream-output", sg["0.5.23"]) == "--incremental-streaming-output"
+    assert replacement("sglang", "--enable-piecewise-cuda-graph", sg["0.5.23"]) == "--cuda-graph-backend-prefill=tc_piecewise"
+    assert replacement("sglang", "--no-such-flag", sg["0.5.23"]) is None
