@@ -339,3 +339,33 @@ def test_the_replacement_is_taken_from_the_releases_own_words():
     assert replacement("sglang", "--stream-output", sg["0.5.23"]) == "--incremental-streaming-output"
     assert replacement("sglang", "--enable-piecewise-cuda-graph", sg["0.5.23"]) == "--cuda-graph-backend-prefill=tc_piecewise"
     assert replacement("sglang", "--no-such-flag", sg["0.5.23"]) is None
+
+
+def test_vllm_033_is_judged_by_its_own_parser(tmp_path):
+    """vLLM 0.33's parser (vllm.entrypoints.common.cli_args) spells the negation of a boolean
+    --enable-X as --disable-X where 0.32 had --no-enable-X: the old spelling is refused, named with
+    the release that dropped it and its replacement; the new ones, and --max-num-queued-reqs
+    (from 0.31), pass. Before the 0.29+ tables, 0.33 was judged by 0.28's: the other way round."""
+    v = {t.version: t for t in tables("vllm")}
+    assert "vllm.entrypoints.common.cli_args" in json_source(v["0.33.0"])
+    assert "vllm.entrypoints.launchers.cli_args" in json_source(v["0.29.0"])
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.33.0", ["--no-enable-prefix-caching"],
+                          "vllm/vllm-openai:v0.33.0")
+    assert rc != 0, out
+    assert ("engine.args.extra[0]: --no-enable-prefix-caching is gone in vLLM 0.33.0: removed in 0.33.0 (0.32.0 has "
+            "it); --disable-prefix-caching replaces it") in out, out
+    assert "hint: use --disable-prefix-caching, or target vLLM 0.32.0" in out, out
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.33.0",
+                          ["--disable-prefix-caching", "--max-num-queued-reqs", "64"], "vllm/vllm-openai:v0.33.0")
+    assert rc == 0 and "INK209" not in out, out
+    # the same on 0.28: the new spelling is not a flag there, the old one is
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.28.0", ["--disable-prefix-caching"])
+    assert rc != 0 and "--disable-prefix-caching is not a flag of vLLM 0.28.0" in out, out
+
+
+def json_source(table) -> str:
+    import json
+
+    from inkctl.recipe.engine_versions import TABLES
+
+    return json.loads((TABLES / table.file).read_text())["source"]
