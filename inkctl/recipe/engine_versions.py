@@ -13,75 +13,24 @@ named in one warning as not checked (as is everything where no release is found 
 
 from __future__ import annotations
 
-import functools
-import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
 from inkctl.recipe.engine_flags import other_engines_flag
+from inkctl.recipe.engine_registry import name_of
+from inkctl.recipe.flag_tables import _RELEASE, INDEX, TABLES, FlagTable, index_of, release_key, tables
 
 if TYPE_CHECKING:
     from inkctl.recipe.model import Recipe
 
-TABLES = Path(__file__).resolve().parent / "engine_releases"
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
-ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+__all__ = ["INDEX", "TABLES", "FlagTable", "check_argv", "describe_target", "engine_flag_findings", "flag_of",
+           "index_of", "release_key", "replacement", "table_for", "tables", "targeted_release"]
 
 
-@dataclass(frozen=True)
-class FlagTable:
-    """One release's flags. ``names`` comes from the small index (every check that asks only
-    whether a release has a flag); ``flags`` (help, choices, deprecation) reads the release's own
-    file, once, when asked: validate reads one or two of the tables, not all of them."""
-
-    engine: str
-    version: str
-    names: frozenset[str]
-    file: str
-
-    @property
-    def flags(self) -> dict[str, dict]:
-        return _flags(self.file)
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return release_key(self.version) or (0,)
-
-
-def release_key(text: str) -> tuple[int, ...] | None:
-    m = _RELEASE.match(text.strip())
-    if not m:
-        return None
-    return tuple(int(g) for g in m.groups(default="0"))
-
-
-@functools.lru_cache(maxsize=None)
-def _flags(file: str) -> dict[str, dict]:
-    return json.loads((TABLES / file).read_text())["flags"]
-
-
-def index_of(table_files) -> dict[str, dict]:
-    """What ``INDEX`` holds, from the tables themselves: per file, engine, version and flag names
-    (tools/engine_flags.py writes it; tests/unit/test_engine_flags.py checks it is current)."""
-    out = {}
-    for p in sorted(table_files):
-        doc = json.loads(p.read_text())
-        out[p.name] = {"engine": doc["engine"], "version": doc["version"], "names": sorted(doc["flags"])}
-    return out
-
-
-INDEX = "index.json"
-
-
-@functools.lru_cache(maxsize=None)
-def tables(engine: str) -> tuple[FlagTable, ...]:
-    index = json.loads((TABLES / INDEX).read_text())
-    out = [FlagTable(e["engine"], e["version"], frozenset(e["names"]), file)
-           for file, e in index.items() if e["engine"] == engine]
-    return tuple(sorted(out, key=lambda t: t.key))
+def names(engine: str) -> frozenset[str]:
+    """Every flag any table of ``engine`` has (empty without tables)."""
+    return frozenset().union(*(t.names for t in tables(engine)))
 
 
 def _release_text(text: str) -> str | None:
@@ -179,15 +128,17 @@ _UNCHECKED = Problem("not checked")
 
 def _cross_engine(engine: str, flag: str, path: str) -> Problem | None:
     """FLAG is only another engine's, by the tables (with tables of both at hand)."""
-    mine = set().union(*(t.names for t in tables(engine))) if tables(engine) else set()
+    mine = names(engine)
     if not mine or flag in mine:
         return None
-    for other in ENGINE_WORDS:
-        if other != engine and any(flag in t.names for t in tables(other)):
-            article = "an" if ENGINE_WORDS[other][0] in "AEIOSU" else "a"
-            return Problem(f"{flag} is {article} {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
-                           path=path, hint=_cross_hint(flag))
-    return None
+    from inkctl.recipe.engine_registry import kinds
+
+    other = next((k for k in kinds() if k != engine and flag in names(k)), None)
+    if other is None:
+        return None
+    article = "an" if name_of(other)[0] in "AEIOSU" else "a"
+    return Problem(f"{flag} is {article} {name_of(other)} flag, not a {name_of(engine)} one", path=path,
+                   hint=_cross_hint(flag))
 
 
 def _against(r: "Recipe", table: FlagTable, exact: bool, release: str, argv: list[str], i: int, path: str):
@@ -195,7 +146,7 @@ def _against(r: "Recipe", table: FlagTable, exact: bool, release: str, argv: lis
     own table, and a flag its closest older table cannot speak for)."""
     engine, arg = r.engine.kind, argv[i]
     flag = flag_of(arg) or arg
-    word = ENGINE_WORDS[engine]
+    word = name_of(engine)
     where = f"{word} {release}"
     info = table.flags.get(flag)
     if info is None:
@@ -222,12 +173,12 @@ def _against(r: "Recipe", table: FlagTable, exact: bool, release: str, argv: lis
 
 def _instead(engine: str, flag: str, table: FlagTable) -> str | None:
     instead = replacement(engine, flag, table)
-    return f"{ENGINE_WORDS[engine]} {table.version} spells it {instead}" if instead else None
+    return f"{name_of(engine)} {table.version} spells it {instead}" if instead else None
 
 
 def _unchecked(engine: str, release: str | None, table: FlagTable | None, found: list[tuple[int, str]], path_of) -> Problem:
     """One warning naming the flags no table could speak for, and why."""
-    word = ENGINE_WORDS.get(engine, engine)
+    word = name_of(engine)
     flags = ", ".join(f for _, f in found)
     if release is None:
         why = "no release found in engine.version or the image tag"
