@@ -31,7 +31,7 @@ FIRST = ("vllm", "sglang")
 
 @dataclass(frozen=True)
 class Metrics:
-    """The Prometheus names an engine serves on ``/metrics`` (several where releases renamed one)."""
+    """The Prometheus names an engine serves on ``path`` (several where releases renamed one)."""
 
     running: tuple[str, ...]  # requests running (a gauge)
     waiting: tuple[str, ...]  # requests queued (a gauge)
@@ -40,6 +40,7 @@ class Metrics:
     ttft: tuple[str, ...]  # time to first token (a histogram)
     e2e: tuple[str, ...]  # request latency (a histogram)
     panels: tuple[tuple[str, str, str], ...]  # Grafana: (title, PromQL over job="inkctl-engines", unit)
+    path: str = "/metrics"  # where the engine serves them in the Prometheus format
 
 
 @dataclass(frozen=True)

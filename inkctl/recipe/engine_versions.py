@@ -187,6 +187,9 @@ def _unchecked(engine: str, release: str | None, table: FlagTable | None, found:
         oldest = tables(engine)[0].version if tables(engine) else None
         why = f"inkctl has no flag table for {word} {release}" + (f" (the oldest is {oldest})" if oldest else "")
         hint = "check them against the release's --help, or target a release inkctl has a table for"
+    elif release_key(table.version) is None:  # a table of a commit, not of a release
+        why = f"inkctl's {word} table is of a commit ({table.version}), not of {release}, and that commit has none of them"
+        hint = f"check them against {word} {release}'s --help"
     else:
         why = (f"inkctl has no flag table for {word} {release}; the closest older one ({table.version}) cannot "
                "say whether it has them")
