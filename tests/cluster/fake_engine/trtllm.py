@@ -272,7 +272,6 @@ def main(argv):
     handle_signals(log)
     start_crash_timer(log)
     extra = read_options_file(opts["--extra_llm_api_options"], log) if opts.get("--extra_llm_api_options") else {}
-    info["extra_llm_api_options"] = extra
     check_parallel(log, tp, pp, ep, extra)
     max_batch = int(extra.get("max_batch_size") or integer(opts, "--max_batch_size", 2048))
     boot(log, model, tp, ep, extra, min(max_batch, 64))
