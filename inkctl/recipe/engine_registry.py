@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PACKAGE = "inkctl.engines"
@@ -89,6 +89,7 @@ class EngineSpec:
     # slots added after the first engines (a default each: an engine written before them still loads)
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
+    renamed: Mapping[str, str] = field(default_factory=dict)  # flag a release replaced -> what replaces it (a flag, or flag=value): validate names it
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/

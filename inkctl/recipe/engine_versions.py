@@ -57,23 +57,19 @@ def table_for(engine: str, release: str) -> tuple[FlagTable | None, bool]:
     return older[-1], older[-1].key == want
 
 
-# Flags a release replaced by another spelling, from the engines' own changes (SGLang: sglang#38375,
-# whose removals the tables date); a replacement holds the whole argument where the new spelling
-# moved the meaning into a value. Where no entry says, the last table with the flag may: SGLang
-# helps its deprecated aliases with "Deprecated alias for --new-flag", and vLLM 0.33 spells the
-# negation of a boolean --enable-X as --disable-X where 0.28 had --no-enable-X.
-RENAMED = {
-    "sglang": {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
-               "--disable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=disabled",
-               "--enable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=tc_piecewise",
-               "--stream-output": "--incremental-streaming-output"},
-}
+# Flags a release replaced by another spelling: the engine's spec says (``renamed``, from the
+# engines' own changes); a replacement holds the whole argument where the new spelling moved the
+# meaning into a value. Where it does not say, the last table with the flag may: SGLang helps its
+# deprecated aliases with "Deprecated alias for --new-flag", and vLLM 0.33 spells the negation of
+# a boolean --enable-X as --disable-X where 0.32 had --no-enable-X.
 _ALIAS_FOR = re.compile(r"(?:alias for|use|replaced by|renamed to) [`']?(--[A-Za-z0-9][\w-]*)", re.I)
 
 
 def replacement(engine: str, flag: str, table: FlagTable) -> str | None:
     """What ``table``'s release takes instead of ``flag`` (a flag it no longer has), when known."""
-    named = RENAMED.get(engine, {}).get(flag)
+    from inkctl.recipe.engine_registry import known, spec_of
+
+    named = spec_of(engine).renamed.get(flag) if known(engine) else None
     if named and (flag_of(named) or named) in table.names:
         return named
     older = [t for t in tables(engine) if flag in t.names]
