@@ -114,6 +114,14 @@ def speculative_args(r: Recipe) -> list[str]:
     return argv
 
 
+def speculative_findings(r: Recipe) -> list[Problem]:
+    spec = r.speculative
+    if spec is not None and spec.config:
+        return [Problem("speculative.config is vLLM's --speculative-config; SGLang takes --speculative-* flags",
+                        path="speculative.config", hint="remove it, or pass SGLang's flags in engine.args.extra")]
+    return []
+
+
 def env(r: Recipe) -> list[tuple[str, str]]:
     ep = r.engine.args.expert
     if ep is not None and ep.enabled and ep.deepep_max_dispatch_tokens_per_rank:
@@ -264,7 +272,7 @@ SPEC = EngineSpec(
     compile_cache_env=(*COMPILE_CACHE_COMMON, ("SGLANG_DG_CACHE_DIR", "deep_gemm")),
     flag_of=FLAG_OF, only_flags=ONLY, set_by_inkctl=SET_BY_INKCTL,
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
-    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=lambda r: [],
+    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
     renamed=RENAMED,
 )

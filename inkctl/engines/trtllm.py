@@ -221,6 +221,9 @@ def speculative_findings(r: Recipe) -> list[Problem]:
         if getattr(spec, field) is not None:
             out.append(problem(f"speculative.{field}", f"speculative.{field} is SGLang's; TensorRT-LLM takes "
                                "num_speculative_tokens (max_draft_len, or the MTP layers)", "remove it"))
+    if spec.config:
+        out.append(problem("speculative.config", "speculative.config is vLLM's --speculative-config",
+                           "put TensorRT-LLM's own keys in engine.llm_api_options.speculative_config"))
     if spec.method.lower() in ("eagle3", "eagle", "draft_model") and spec.draft is None:
         out.append(problem("speculative.draft", f"{spec.method} needs a draft model (speculative_model_dir)",
                            "set speculative.draft.repo"))

@@ -57,6 +57,7 @@ def serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) -> list
     argv = ["vllm", "serve", m.repo]
     opt(argv, "--revision", m.revision)
     opt(argv, "--served-model-name", m.served_name)
+    argv += m.served_aliases if m.served_name else []
     argv += ["--host", a.bind_host, "--port", str(a.port)]
     argv += ["--tensor-parallel-size", str(a.tensor_parallel)]
     if a.pipeline_parallel > 1:
@@ -126,6 +127,7 @@ def speculative_args(r: Recipe) -> list[str]:
             cfg["revision"] = spec.draft.revision
     if spec.num_speculative_tokens is not None:
         cfg["num_speculative_tokens"] = spec.num_speculative_tokens
+    cfg.update({k: v for k, v in spec.config.items() if k not in cfg})
     return ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
 
 

@@ -15,7 +15,7 @@ num_speculative_tokens, revision); SGLang ``--speculative-algorithm`` with
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from pydantic import Field
 
@@ -39,3 +39,4 @@ class Speculative(Strict):
     num_speculative_tokens: Optional[int] = Field(None, ge=1, le=64, description="vLLM num_speculative_tokens; SGLang --speculative-num-draft-tokens.")
     num_steps: Optional[int] = Field(None, ge=1, le=64, description="SGLang --speculative-num-steps.")
     eagle_topk: Optional[int] = Field(None, ge=1, le=64, description="SGLang --speculative-eagle-topk.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Further keys of vLLM's --speculative-config JSON object, passed as given (e.g. draft_tensor_parallel_size: 1). vLLM only.")
