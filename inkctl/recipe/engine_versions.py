@@ -96,12 +96,15 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
     table, exact = table_for(engine, release) if release else (None, False)
     out: list[Problem] = []
     unchecked: list[tuple[int, str]] = []
+    from inkctl.recipe.engine_registry import known, spec_of
+
+    refused = spec_of(engine).set_by_inkctl if known(engine) else frozenset()
     for i, arg in enumerate(argv):
         flag = flag_of(arg)
         if flag is None:
             continue
-        if other_engines_flag(engine, flag) is not None:
-            continue  # rules._engine reports a flag its hand list knows as the other engine's
+        if other_engines_flag(engine, flag) is not None or flag in refused:
+            continue  # rules._engine reports a flag the hand lists know as another engine's, or one inkctl sets
         cross = _cross_engine(engine, flag, path_of(i))
         if cross is not None:
             out.append(cross)
