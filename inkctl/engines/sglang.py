@@ -114,14 +114,6 @@ def speculative_args(r: Recipe) -> list[str]:
     return argv
 
 
-def speculative_findings(r: Recipe) -> list[Problem]:
-    spec = r.speculative
-    if spec is not None and spec.config:
-        return [Problem("speculative.config is vLLM's --speculative-config; SGLang takes --speculative-* flags",
-                        path="speculative.config", hint="remove it, or pass SGLang's flags in engine.args.extra")]
-    return []
-
-
 def env(r: Recipe) -> list[tuple[str, str]]:
     ep = r.engine.args.expert
     if ep is not None and ep.enabled and ep.deepep_max_dispatch_tokens_per_rank:
@@ -186,6 +178,13 @@ def expert_findings(r: Recipe) -> list[Problem]:
     return out
 
 
+def speculative_findings(r: Recipe) -> list[Problem]:
+    if r.speculative is not None and r.speculative.config:
+        return [Problem("speculative.config is vLLM's --speculative-config; SGLang takes --speculative-* flags",
+                        path="speculative.config", hint="remove it, or pass SGLang's flags in engine.args.extra")]
+    return []
+
+
 # --- the flags (the names in SGLang's --help: its server arguments) ---------------------------
 
 FLAG_OF = {  # typed field -> the flags it passes (launch above)
@@ -220,11 +219,11 @@ SET_BY_INKCTL = frozenset({
 _NUM = r"(\d+(?:\.\d+)?)"
 _BEGIN = "Load weight begin."
 _END = "Load weight end."
-_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
+_STAMP = r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)"  # compiled by re on the first log line
 
 
 def _stamp(line: str) -> datetime | None:
-    m = _STAMP.search(line)
+    m = re.search(_STAMP, line)
     return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") if m else None
 
 
@@ -241,9 +240,9 @@ def _feed(p, line: str) -> None:
 
 BOOT = BootPhases(
     phases=(
-        ("dist_init", re.compile(r"Init torch distributed ends\. elapsed=" + _NUM + r" s")),
-        ("weights", re.compile(r"Load weight end\. elapsed=" + _NUM + r" s")),
-        ("graphs", re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)" + _NUM + r" s")),
+        ("dist_init", r"Init torch distributed ends\. elapsed=" + _NUM + r" s"),
+        ("weights", r"Load weight end\. elapsed=" + _NUM + r" s"),
+        ("graphs", r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)" + _NUM + r" s"),
     ),
     keywords=("took", "takes", "elapsed", "Load weight", "Available KV", "Compiling a graph", "Directly load"),
     feed=_feed,
@@ -275,4 +274,5 @@ SPEC = EngineSpec(
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
     renamed=RENAMED,
+    server_lines=("The server is fired up",),
 )

@@ -13,6 +13,7 @@ is a changed argv) and the container reads it from the engine-files mount.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from datetime import datetime
@@ -254,21 +255,28 @@ SET_BY_INKCTL = frozenset({
 # --- the boot log (TensorRT-LLM's PyTorch backend) ---------------------------------------------
 
 _NUM = r"(\d+(?:\.\d+)?)"
-_STAMP = re.compile(r"^\[(\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\]")
-_KV = re.compile(r"\[MemUsageChange\] Allocated " + _NUM + r" GiB for max tokens in paged KV cache")
+
+
+@functools.lru_cache(maxsize=None)
+def _rx(name: str) -> re.Pattern[str]:
+    """The regexes of the boot log, compiled when the first line comes (not when validate imports this)."""
+    return re.compile({"stamp": r"^\[(\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] \[TRT-LLM\]",
+                       "kv": r"\[MemUsageChange\] Allocated " + _NUM + r" GiB for max tokens in paged KV cache"}[name])
+
+
 _GRAPHS_BEGIN = "Creating CUDA graph instances for"
 _GRAPHS_STEP = "CUDA graph warmup for batch size="
 
 
 def _stamp(line: str) -> datetime | None:
-    m = _STAMP.search(line)
+    m = _rx("stamp").search(line)
     return datetime.strptime(m.group(1), "%m/%d/%Y-%H:%M:%S") if m else None
 
 
 def _feed(p: Any, line: str) -> None:
     """The KV cache's size; the CUDA graphs' time: from the stamp of "Creating CUDA graph
     instances" to the stamp of the last warmup line (TensorRT-LLM prints no elapsed time)."""
-    if m := _KV.search(line):
+    if m := _rx("kv").search(line):
         p.kv_cache_gib = float(m.group(1))
     elif _GRAPHS_BEGIN in line:
         p.__dict__["_trtllm_graphs"] = _stamp(line)
@@ -279,7 +287,7 @@ def _feed(p: Any, line: str) -> None:
 
 
 BOOT = BootPhases(
-    phases=(("weights", re.compile(r"^Model init total -- " + _NUM + r"s")),),
+    phases=(("weights", r"^Model init total -- " + _NUM + r"s"),),
     keywords=("Model init total", "MemUsageChange", "CUDA graph"),
     feed=_feed,
 )
@@ -310,5 +318,5 @@ SPEC = EngineSpec(
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=lambda r: [], serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
-    files=files,
+    files=files, server_lines=("Uvicorn running on",),
 )

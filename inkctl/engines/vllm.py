@@ -277,29 +277,29 @@ SET_BY_INKCTL = frozenset({
 # --- the boot log (vLLM v0.11-v0.28 worker/engine code) ---------------------------------------
 
 _NUM = r"(\d+(?:\.\d+)?)"
-_COMPILED = re.compile(r"Compiling a graph for .* takes " + _NUM + r" s")
-_CACHED = re.compile(r"Directly load the compiled graph\(s\) for .* from the cache, took " + _NUM + r" s")
-_KV = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
+# regex texts, compiled by re on the first log line (not when validate imports this module)
+_COMPILED = r"Compiling a graph for .* takes " + _NUM + r" s"
+_CACHED = r"Directly load the compiled graph\(s\) for .* from the cache, took " + _NUM + r" s"
+_KV = r"Available KV cache memory: " + _NUM + r" GiB"
 
 
 def _feed(p, line: str) -> None:
-    if _CACHED.search(line):
+    if re.search(_CACHED, line):
         p.compile_cache = "warm"
-    elif _COMPILED.search(line):
+    elif re.search(_COMPILED, line):
         p.compile_cache = p.compile_cache or "cold"
-    elif m := _KV.search(line):
+    elif m := re.search(_KV, line):
         p.kv_cache_gib = float(m.group(1))
 
 
 BOOT = BootPhases(
     phases=(
-        ("weights", re.compile(r"Loading weights took " + _NUM + r" seconds")),
-        ("model_load", re.compile(r"Model loading took [\d.]+ GiB (?:memory )?and " + _NUM + r" seconds")),
-        ("profile", re.compile(r"Memory profiling takes " + _NUM + r" seconds")),
-        ("compile", re.compile(r"torch\.compile (?:takes|took) " + _NUM + r" s in total")),
-        ("graphs", re.compile(r"Graph capturing finished in " + _NUM + r" secs")),
-        ("init_engine", re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _NUM
-                                   + r" (?:s|seconds)")),
+        ("weights", r"Loading weights took " + _NUM + r" seconds"),
+        ("model_load", r"Model loading took [\d.]+ GiB (?:memory )?and " + _NUM + r" seconds"),
+        ("profile", r"Memory profiling takes " + _NUM + r" seconds"),
+        ("compile", r"torch\.compile (?:takes|took) " + _NUM + r" s in total"),
+        ("graphs", r"Graph capturing finished in " + _NUM + r" secs"),
+        ("init_engine", r"init engine \(profile, create kv cache, warmup model\) took " + _NUM + r" (?:s|seconds)"),
     ),
     keywords=("took", "takes", "elapsed", "Load weight", "Available KV", "Compiling a graph", "Directly load"),
     feed=_feed,
@@ -330,5 +330,5 @@ SPEC = EngineSpec(
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
-    boot=BOOT, metrics=METRICS,
+    boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True,
 )

@@ -47,12 +47,14 @@ class Metrics:
 class BootPhases:
     """The lines an engine prints while it boots (``execute/supervise/bootphases.py`` reads them).
 
-    ``phases``: (phase key, regex whose group 1 is the seconds), matched in order, the first wins.
+    ``phases``: (phase key, regex whose group 1 is the seconds), matched in order, the first wins;
+    a regex may be given as its source text: compiled when the first log line comes, not when
+    ``validate`` imports the engine (start-up).
     ``feed``: the engine's own reading of any other line (compile cache warm/cold, KV cache
     size, a phase measured between two stamped lines): ``feed(rank_phases, line)``.
     ``keywords``: a line without one of these is skipped before any regex runs."""
 
-    phases: tuple[tuple[str, re.Pattern[str]], ...]
+    phases: tuple[tuple[str, re.Pattern[str] | str], ...]
     keywords: tuple[str, ...]
     feed: Callable[[Any, str], None]
 
@@ -90,6 +92,8 @@ class EngineSpec:
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
     renamed: Mapping[str, str] = field(default_factory=dict)  # flag a release replaced -> what replaces it (a flag, or flag=value): validate names it
+    server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
+    served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/

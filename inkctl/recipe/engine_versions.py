@@ -13,6 +13,7 @@ named in one warning as not checked (as is everything where no release is found 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import TYPE_CHECKING
 
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INDEX", "TABLES", "FlagTable", "check_argv", "describe_target", "engine_flag_findings", "flag_of",
            "index_of", "release_key", "replacement", "table_for", "tables", "targeted_release"]
-
-
-def names(engine: str) -> frozenset[str]:
-    """Every flag any table of ``engine`` has (empty without tables)."""
-    return frozenset().union(*(t.names for t in tables(engine)))
 
 
 def _release_text(text: str) -> str | None:
@@ -87,6 +83,12 @@ def flag_of(arg: str) -> str | None:
     if not arg.startswith("--") or arg == "--":
         return None
     return arg.split("=", 1)[0]
+
+
+@functools.lru_cache(maxsize=None)
+def names(engine: str) -> frozenset[str]:
+    """Every flag any table of ``engine`` has (empty without tables)."""
+    return frozenset().union(*(t.names for t in tables(engine)))
 
 
 def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:

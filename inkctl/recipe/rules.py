@@ -257,8 +257,11 @@ def _version(r: "Recipe") -> list[Problem]:
     if r.engine.version.strip().lower().startswith("unknown"):
         out.append(_warn("engine.version", f"engine.version {r.engine.version!r} names no release: flags are not "
                          "checked against one", "set engine.version to the release the image runs, e.g. v0.19.1"))
-    if r.model.served_aliases and r.engine.kind != "vllm":
-        out.append(_err("model.served_aliases", "SGLang serves one name (--served-model-name)", "keep served_name only"))
+    from inkctl.recipe.engine_registry import spec_of
+
+    engine = spec_of(r.engine.kind)
+    if r.model.served_aliases and not engine.served_aliases:
+        out.append(_err("model.served_aliases", f"{engine.name} serves one name (--served-model-name)", "keep served_name only"))
     return out
 
 

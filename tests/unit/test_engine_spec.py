@@ -154,3 +154,27 @@ def test_help_imports_no_engine():
                          capture_output=True, text=True, check=True).stderr
     assert "inkctl.recipe" in err or "inkctl.cli" in err  # the trace is there
     assert "inkctl.engines" not in err
+
+
+def test_the_toy_engines_boot_lines_metrics_and_ports_reach_the_readers(toy, tmp_path):
+    """The modules that read an engine's habits (boot phases, dashboard, compile cache, preflight
+    ports, top) find the toy's through its spec."""
+    from inkctl.api.top import top_rows
+    from inkctl.client.prometheus import parse
+    from inkctl.execute.deploy.preflight import planned_ports
+    from inkctl.execute.supervise.bootphases import read_log
+    from inkctl.export.prometheus import dashboard
+    from inkctl.plan import compilecache
+    from inkctl.recipe.source import load_recipe
+
+    assert read_log(["x", "toy weights in 3.5 s"], "toy").seconds == {"weights": 3.5}
+    panels = [p for row in dashboard("d", "toy", False)["panels"] for p in [row]]
+    assert any("toy_running" in json.dumps(p) for p in panels)
+    f = tmp_path / "toy.yaml"
+    f.write_text(TOY_RECIPE + "compile_cache: {enabled: true}\n")
+    r = load_recipe(f).recipe
+    assert compilecache.env(r) == [("TOY_CACHE", "/root/.cache/inkctl-compile/toy")]
+    assert planned_ports(r, 0)[1:] == [(7000, "peer")]
+    now = parse("toy_running 2\ntoy_waiting 1\n")
+    [row] = top_rows([("g", "toy", "u")], {}, {"u": (now, "")}, 0.0)
+    assert row["running"] == 2 and row["waiting"] == 1

@@ -8,6 +8,7 @@ costs one substring test.
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -41,7 +42,7 @@ class RankPhases:
         if not any(k in line for k in boot.keywords):
             return
         for key, rx in boot.phases:
-            m = rx.search(line)
+            m = re.search(rx, line)  # a compiled pattern, or its text (re keeps it compiled)
             if m:
                 self.seconds[key] = float(m.group(1))
                 return
