@@ -274,5 +274,5 @@ SPEC = EngineSpec(
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
     renamed=RENAMED,
-    server_lines=("The server is fired up",),
+    server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",),
 )

@@ -330,5 +330,5 @@ SPEC = EngineSpec(
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
-    boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True,
+    boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True, host_ip_env=("VLLM_HOST_IP",),
 )

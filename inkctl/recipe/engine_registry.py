@@ -93,6 +93,7 @@ class EngineSpec:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
     renamed: Mapping[str, str] = field(default_factory=dict)  # flag a release replaced -> what replaces it (a flag, or flag=value): validate names it
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
+    host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
 
 
