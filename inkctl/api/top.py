@@ -39,8 +39,10 @@ def scrape(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[
 
 def metrics_targets(fleet: FleetPlan) -> list[tuple[str, str, str]]:
     """(group, kind, metrics URL) for every replica's engine head and the router's exporter."""
-    out: list[tuple[str, str, str]] = [(rep.label, rep.recipe.engine.kind, rep.url + "/metrics")
-                                       for rep in fleet.replicas]
+    from inkctl.recipe.engine_registry import spec_of
+
+    out: list[tuple[str, str, str]] = [(rep.label, rep.recipe.engine.kind,
+                                        rep.url + spec_of(rep.recipe.engine.kind).metrics.path) for rep in fleet.replicas]
     host = fleet.router.hosts[0].address
     out.append(("gateway" if fleet.gateway else "router", "router",
                 f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))

@@ -202,6 +202,11 @@ ONLY = {  # flags vLLM does not have -> the typed field that has the same meanin
     "--disable-radix-cache": None, "--enable-torch-compile": None, "--dp-size": None, "--ep-size": None,
     "--schedule-policy": None, "--enable-dp-attention": None, "--mem-fraction": None,
 }
+# flags a release replaced (sglang#38375; the tables date the removals: gone by 0.5.20)
+RENAMED = {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+           "--disable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=disabled",
+           "--enable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=tc_piecewise",
+           "--stream-output": "--incremental-streaming-output"}
 SET_BY_INKCTL = frozenset({
     "--tp-size", "--tp", "--pp-size", "--port", "--host", "--nnodes", "--node-rank", "--dist-init-addr",
     "--model-path", "--served-model-name", "--trust-remote-code", "--dp-size", "--dp", "--enable-dp-attention",
@@ -278,6 +283,7 @@ SPEC = EngineSpec(
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port) + flag_findings(r),
     speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
+    renamed=RENAMED,
     server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",), proof_program=proof_program("sglang"),
     planned_by=PLANNED_BY, api_key_env=("INKCTL_API_KEY",), api_key_config=True,
 )

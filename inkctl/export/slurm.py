@@ -241,13 +241,19 @@ class _Script:
                 'echo "inkctl: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST; head $INK_HEAD_HOST ($INK_HEAD_ADDR)"',
                 *batch_functions()]
 
-    # --- files every rank reads: hotfixes and their wrapper, sha256 checked --------------------
+    # --- files every rank reads: hotfixes and their wrapper, the engine's own files, sha256 checked
     def _files(self) -> list[str]:
-        puts = [p for p in self.plan.puts() if p.rank in (0, None) and not isinstance(p.content, EnvFile)
-                and "/hotfix/" in p.path]
+        def shared(p) -> bool:
+            d = self.plan.host(p.host).state_dir
+            return p.path.startswith((f"{d}/hotfix/", f"{d}/engine/"))
+
+        puts = [p for p in self.plan.puts() if p.rank in (0, None) and not isinstance(p.content, EnvFile) and shared(p)]
         if not puts:
             return []
-        out = ["", "# hotfixes: written here, each checked against its pin (and again in the container)"]
+        if all("/engine/" not in p.path for p in puts):
+            out = ["", "# hotfixes: written here, each checked against its pin (and again in the container)"]
+        else:
+            out = ["", "# files the ranks read (hotfixes, the engine's own): written here, each checked against its sha256"]
         dirs = list(dict.fromkeys(p.path.rsplit("/", 1)[0] for p in puts))
         out.append(f"mkdir -p {self.sh(dirs)} || exit 1")
         seen = set()

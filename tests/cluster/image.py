@@ -2,7 +2,8 @@
 
 1. A Debian rootfs from ``debootstrap --variant=minbase`` with Python (about 30-50 s), stripped of
    apt lists, docs and locales, cached as /var/cache/inkctl-test/rootfs-<key>.tar.
-2. One layer = that rootfs + the fake engine (``vllm``, ``ray``, ``sglang.launch_server``), written
+2. One layer = that rootfs + the fake engine (``vllm``, ``ray``, ``sglang.launch_server``,
+   ``trtllm-serve``), written
    straight into a ``docker save``-format archive, cached as image-<key>.tar, where the key hashes
    the fake engine's sources. No timestamps from now go in, so the image ID is the same on every
    engine and every run, and loading can be skipped where that ID is already present.
@@ -76,6 +77,7 @@ def engine_files():
     files += [
         ("usr/local/bin/vllm", WRAPPER.format(prog="vllm").encode(), 0o755),
         ("usr/local/bin/ray", WRAPPER.format(prog="ray").encode(), 0o755),
+        ("usr/local/bin/trtllm-serve", WRAPPER.format(prog="trtllm-serve").encode(), 0o755),
     ]
     return files
 

@@ -157,7 +157,9 @@ class Supervisor:
         from inkctl.execute.supervise.health import tls_context
         from inkctl.execute.supervise.progress import reading
 
-        metrics = url.rsplit("/", 1)[0] + "/metrics"
+        from inkctl.recipe.engine_registry import spec_of
+
+        metrics = url.rsplit("/", 1)[0] + spec_of(self.recipe.engine.kind).metrics.path
         try:
             r = httpx.get(metrics, timeout=max(2.0, self.interval), trust_env=False, verify=tls_context(),
                           headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else None)
