@@ -14,6 +14,9 @@ from inkctl.plan.hotfix import ENTRY, MOUNT
 from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec
 from inkctl.plan.step import Plan, Put, Run
 
+# the proof container has no network: the hubs' clients are told so, and fail at once where they look
+OFFLINE = (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"))
+
 # vLLM over Ray starts `vllm serve` in the head's container with this word before its argv
 SERVE_MARK = "inkctl-serve"
 
@@ -143,7 +146,7 @@ def proof_run(r: RankArgv, name: str) -> tuple[str, ...]:
 
     spec = ContainerSpec(name=name, image=r.image, entrypoint="python3", command=("-",),
                          labels=((LABEL_PREFIX + "proof", "1"),), network="bridge",
-                         options=("--network", "none", "--interactive"), env=r.env)
+                         options=("--network", "none", "--interactive"), env=(*r.env, *OFFLINE))
     return runtime.run_once(r.runtime, spec)
 
 
