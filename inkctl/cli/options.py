@@ -8,6 +8,7 @@ import typer
 
 from inkctl.cli.values import output_format as output_format
 from inkctl.cli.values import overrides as overrides
+from inkctl import runtimes
 from inkctl.errors import UsageError
 
 HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
@@ -59,12 +60,19 @@ PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#S
 AccountOpt = typer.Option(None, "--account", "-A", help="Slurm account to charge (#SBATCH --account).")
 TimeOpt = typer.Option(None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00 (#SBATCH --time).")
 GpusOpt = typer.Option(None, "--gpus-per-node", min=0, help="GPUs to ask per node (GRES). Default: hardware.gpus_per_host; 0: ask for none.")
-ContainerOpt = typer.Option(None, "--container", metavar="docker|podman|pyxis|apptainer", help=(
-    "How ranks start their container: docker or podman on the node (default: the recipe's container.runtime), "
+_ON_NODE, _IN_TASK = runtimes.names(), runtimes.in_task_names()
+
+
+def _one_of(words) -> str:
+    return ", ".join(words[:-1]) + f" or {words[-1]}"
+
+
+ContainerOpt = typer.Option(None, "--container", metavar="|".join((*_ON_NODE, *_IN_TASK)), help=(
+    f"How ranks start their container: {_one_of(_ON_NODE)} on the node (default: the recipe's container.runtime), "
     "pyxis (srun --container-image) or apptainer."))
 JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
 
-SLURM_CONTAINERS = ("docker", "podman", "pyxis", "apptainer", "runtime")
+SLURM_CONTAINERS = (*_ON_NODE, *_IN_TASK, "runtime")
 
 
 def slurm_container(value: Optional[str], set_: Optional[List[str]], recipe) -> tuple[str, list[str]]:
@@ -76,8 +84,8 @@ def slurm_container(value: Optional[str], set_: Optional[List[str]], recipe) -> 
     if value is None or value == "runtime":
         return "runtime", sets
     if value not in SLURM_CONTAINERS:
-        raise UsageError(f"--container {value!r}: expected docker, podman, pyxis or apptainer")
-    if value in ("pyxis", "apptainer"):
+        raise UsageError(f"--container {value!r}: expected {_one_of((*_ON_NODE, *_IN_TASK))}")
+    if value in _IN_TASK:
         return value, sets
     from inkctl.recipe.source import load_recipe
 
@@ -86,5 +94,5 @@ def slurm_container(value: Optional[str], set_: Optional[List[str]], recipe) -> 
         return "runtime", sets
     extra = [f"container.runtime={value}"]
     if c.gpus != "none":
-        extra.append(f"container.gpus={'all' if value == 'docker' else 'cdi'}")
+        extra.append(f"container.gpus={runtimes.get(value).default_gpus}")
     return "runtime", [*sets, *extra]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inkctl.plan.hostvars import HostContext
-from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec, Mount
+from inkctl.runtimes.spec import LABEL_PREFIX, ContainerSpec, Mount
 from inkctl.recipe.model import Recipe
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from inkctl.plan.runtime import ContainerSpec
+from inkctl.runtimes.spec import ContainerSpec
 from inkctl.plan.smoke import SmokeCheck
 
 

@@ -21,6 +21,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
+from inkctl import runtimes
 from inkctl.errors import InkctlError
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -93,7 +94,7 @@ def _base(name, model, accelerator, gpus_per_host, nodes, kind, image, version) 
         "model": {"repo": model},
         "hardware": {"accelerator": accelerator, "nodes": nodes, "gpus_per_host": gpus_per_host},
         "engine": {"kind": kind, "version": version, "image": {"ref": image}, "args": {}},
-        "container": {"runtime": "docker", "gpus": "all", "ipc": "host", "network": "host",
+        "container": {"runtime": runtimes.DEFAULT, "gpus": "all", "ipc": "host", "network": "host",
                       "mounts": [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}]},
     }
 

@@ -21,7 +21,7 @@ from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
 from inkctl.execute.deploy.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       run_preflight)
-from inkctl.plan.runtime import ps_format
+from inkctl.runtimes.spec import ps_format
 from inkctl.execute.state.probe import HOST_PROBE, parse_links, split_sections
 from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.deploy import build_plan

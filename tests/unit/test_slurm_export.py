@@ -198,8 +198,9 @@ def test_pyxis_refuses_vllm_over_ray():
 
 
 def test_pyxis_image_names_use_enroots_registry_syntax():
-    from inkctl.export.slurm_containers import _pyxis_image
+    from inkctl.runtimes.in_task import Pyxis
 
+    _pyxis_image = Pyxis.image
     assert _pyxis_image("nvcr.io/nvidia/pytorch:24.01") == "nvcr.io#nvidia/pytorch:24.01"
     assert _pyxis_image("vllm/vllm-openai:v0.11.0") == "vllm/vllm-openai:v0.11.0"
     assert _pyxis_image("/shared/images/vllm.sqsh") == "/shared/images/vllm.sqsh"

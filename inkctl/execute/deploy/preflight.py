@@ -23,7 +23,8 @@ from inkctl.execute.events import Event
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.state.deployed import ContainerState, parse_ps
 from inkctl.execute.state.probe import PULL, HostAnswer, Sections, image_ids, listening_ports, parse_links, run_launch_probe
-from inkctl.plan.runtime import repository
+from inkctl import runtimes
+from inkctl.runtimes.spec import repository
 from inkctl.execute.hosts.transport import HostError, Result, Transport
 from inkctl.plan.deploy import api_port
 from inkctl.plan.step import Plan, Run
@@ -257,9 +258,8 @@ def _runtime(h: _Host, s: Sections) -> bool:
         return False
     if rc != 0:
         why = _last_line(err, out) or f"exit {rc}"
-        fix = (f"start it on {h.name} (systemctl start docker) and check with `docker version`" if rt == "docker" else
-               f"podman has no daemon: see what `podman info` says on {h.name} (storage, runtime, configuration)")
-        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}", fix)
+        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}",
+              runtimes.get(rt).not_answering(h.name))
         return False
     found = parse_ps(h.name, out)
     running = sum(1 for c in found if c.running)

@@ -16,7 +16,7 @@ from inkctl.execute.state import gpu_amd
 from inkctl.execute.state.deploylock import PROBE_SECTION
 from inkctl.execute.state.deployed import ContainerState, parse_inspect
 from inkctl.execute.hosts.transport import HostError, Result, Transport
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.quote import command_line
 
 # One round trip: the host's clock (for uptimes), then every container of the deployment.
@@ -94,8 +94,8 @@ class HostContainers:
 
 def deployment_containers(t: Transport, rt: str, deployment: str, timeout: float = 30) -> HostContainers:
     """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
-    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(rt, format=None),
-                 *runtime.ps(rt, deployment=deployment, quiet=True)], timeout=timeout)
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtimes.get(rt).inspect(format=None),
+                 *runtimes.get(rt).ps(deployment=deployment, quiet=True)], timeout=timeout)
     if not res.ok:
         err = (res.err_text() or res.text()).strip().splitlines()
         raise HostError(t.name, "runtime", f"{rt} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
@@ -254,7 +254,7 @@ class HostAnswer:
 
 def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
                       ) -> list[str]:
-    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtime.ps_format(rt), image,
+    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtimes.get(rt).ps_format(), image,
             *(lock or ("", "", "", "")), *mounts]
 
 

@@ -3,7 +3,9 @@ nodes, then ``vllm serve`` on the head (a second process in the head's container
 
 from __future__ import annotations
 
-from inkctl.plan import engines, runtime
+from inkctl.plan import engines
+
+from inkctl import runtimes
 from inkctl.plan.stages.launch import Launch
 from inkctl.plan.step import Run, Stage, WaitFor
 from inkctl.recipe.engine import VLLM
@@ -15,7 +17,7 @@ SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
 def stages(b: Launch) -> list[Stage]:
     r, head, nodes, rt = b.recipe, b.head, b.nodes, b.runtime
     assert isinstance(r.engine, VLLM)
-    status = runtime.exec_(rt, b.containers[0].name, "ray", "status")
+    status = runtimes.get(rt).exec(b.containers[0].name, "ray", "status")
     serve = engines.vllm_serve(r, head, nodes, ray=True)
     return [
         Stage("ray-head", "start the Ray head on rank 0", (b.run_step(head, engines.ray_start(r, head), "start Ray head"),)),
@@ -29,6 +31,6 @@ def stages(b: Launch) -> list[Stage]:
                     expect=" node_", expect_count=nodes),)),
         Stage("serve", "start vllm serve on the Ray head", (Run(
             host=head.name, rank=0, purpose="start vllm serve (Ray executor)",
-            argv=runtime.exec_(rt, b.containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve,
+            argv=runtimes.get(rt).exec(b.containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *serve,
                                detach=True)),)),
     ]
