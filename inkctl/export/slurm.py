@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from inkctl.errors import InkctlError
 from inkctl.export.slurm_rank import RANK_FUNCTIONS, STATUS_DIR, batch_functions
 from inkctl import runtimes
-from inkctl.runtimes.in_task import not_expressed
+from inkctl.runtimes.task import not_expressed
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.quote import command_line, shell_words
 from inkctl.plan.step import EnvFile, Plan, Run, WaitFor, WaitHealth

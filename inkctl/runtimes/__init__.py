@@ -5,7 +5,7 @@ object that fills the ``Runtime`` protocol (``grammar.py``), mostly by inheritin
 grammar (``DockerLike``) and overriding where it differs. Being there registers it: ``names()``
 reads the folder (nothing imported), ``get(name)`` imports that one module. Nothing outside this
 package compares a runtime's name (``tests/unit/test_runtimes.py``). The containers a Slurm task
-starts itself (pyxis, apptainer) are ``in_task.py``'s.
+starts itself (pyxis, apptainer) are ``task.py``'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from inkctl.runtimes.grammar import Runtime
-    from inkctl.runtimes.in_task import InTask
+    from inkctl.runtimes.task import InTask
 
 DEFAULT = "docker"  # a recipe that names none
 
@@ -42,12 +42,12 @@ def get(name: str) -> Runtime:
 
 
 def in_task_names() -> tuple[str, ...]:
-    from inkctl.runtimes.in_task import IN_TASK
+    from inkctl.runtimes.task import IN_TASK
 
     return tuple(IN_TASK)
 
 
 def in_task(name: str) -> InTask:
-    from inkctl.runtimes.in_task import IN_TASK
+    from inkctl.runtimes.task import IN_TASK
 
     return IN_TASK[name]

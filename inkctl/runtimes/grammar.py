@@ -59,8 +59,8 @@ class DockerLike:
     """docker's grammar. A docker-compatible runtime is a subclass that sets ``name`` and
     overrides what it does otherwise."""
 
-    name = "docker"
-    daemon = "docker"  # the service to start when it does not answer
+    name: str  # the recipe's word: each runtime's own module sets it
+    daemon = ""  # the service to start when it does not answer (its name, unless said)
     default_gpus = "all"
     state_field = "{{.State}}"  # ps: the container's state (a runtime without it: its status)
     label_field = '{{.Label "%s"}}'  # ps: one label's value
@@ -201,7 +201,7 @@ class DockerLike:
 
     def not_answering(self, host: str) -> str:
         """What to do when it is installed but does not answer (preflight's hint)."""
-        return f"start it on {host} (systemctl start {self.daemon}) and check with `{self.command} version`"
+        return f"start it on {host} (systemctl start {self.daemon or self.name}) and check with `{self.command} version`"
 
     def relay(self) -> dict[str, Any]:
         """What the image relay's host-side program runs (argv prefixes) and how this runtime's

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[2] / "inkctl"
 # the modules directly in inkctl/ (errors, codes, secret, scrub, bundled).
 STANDS_ON: dict[str, tuple[str, ...]] = {
     "inkctl": (),
-    "recipe": ("inkctl",),
+    "runtimes": ("inkctl",),
+    "recipe": ("runtimes",),
     "plan": ("recipe",),
     "client": ("inkctl",),
     "smoke": ("plan", "client"),
