@@ -171,7 +171,7 @@ class PlannedHost:
     name: str
     address: str
     rank: int
-    runtime: str  # "docker" | "podman"
+    runtime: str  # the recipe's container.runtime: inkctl.runtimes.get(runtime) builds its argv
     state_dir: str  # inkctl's directory for this deployment on the host
     placeholder: bool = False  # True when no inventory was given
 

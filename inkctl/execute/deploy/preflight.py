@@ -489,7 +489,7 @@ def _image(h: _Host, s: Sections, t: Transport) -> None:
     src = f"{repository(h.image)}@{pin}" if pin else h.image
     why = "missing" if found is None else f"{found[0][:19]}, not the pinned digest"
     try:
-        res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
+        res = t.run(["sh", "-c", PULL, "inkctl-pull", runtimes.get(h.runtime).command, src, h.image], timeout=PULL_TIMEOUT_S)
     except HostError as e:
         h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.reason}")
         return

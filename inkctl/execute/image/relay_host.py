@@ -82,8 +82,12 @@ def layers(rt, image):
     if not whole and rt.get("whole_if"):
         argv, marker, why = rt["whole_if"]
         whole = why if marker in (_output(argv) or "") else ""
-    if whole:  # it takes the whole archive: what it has changes nothing
-        return {"by": rt["by"], "have": [], "whole": whole}
+    # a runtime that takes whole archives only: what it has changes nothing
+    return {"by": rt["by"], "have": [] if whole else sorted(_have(rt)), "whole": whole}
+
+
+def _have(rt):
+    """The keys of every layer of every image this host has."""
     ids = (_output(rt["ls"]) or "").split()
     have = set()  # type: set[str]
     for i in range(0, len(ids), 200):
@@ -94,7 +98,7 @@ def layers(rt, image):
             except ValueError:
                 continue
             have.update(chain_ids(diffs) if rt["by"] == "chain" else diffs)
-    return {"by": rt["by"], "have": sorted(have), "whole": whole}
+    return have
 
 
 def layer_of(name, digests):

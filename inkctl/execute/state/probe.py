@@ -94,8 +94,9 @@ class HostContainers:
 
 def deployment_containers(t: Transport, rt: str, deployment: str, timeout: float = 30) -> HostContainers:
     """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
-    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtimes.get(rt).inspect(format=None),
-                 *runtimes.get(rt).ps(deployment=deployment, quiet=True)], timeout=timeout)
+    runtime = runtimes.get(rt)
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(format=None),
+                 *runtime.ps(deployment=deployment, quiet=True)], timeout=timeout)
     if not res.ok:
         err = (res.err_text() or res.text()).strip().splitlines()
         raise HostError(t.name, "runtime", f"{rt} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
@@ -254,7 +255,8 @@ class HostAnswer:
 
 def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
                       ) -> list[str]:
-    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtimes.get(rt).ps_format(), image,
+    runtime = runtimes.get(rt)
+    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", runtime.command, runtime.ps_format(), image,
             *(lock or ("", "", "", "")), *mounts]
 
 
