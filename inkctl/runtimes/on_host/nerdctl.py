@@ -4,6 +4,9 @@
 - ``build`` is BuildKit's, which leaves no container of a failed step (no ``--force-rm``);
 - containerd's image store loads whole archives only: the image relay skips no layer;
 - the daemon to start is containerd.
+
+Its argv is planned and unit-tested (``tests/unit/test_runtimes.py``); the test cluster has no
+nerdctl host, so it has not run against a real one.
 """
 
 from __future__ import annotations
