@@ -137,3 +137,43 @@ def test_podman_differs_only_where_it_must():
     assert [p.severity for p in podman.findings("cdi", [])] == ["warning"] and not podman.findings("cdi", ["label=disable"])
     assert not docker.findings("all", []) and "systemctl start docker" in docker.not_answering("h1")
     assert podman.relay()["by"] == "diff" and docker.relay()["by"] == "chain" and podman.relay()["whole_if"] is None
+
+
+FAKE_RUNTIME = """#!/bin/sh
+# answers what the relay's host side asks a runtime: info, image ls, image inspect (two images)
+echo "$0 $*" >> "$CALLS"
+case "$1 $2" in
+  "info --format") echo "$DRIVER_STATUS" ;;
+  "image ls") printf 'sha256:i1\\nsha256:i2\\n' ;;
+  "image inspect") shift 4; for i in "$@"; do
+      [ "$i" = sha256:i1 ] && echo '["sha256:base","sha256:mid"]'; [ "$i" = sha256:i2 ] && echo '["sha256:other"]'; done ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("name, status, by, whole", [
+    ("docker", "[]", "chain", False), ("docker", '[["driver-type","io.containerd.snapshotter.v1"]]', "chain", True),
+    ("podman", "", "diff", False), ("nerdctl", "", "diff", True)])
+def test_the_relays_host_side_runs_what_its_runtime_gives_it(tmp_path, monkeypatch, name, status, by, whole):
+    """relay_host.layers with each runtime's ``relay()`` data, against a stand-in program of that
+    name on the PATH: chain ids for docker's store, diff ids for podman's, nothing asked of a
+    runtime that loads whole archives only."""
+    from inkctl.execute.image.relay_host import chain_ids, layers
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / name).write_text(FAKE_RUNTIME)
+    (bin_ / name).chmod(0o755)
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("PATH", f"{bin_}:/usr/bin:/bin")
+    monkeypatch.setenv("CALLS", str(calls))
+    monkeypatch.setenv("DRIVER_STATUS", status)
+    said = layers(runtimes.get(name).relay(), None)
+    assert said["by"] == by and bool(said["whole"]) == whole
+    asked = calls.read_text() if calls.exists() else ""
+    if whole:
+        assert said["have"] == [] and "image ls" not in asked
+    else:
+        keys = [*chain_ids(["sha256:base", "sha256:mid"]), "sha256:other"] if by == "chain" else \
+            ["sha256:base", "sha256:mid", "sha256:other"]
+        assert said["have"] == sorted(keys) and f"{name} image inspect" in asked
