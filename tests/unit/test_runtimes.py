@@ -177,3 +177,12 @@ def test_the_relays_host_side_runs_what_its_runtime_gives_it(tmp_path, monkeypat
         keys = [*chain_ids(["sha256:base", "sha256:mid"]), "sha256:other"] if by == "chain" else \
             ["sha256:base", "sha256:mid", "sha256:other"]
         assert said["have"] == sorted(keys) and f"{name} image inspect" in asked
+
+
+def test_a_status_for_a_state_reads_as_the_state():
+    """nerdctl's ``ps`` has no ``.State``: its status column (``Up``, ``Exited (137) ...``) reads
+    as docker's state does."""
+    from inkctl.execute.state.deployed import parse_ps
+
+    up, gone = parse_ps("h1", "inkctl-x-r0\tUp\tx\tabc\ninkctl-x-r1\tExited (137) 2 minutes ago\tx\tabc\n")
+    assert (up.state, up.running, up.deployment) == ("running", True, "x") and gone.state == "exited"

@@ -157,9 +157,10 @@ def ps_failed(host: str, rt: str, code: int, err: str) -> HostError:
 
 
 def normal_state(text: str) -> str:
-    """docker prints the state (``running``); podman 4.3 prints its status (``Up 2 minutes``)."""
+    """docker prints the state (``running``); podman 4.3 and nerdctl print its status (``Up 2
+    minutes``, ``Up``, ``Exited (0) 3 minutes ago``)."""
     t = text.strip().lower()
-    if t.startswith("up "):
+    if t == "up" or t.startswith("up "):
         return "running"
     for word in ("exited", "created", "paused", "restarting", "removing", "dead", "stopped"):
         if t.startswith(word):
