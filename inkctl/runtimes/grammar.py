@@ -25,9 +25,12 @@ class Runtime(Protocol):
     """What inkctl asks of a container runtime on a host. ``name`` is the recipe's word
     (``container.runtime``); ``command`` the program on the host."""
 
-    name: str
-    command: str
-    default_gpus: str  # how GPUs reach its containers when a recipe moves to it: "all" | "cdi"
+    @property
+    def name(self) -> str: ...
+    @property
+    def command(self) -> str: ...
+    @property
+    def default_gpus(self) -> str: ...  # how GPUs reach its containers when a recipe moves to it: "all" | "cdi"
 
     def run(self, spec: ContainerSpec) -> Argv: ...
     def run_once(self, spec: ContainerSpec) -> Argv: ...

@@ -43,6 +43,13 @@ def protocol_methods() -> set[str]:
     return {n for n, v in vars(Runtime).items() if inspect.isfunction(v) and not n.startswith("_")}
 
 
+def test_the_protocol_is_what_mypy_holds_each_runtime_to():
+    """Each runtime module declares ``RUNTIME: Runtime``; mypy (CI) checks the class against it."""
+    for name in runtimes.names():
+        text = (RUNTIMES / "on_host" / f"{name}.py").read_text()
+        assert "\nRUNTIME: Runtime = " in text, name
+
+
 def test_every_argv_method_is_called_here():
     argv_methods = protocol_methods() - {"ps_format", "findings", "not_answering", "relay"}
     assert set(CALLS) == argv_methods

@@ -1,10 +1,10 @@
 """docker: the grammar every docker-like runtime starts from (``grammar.DockerLike``)."""
 
-from inkctl.runtimes.grammar import DockerLike
+from inkctl.runtimes.grammar import DockerLike, Runtime
 
 
 class Docker(DockerLike):
     name = "docker"
 
 
-RUNTIME = Docker()
+RUNTIME: Runtime = Docker()  # mypy checks it fills the protocol

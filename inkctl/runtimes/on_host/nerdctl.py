@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inkctl.runtimes.grammar import DockerLike
+from inkctl.runtimes.grammar import DockerLike, Runtime
 
 
 class Nerdctl(DockerLike):
@@ -27,4 +27,4 @@ class Nerdctl(DockerLike):
                 "whole": "nerdctl's containerd image store loads whole archives only"}
 
 
-RUNTIME = Nerdctl()
+RUNTIME: Runtime = Nerdctl()  # mypy checks it fills the protocol

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from inkctl.errors import Problem
-from inkctl.runtimes.grammar import Argv, DockerLike
+from inkctl.runtimes.grammar import Argv, DockerLike, Runtime
 
 
 class Podman(DockerLike):
@@ -43,4 +43,4 @@ class Podman(DockerLike):
         return {**super().relay(), "by": "diff", "whole_if": None}
 
 
-RUNTIME = Podman()
+RUNTIME: Runtime = Podman()  # mypy checks it fills the protocol
