@@ -1,7 +1,7 @@
 """The container runtimes, by the recipe's word (``container.runtime``).
 
 A runtime on a host is one module in ``on_host/`` named for that word, holding ``RUNTIME``: an
-object that fills the ``Runtime`` protocol (``grammar.py``), mostly by inheriting docker's
+object that fills the ``Runtime`` protocol (``protocol.py``), mostly by inheriting docker's
 grammar (``DockerLike``) and overriding where it differs. Being there registers it: ``names()``
 reads the folder (nothing imported), ``get(name)`` imports that one module. Nothing outside this
 package compares a runtime's name (``tests/unit/test_runtimes.py``). The containers a Slurm task
@@ -14,10 +14,11 @@ import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from inkctl.runtimes.grammar import Runtime
-    from inkctl.runtimes.task import InTask
+    from inkctl.runtimes.protocol import InTask, Runtime
 
 DEFAULT = "docker"  # a recipe that names none
+LABEL_PREFIX = "inkctl."  # every label inkctl puts on a container
+INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
 @functools.cache

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LABEL_PREFIX = "inkctl."
-INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
+from inkctl.runtimes import INSPECT_FORMAT, LABEL_PREFIX  # noqa: F401 - the container's names, here too
 
 
 @dataclass(frozen=True)

@@ -8,20 +8,11 @@ Pure: the plan's ``ContainerSpec`` in, argv out.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from inkctl.runtimes.spec import ContainerSpec, Mount
-
-
-class InTask(Protocol):
-    """How a Slurm task starts a rank's container itself."""
-
-    name: str
-    env_prefix: str  # the secrets' env file is loaded with this prefix on each name
-    exports_env: bool  # the recipe's env is exported by the rank script (else: argv carries it)
-
-    def srun_flags(self, spec: ContainerSpec, job_dir: str) -> list[str]: ...
-    def foreground(self, spec: ContainerSpec, gpus: bool) -> list[str]: ...
+if TYPE_CHECKING:
+    from inkctl.runtimes.protocol import InTask
+    from inkctl.runtimes.spec import ContainerSpec, Mount
 
 
 def _bind(m: Mount) -> str:

@@ -13,7 +13,7 @@ from inkctl import runtimes
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Run
 from inkctl.recipe.source import load_recipe
-from inkctl.runtimes.grammar import Runtime
+from inkctl.runtimes.protocol import Runtime
 from inkctl.runtimes.spec import ContainerSpec, Mount
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,13 @@
 """docker: the grammar every docker-like runtime starts from (``grammar.DockerLike``)."""
 
-from inkctl.runtimes.grammar import DockerLike, Runtime
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from inkctl.runtimes.grammar import DockerLike
+
+if TYPE_CHECKING:
+    from inkctl.runtimes.protocol import Runtime
 
 
 class Docker(DockerLike):

@@ -11,9 +11,12 @@ nerdctl host, so it has not run against a real one.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from inkctl.runtimes.grammar import DockerLike, Runtime
+from inkctl.runtimes.grammar import DockerLike
+
+if TYPE_CHECKING:
+    from inkctl.runtimes.protocol import Runtime
 
 
 class Nerdctl(DockerLike):

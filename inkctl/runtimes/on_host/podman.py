@@ -11,10 +11,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from inkctl.errors import Problem
-from inkctl.runtimes.grammar import Argv, DockerLike, Runtime
+from inkctl.runtimes.grammar import Argv, DockerLike
+
+if TYPE_CHECKING:
+    from inkctl.runtimes.protocol import Runtime
 
 
 class Podman(DockerLike):
