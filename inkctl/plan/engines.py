@@ -20,6 +20,7 @@ def vllm_serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) ->
     argv = ["vllm", "serve", m.repo]
     _opt(argv, "--revision", m.revision)
     _opt(argv, "--served-model-name", m.served_name)
+    argv += m.served_aliases if m.served_name else []
     argv += ["--host", a.bind_host, "--port", str(a.port)]
     argv += ["--tensor-parallel-size", str(a.tensor_parallel)]
     if a.pipeline_parallel > 1:

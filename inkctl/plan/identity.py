@@ -22,6 +22,8 @@ _ADDED_LATER: dict[tuple[str, ...], object] = {
     ("engine", "args", "data_parallel"): DataParallel().model_dump(mode="json"),
     ("engine", "args", "expert"): None,
     ("speculative",): None,
+    ("speculative", "config"): {},
+    ("model", "served_aliases"): [],
     ("hardware", "vendor"): "nvidia",
     ("hardware", "gfx_target"): None,
 }

@@ -1,65 +1,38 @@
 """Recipes written for other tools, turned into inkctl recipes (``inkctl import``).
 
-Two formats are read:
-- sparkrun / spark-vllm-docker recipes: ``model``, ``runtime`` (vllm | sglang), ``container``
-  (the image), ``min_nodes``/``max_nodes`` (or ``solo_only``), ``defaults`` (values that fill the
-  command's ``{placeholders}``), ``env`` and ``command`` (the serve command line). They target
-  DGX Sparks, so the hardware is one GB10 per host unless told otherwise.
-- vLLM recipes-repository configs (``GPT-OSS_Hopper.yaml``...): a flat mapping of ``vllm serve``
-  options without their dashes (``max-num-batched-tokens: 8192``, ``no-enable-prefix-caching:
-  true``), the file ``vllm serve --config`` reads. The model, image and hardware are not in it.
+Three formats are read:
+- sparkrun recipes (spark-arena/sparkrun and its registries; the v1 spark-vllm-docker format too):
+  ``model``, ``runtime``, ``container`` (the image), ``min_nodes``/``max_nodes``, ``defaults``
+  (values that fill the command's ``{placeholders}``), ``env`` and ``command`` (a shell command
+  line). The command is rendered exactly as sparkrun renders it (recipe/sparkrun.py) and read as
+  the shell reads it (recipe/foreign_shell.py). They target DGX Sparks: one GB10 per host unless
+  told otherwise.
+- vLLM recipes-repository model files (``models/<org>/<model>.yaml``: ``meta``, ``model``,
+  ``features``, ``variants``...): recipe/vllm_recipes.py.
+- vLLM ``--config`` files (``GPT-OSS_Hopper.yaml``...): a flat mapping of ``vllm serve`` options
+  without their dashes. The model, image and hardware are not in it.
 
-The command line is read flag by flag: a flag inkctl types (parallelism, port, memory, parsers,
-data/expert parallelism, a speculative draft) becomes its field, any other passes verbatim in
-``engine.args.extra``; what has no place in a recipe is listed as not mapped. Pure: no I/O here.
+The command line is read option by option (recipe/foreign_flags.py): a flag inkctl types becomes
+its field, any other passes verbatim in ``engine.args.extra``; what has no place in a recipe is
+listed as not mapped, what cannot run as written is refused. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-import shlex
-from dataclasses import dataclass, field
 
-from inkctl import runtimes
 from inkctl.errors import InkctlError
+from inkctl.recipe import foreign_flags, foreign_shell, sparkrun
+from inkctl.recipe.foreign_common import Imported, Options, base, take
+from inkctl.recipe.sparkrun import Refused
 
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+__all__ = ["Imported", "Options", "convert", "detect", "finish"]
 
-
-@dataclass
-class Imported:
-    kind: str  # "sparkrun" | "vllm-config"
-    doc: dict
-    unmapped: list[str] = field(default_factory=list)
-
-
-# flag -> (engine.args field or a special key, takes a value)
-_ARGS = {
-    "--tensor-parallel-size": "tensor_parallel", "-tp": "tensor_parallel", "--tp-size": "tensor_parallel", "--tp": "tensor_parallel",
-    "--pipeline-parallel-size": "pipeline_parallel", "-pp": "pipeline_parallel", "--pp-size": "pipeline_parallel",
-    "--port": "port", "--host": "bind_host",
-    "--max-model-len": "max_model_len", "--context-length": "max_model_len",
-    "--gpu-memory-utilization": "memory_fraction", "--mem-fraction-static": "memory_fraction",
-    "--kv-cache-dtype": "kv_cache_dtype", "--attention-backend": "attention_backend",
-    "--reasoning-parser": "reasoning_parser", "--tool-call-parser": "tool_call_parser",
-    "--max-num-seqs": "max_running_requests", "--max-running-requests": "max_running_requests",
-    "--data-parallel-size": "dp", "-dp": "dp", "--dp-size": "dp", "--dp": "dp",
-    "--ep-size": "ep_size", "--ep": "ep_size", "--all2all-backend": "a2a", "--moe-a2a-backend": "a2a",
-    "--deepep-mode": "deepep_mode",
-    "--served-model-name": "served_name", "--revision": "revision",
-    "--speculative-config": "spec_config", "--speculative-algorithm": "spec_method",
-    "--speculative-draft-model-path": "spec_draft", "--speculative-num-steps": "spec_steps",
-    "--speculative-eagle-topk": "spec_topk", "--speculative-num-draft-tokens": "spec_tokens",
-}
-_SWITCHES = {"--enforce-eager": "enforce_eager", "--disable-cuda-graph": "enforce_eager",
-             "--trust-remote-code": "trust_remote_code", "--enable-expert-parallel": "ep",
-             "--enable-dp-attention": "dp_attention", "--enable-eplb": "eplb",
-             "--enable-auto-tool-choice": "auto_tool_choice", "--headless": "headless"}
-_INTS = {"tensor_parallel", "pipeline_parallel", "port", "max_model_len", "max_running_requests", "dp", "ep_size",
-         "spec_steps", "spec_topk", "spec_tokens"}
-_PLANNED = {"--nnodes", "--node-rank", "--master-addr", "--master-port", "--dist-init-addr", "--data-parallel-size-local",
-            "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-start-rank"}
+_SPARKRUN_KEYS = {"model", "runtime", "container", "min_nodes", "max_nodes", "solo_only", "cluster_only", "mode",
+                  "defaults", "env", "command", "name", "description", "recipe_version", "sparkrun_version",
+                  "metadata", "volumes"}
 
 
 def detect(doc) -> str | None:
@@ -67,79 +40,196 @@ def detect(doc) -> str | None:
         return None
     if "command" in doc and ("model" in doc or "container" in doc):
         return "sparkrun"
+    if isinstance(doc.get("meta"), dict) and isinstance(doc.get("model"), dict) and "model_id" in doc["model"]:
+        return "vllm-recipe"
     if doc and all(isinstance(k, str) and re.fullmatch(r"[a-z0-9][a-z0-9-_.]*", k) for k in doc) and "name" not in doc \
             and "engine" not in doc:
         return "vllm-config"
     return None
 
 
-def convert(doc, *, name: str, model: str | None = None, accelerator: str | None = None,
-            gpus_per_host: int | None = None, nodes: int | None = None, image: str | None = None) -> Imported:
+def convert(doc, opts: Options) -> Imported:
     kind = detect(doc)
     if kind == "sparkrun":
-        return _sparkrun(doc, name, model, accelerator, gpus_per_host, nodes, image)
+        return _sparkrun(doc, opts)
+    if kind == "vllm-recipe":
+        from inkctl.recipe.vllm_recipes import convert_model_file
+
+        return convert_model_file(doc, opts)
     if kind == "vllm-config":
-        return _vllm_config(doc, name, model, accelerator, gpus_per_host, nodes, image)
-    raise InkctlError("not a recipe inkctl can import: neither a sparkrun recipe (model, container, command) "
-                      "nor a vLLM recipes config (a flat mapping of vllm serve options)",
+        return _vllm_config(doc, opts)
+    raise InkctlError("not a recipe inkctl can import: neither a sparkrun recipe (model, container, command), "
+                      "a vLLM recipes model file (meta, model.model_id), nor a vLLM config (flat vllm serve options)",
                       hint="an inkctl recipe needs no import: run inkctl validate on it")
 
 
-def _base(name, model, accelerator, gpus_per_host, nodes, kind, image, version) -> dict:
-    from inkctl.recipe.accelerators import normalize
+def _sparkrun(doc: dict, opts: Options) -> Imported:
+    rendered = sparkrun.render(doc)
+    kind, multinode = sparkrun.engine_of(rendered.runtime)
+    try:
+        cmd = foreign_shell.read(rendered.text)
+    except Refused:
+        raise
+    except InkctlError as e:
+        raise Refused(str(e), key="command", text=getattr(e, "text", None), hint=e.hint) from None
+    if cmd.others:
+        _refuse_others(cmd)
+    served, launcher, opts_ = _program(cmd.argv, kind)
+    image = opts.image or _container(doc)
+    if not image:
+        raise Refused("the recipe names no container image (sparkrun builds or picks one)", key="container",
+                      hint="pass --image REF, the image the recipe runs in")
+    out = base(opts, None, opts.accelerator or "dgx-spark-gb10", opts.gpus_per_host or 1, 1, kind, image)
+    imp = Imported("sparkrun", out, notes=list(cmd.notes))
+    mapped = foreign_flags.apply(out, opts_, kind, ray=multinode == "ray", values=rendered.values)
+    take(imp, mapped)
+    _model(out, imp, opts, served, doc)
+    _engine_shape(out, imp, kind, multinode, launcher, rendered.runtime)
+    _nodes(out, imp, opts, doc)
+    _env(out, imp, doc, cmd)
+    _mounts(out, doc)
+    if doc.get("description") or (doc.get("metadata") or {}).get("description"):
+        out["description"] = str(doc.get("description") or doc["metadata"]["description"])
+    imp.unmapped += _sparkrun_unmapped(doc, cmd)
+    out["provenance"] = {"source": f"imported from a sparkrun recipe ({doc.get('name') or opts.name})", "status": "draft"}
+    return imp
 
-    accelerator = normalize(accelerator) if accelerator else accelerator
-    return {
-        "name": _slug(name),
-        "model": {"repo": model},
-        "hardware": {"accelerator": accelerator, "nodes": nodes, "gpus_per_host": gpus_per_host},
-        "engine": {"kind": kind, "version": version, "image": {"ref": image}, "args": {}},
-        "container": {"runtime": runtimes.DEFAULT, "gpus": "all", "ipc": "host", "network": "host",
-                      "mounts": [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}]},
-    }
+
+def _container(doc: dict) -> str | None:
+    c = doc.get("container")
+    if isinstance(c, dict):
+        c = c.get("image")
+    return str(c) if c else None
 
 
-def _sparkrun(doc: dict, name, model, accelerator, gpus_per_host, nodes, image) -> Imported:
-    unmapped: list[str] = []
-    defaults = {str(k): v for k, v in (doc.get("defaults") or {}).items()}
-    command = str(doc.get("command") or "")
-    missing = sorted({m for m in PLACEHOLDER.findall(command) if m not in defaults})
-    if missing:
-        raise InkctlError(f"command uses {', '.join('{' + m + '}' for m in missing)} but defaults do not give "
-                          f"{'it' if len(missing) == 1 else 'them'}", hint="add them under defaults")
-    text = PLACEHOLDER.sub(lambda m: str(defaults[m.group(1)]), command.replace("\\\n", " "))
-    argv = shlex.split(text)
-    runtime = str(doc.get("runtime") or ("sglang" if "sglang" in text.split("\n", 1)[0] else "vllm"))
-    if runtime not in ("vllm", "sglang"):
-        raise InkctlError(f"runtime {runtime!r}: inkctl runs vllm and sglang", hint="convert it by hand")
-    served, argv = _split_program(argv, runtime)
-    container = doc.get("container")
-    if isinstance(container, dict):
-        container = container.get("image")
-    min_nodes = doc.get("min_nodes") or (1 if doc.get("solo_only") else None)
-    max_nodes = doc.get("max_nodes")
-    n = nodes or min_nodes or 1
-    if max_nodes and max_nodes != min_nodes:
-        unmapped.append(f"max_nodes: {max_nodes} (inkctl deploys a fixed number of hosts: {n})")
-    out = _base(name, model or doc.get("model") or served, accelerator or "dgx-spark-gb10", gpus_per_host or 1, n,
-                runtime, image or container, f"sparkrun recipe ({doc.get('container') or 'image'})")
-    if doc.get("description"):
-        out["description"] = str(doc["description"])
-    env = {str(k): str(v) for k, v in (doc.get("env") or {}).items()}
+def _refuse_others(cmd: foreign_shell.ShellCommand) -> None:
+    """``export A=B`` before the server is its environment; anything else is refused."""
+    rest = [c for c in cmd.others if not re.fullmatch(r"export [A-Za-z_][A-Za-z0-9_]*=.*", c)]
+    for c in cmd.others:
+        if c not in rest:
+            k, _, v = c[len("export "):].partition("=")
+            cmd.env[k] = v
+    if rest:
+        raise Refused(f"the command runs more than the server: {rest[0]!r} (inkctl starts only the engine)",
+                      key="command", text=rest[0].split()[0],
+                      hint="put what it does in the image (patches) or the environment, and import again")
+
+
+def _program(argv: list[str], kind: str) -> tuple[str | None, list[str] | None, list[foreign_flags.Option]]:
+    """The served model named before the options, the launcher words (SGLang), the options."""
+    words = 3 if argv[0].startswith("python") else (2 if argv[0] in ("vllm", "sglang") else 1)
+    program, rest = argv[:words], argv[words:]
+    said = "sglang" if "sglang" in " ".join(program) else ("vllm" if "vllm" in " ".join(program) else program[0])
+    if said != kind:
+        raise Refused(f"the runtime is {kind} but the command runs {' '.join(program)}", key="command",
+                      text=program[0], hint="make runtime and command agree")
+    lead, opts = foreign_flags.options(rest)
+    if len(lead) > 1:
+        raise Refused(f"the command gives {len(lead)} words before its options ({' '.join(lead)}): one model at most",
+                      key="command", text=lead[1])
+    return (lead[0] if lead else None), (program if kind == "sglang" or words == 3 else None), opts
+
+
+def _model(out: dict, imp: Imported, opts: Options, served: str | None, doc: dict) -> None:
+    m = out["model"]
+    from_flag = m.get("repo")
+    repo = opts.model or served or from_flag or doc.get("model")
+    if not repo:
+        raise Refused("the recipe names no model (model:, or the command's)", key="model", hint="pass --model ORG/NAME")
+    m["repo"] = str(repo)
+    if doc.get("model") and doc.get("model") != repo and not opts.model:
+        what = "the local path" if str(repo).startswith("/") else "the model"
+        imp.notes.append(f"the command serves {what} {repo}, not {doc['model']} (model:): kept as the command says")
+    if doc.get("model_revision") and "revision" not in m:
+        m["revision"] = str(doc["model_revision"])
+
+
+def _engine_shape(out: dict, imp: Imported, kind: str, multinode: str | None, launcher, runtime: str) -> None:
+    e = out["engine"]
+    if kind == "vllm" and multinode == "ray":
+        e["multinode"] = "ray"
+    if kind == "sglang" and launcher and launcher != ["python3", "-m", "sglang.launch_server"]:
+        e["launcher"] = launcher
+    elif kind == "vllm" and launcher:
+        imp.notes.append(f"{' '.join(launcher)} runs as vllm serve (the same server)")
+    imp.notes.append(f"sparkrun runtime {runtime}: engine {kind}" + (f", multinode: {multinode}" if multinode else ""))
+
+
+def _parallel_gpus(args: dict) -> int:
+    dp_spec = args.get("data_parallel") or {}
+    dp = 1 if dp_spec.get("attention") else dp_spec.get("size", 1)  # DP attention runs inside TP
+    return int(args.get("tensor_parallel", 1)) * int(args.get("pipeline_parallel", 1)) * int(dp)
+
+
+def _nodes(out: dict, imp: Imported, opts: Options, doc: dict) -> None:
+    gpus = out["hardware"]["gpus_per_host"]
+    need = math.ceil(_parallel_gpus(out["engine"]["args"]) / gpus)
+    asked = sparkrun.min_nodes(doc)
+    n = opts.nodes or max(asked or 1, need)
+    out["hardware"]["nodes"] = n
+    if not opts.nodes and n != (asked or 1):
+        imp.notes.append(f"hosts: {n} (TP x PP x DP needs {n * gpus} GPUs at {gpus} per host; "
+                         f"{'min_nodes says ' + str(asked) if asked else 'the recipe gives no min_nodes'})")
+    top = doc.get("max_nodes")
+    if top and top != n:
+        imp.unmapped.append(f"max_nodes: {top} (inkctl deploys a fixed number of hosts: {n})")
+
+
+def _env(out: dict, imp: Imported, doc: dict, cmd: foreign_shell.ShellCommand) -> None:
+    from inkctl.recipe.rules import SECRET_LOOKING
+
+    raw = doc.get("env") or {}
+    if not isinstance(raw, dict):
+        raise Refused(f"env must be a mapping, not {type(raw).__name__}", key="env")
+    env = {str(k): _env_text(v) for k, v in raw.items()}
+    if cmd.env:
+        imp.notes.append(f"{', '.join(cmd.env)} set before the program in the command: moved to container.env")
+        env.update(cmd.env)
+    secrets = {k: {"env": k} for k, v in env.items() if SECRET_LOOKING.search(k) and v and not v.startswith("$")}
+    for k in secrets:
+        env.pop(k)
+        imp.notes.append(f"{k} looked like a secret with its value in the recipe: now secrets.{k} (read from ${k} "
+                         "where inkctl runs; the value was not copied)")
     if env:
         out["container"]["env"] = env
-    unmapped += _apply_flags(out, argv, runtime)
-    for key in sorted(set(doc) - {"model", "runtime", "container", "min_nodes", "max_nodes", "solo_only", "defaults",
-                                 "env", "command", "name", "description"}):
-        unmapped.append(f"{key}: {_short(doc[key])} (no place in an inkctl recipe)")
-    out["provenance"] = {"source": f"imported from a sparkrun recipe ({doc.get('name') or name})", "status": "draft"}
-    return Imported("sparkrun", out, unmapped)
+    if secrets:
+        out["secrets"] = secrets
 
 
-def _vllm_config(doc: dict, name, model, accelerator, gpus_per_host, nodes, image) -> Imported:
-    if not model:
+def _env_text(v) -> str:
+    return str(v)  # as sparkrun passes it (True stays 'True')
+
+
+def _mounts(out: dict, doc: dict) -> None:
+    vols = doc.get("volumes")
+    if isinstance(vols, dict):
+        vols = [f"{k}:{v}" for k, v in vols.items()]
+    for v in vols or []:
+        parts = str(v).split(":")
+        if len(parts) >= 2 and parts[0].startswith(("/", "~", "$")):
+            mount: dict[str, object] = {"source": parts[0], "target": parts[1]}
+            if len(parts) > 2 and "ro" in parts[2].split(","):
+                mount["read_only"] = True
+            out["container"]["mounts"].append(mount)
+
+
+def _sparkrun_unmapped(doc: dict, cmd: foreign_shell.ShellCommand) -> list[str]:
+    out = []
+    if cmd.wrappers:
+        out.append(f"{' '.join(cmd.wrappers)} (the command runs the engine under it; inkctl starts the engine "
+                   "itself: not applied)")
+    for key in sorted(set(doc) - _SPARKRUN_KEYS - {"model_revision"}):
+        out.append(f"{key}: {_short(doc[key])} (no place in an inkctl recipe)")
+    meta = sorted(set(doc.get("metadata") or {}) - {"description"})
+    if meta:
+        out.append(f"metadata: {', '.join(meta)} (sparkrun's notes: not used)")
+    return out
+
+
+def _vllm_config(doc: dict, opts: Options) -> Imported:
+    if not opts.model:
         raise InkctlError("a vLLM recipes config names no model", hint="pass --model ORG/NAME")
-    if not accelerator or not gpus_per_host:
+    if not opts.accelerator or not opts.gpus_per_host:
         raise InkctlError("a vLLM recipes config names no hardware",
                           hint="pass --accelerator NAME and --gpus-per-host N (e.g. --accelerator h200 --gpus-per-host 8)")
     argv: list[str] = []
@@ -150,139 +240,24 @@ def _vllm_config(doc: dict, name, model, accelerator, gpus_per_host, nodes, imag
         elif value is False or value is None:
             argv.append("--no-" + key if not key.startswith("no-") else "--" + key[3:])
         else:
-            argv += [flag, json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
-    out = _base(name, model, accelerator, gpus_per_host, nodes or 1, "vllm", image or "vllm/vllm-openai:latest",
-                "as the vLLM recipes config targets (set engine.version)")
-    unmapped = _apply_flags(out, argv, "vllm")
-    out["provenance"] = {"source": f"imported from a vLLM recipes config ({name})", "status": "draft"}
-    return Imported("vllm-config", out, unmapped)
-
-
-def _split_program(argv: list[str], runtime: str) -> tuple[str | None, list[str]]:
-    """The served model and the options, the program's own words removed."""
-    if runtime == "vllm":
-        if argv[:2] == ["vllm", "serve"]:
-            rest = argv[2:]
-            if rest and not rest[0].startswith("-"):
-                return rest[0], rest[1:]
-            return None, rest
-        return None, argv
-    i = next((k for k, a in enumerate(argv) if a.startswith("-") and a != "-m"), len(argv))
-    rest, served = argv[i:], None
-    for flag in ("--model-path", "--model"):
-        if flag in rest:
-            j = rest.index(flag)
-            served = rest[j + 1] if j + 1 < len(rest) else None
-            rest = rest[:j] + rest[j + 2:]
-    return served, rest
-
-
-def _apply_flags(out: dict, argv: list[str], runtime: str) -> list[str]:
-    args, model, unmapped = out["engine"]["args"], out["model"], []
-    extra: list[str] = []
-    spec: dict = {}
-    i = 0
-    while i < len(argv):
-        a = argv[i]
-        flag, eq, inline = a.partition("=")
-        if flag in ("--model", "--model-path") and i + 1 < len(argv):
-            if not model.get("repo"):
-                model["repo"] = argv[i + 1]
-            i += 2
-            continue
-        if flag in _SWITCHES:
-            key = _SWITCHES[flag]
-            if key == "trust_remote_code":
-                model["trust_remote_code"] = True
-            elif key == "ep":
-                args.setdefault("expert", {})
-            elif key == "dp_attention":
-                args.setdefault("data_parallel", {})["attention"] = True
-            elif key == "eplb":
-                args.setdefault("expert", {})["eplb"] = True
-            elif key == "enforce_eager":
-                args["enforce_eager"] = True
-            elif key == "headless":
-                unmapped.append("--headless (inkctl plans it on the hosts after the first)")
-            i += 1
-            continue
-        if flag in _ARGS:
-            value = inline if eq else (argv[i + 1] if i + 1 < len(argv) else "")
-            i += 1 if eq else 2
-            _set(_ARGS[flag], value, args, model, spec, runtime)
-            continue
-        if flag in _PLANNED:
-            unmapped.append(f"{flag} (inkctl plans it per host)")
-            i += 1 if eq or i + 1 >= len(argv) or argv[i + 1].startswith("-") else 2
-            continue
-        extra.append(a)
-        if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            extra[-1] = f"{a}={argv[i + 1]}"
-            i += 2
-        else:
-            i += 1
-    if "auto_tool_choice" in spec and not args.get("tool_call_parser"):
-        extra.append("--enable-auto-tool-choice")
-    spec.pop("auto_tool_choice", None)
-    if spec:
-        out["speculative"] = spec
-    if extra:
-        args["extra"] = extra
-    return unmapped
-
-
-def _set(key: str, value: str, args: dict, model: dict, spec: dict, runtime: str) -> None:
-    v: object = int(value) if key in _INTS and value.lstrip("-").isdigit() else value
-    if key == "memory_fraction":
-        v = float(value)
-    if key in ("served_name", "revision"):
-        model[key] = v
-    elif key == "dp":
-        args.setdefault("data_parallel", {})["size"] = v
-    elif key == "ep_size":
-        args.setdefault("expert", {})["size"] = v
-    elif key == "a2a":
-        args.setdefault("expert", {})["all2all_backend"] = v
-    elif key == "deepep_mode":
-        args.setdefault("expert", {})["deepep_mode"] = v
-    elif key == "spec_config":
-        cfg = json.loads(value)
-        spec["method"] = cfg.pop("method", "draft_model")
-        if "model" in cfg:
-            spec["draft"] = {"repo": cfg.pop("model")}
-        if "num_speculative_tokens" in cfg:
-            spec["num_speculative_tokens"] = cfg.pop("num_speculative_tokens")
-        if cfg:
-            spec.setdefault("_rest", {}).update(cfg)
-    elif key == "spec_method":
-        spec["method"] = v
-    elif key == "spec_draft":
-        spec["draft"] = {"repo": v}
-    elif key == "spec_steps":
-        spec["num_steps"] = v
-    elif key == "spec_topk":
-        spec["eagle_topk"] = v
-    elif key == "spec_tokens":
-        spec["num_speculative_tokens"] = v
-    else:
-        args[key] = v
-
-
-def finish(imp: Imported) -> Imported:
-    """Keys of a speculative config inkctl does not type are reported, not dropped silently."""
-    spec = imp.doc.get("speculative")
-    if spec and "_rest" in spec:
-        rest = spec.pop("_rest")
-        imp.unmapped.append(f"--speculative-config keys {', '.join(sorted(rest))} ({_short(rest)}): "
-                            "not typed by inkctl; add them by hand if needed")
+            argv += [flag, json.dumps(value, default=str) if isinstance(value, (dict, list)) else str(value)]
+    out = base(opts, opts.model, opts.accelerator, opts.gpus_per_host, opts.nodes or 1, "vllm",
+               opts.image or "vllm/vllm-openai:latest")
+    imp = Imported("vllm-config", out)
+    _, parsed = foreign_flags.options(argv)
+    mapped = foreign_flags.apply(out, parsed, "vllm", ray=False)
+    take(imp, mapped)
+    out["provenance"] = {"source": f"imported from a vLLM config ({opts.name})", "status": "draft"}
     return imp
 
 
-def _slug(text: str) -> str:
-    s = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return s[:63] or "imported"
+def finish(imp: Imported) -> Imported:
+    """Keys of a speculative config are passed on; an empty extra is not written."""
+    for flag, why in imp.dropped.items():
+        imp.unmapped.append(f"{flag} ({why})")
+    return imp
 
 
 def _short(value) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
+    text = json.dumps(value, default=str) if not isinstance(value, str) else value
     return text if len(text) <= 60 else text[:57] + "..."

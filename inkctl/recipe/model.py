@@ -34,6 +34,7 @@ class ModelSpec(Strict):
 
     repo: str = Field(min_length=1, description="Hugging Face repository id, e.g. 'thinkingmachines/Inkling-Small-NVFP4', or the absolute path of a local model directory (not on the Hub), which the engine loads as is and `inkctl lock` pins by hashing its files on the machine running inkctl.")
     served_name: Optional[str] = Field(None, description="Name clients use in requests (--served-model-name). Default: the repo id.")
+    served_aliases: list[str] = Field(default_factory=empty_list, description="Further names the model answers to, after served_name (vLLM's --served-model-name takes several). vLLM only.")
     revision: Optional[str] = Field(None, description="Repository revision (commit) to load.")
     quantization: Optional[str] = Field(None, description="Weight format as released, e.g. 'nvfp4'.")
     weights_gb: Optional[float] = Field(None, gt=0, description="Size of the weights on disk in GB (for memory checks).")

@@ -17,7 +17,9 @@ from inkctl.recipe.fields import VAR_RE
 if TYPE_CHECKING:
     from inkctl.recipe.model import Recipe
 
-SECRET_LOOKING = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY|PRIVATE_KEY)", re.I)
+# a name whose words (split at '_') say secret: HF_TOKEN, AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY; not
+# VLLM_USE_FASTOKENS or TOKENIZERS_PARALLELISM, where the letters only happen to be there
+SECRET_LOOKING = re.compile(r"(?:^|_)(?:TOKENS?|SECRETS?|PASSWORD|PASSWD|API_?KEY|ACCESS_KEY|PRIVATE_KEY)(?:_|$)", re.I)
 KNOWN_KV_DTYPES = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "bf16", "float16", "fp16", "float32"}
 
 
@@ -32,7 +34,7 @@ def _warn(path: str, message: str, hint: str | None = None) -> Problem:
 RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
-    "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine",
+    "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine", "_version": "engine",
 }
 
 
@@ -246,6 +248,18 @@ def _engine_flags(r: "Recipe") -> list[Problem]:
     from inkctl.recipe.engine_versions import engine_flag_findings
 
     return engine_flag_findings(r)
+
+
+def _version(r: "Recipe") -> list[Problem]:
+    """An imported recipe whose image names no release says so (recipe/foreign.py): nothing is
+    checked against a release until the version is set."""
+    out = []
+    if r.engine.version.strip().lower().startswith("unknown"):
+        out.append(_warn("engine.version", f"engine.version {r.engine.version!r} names no release: flags are not "
+                         "checked against one", "set engine.version to the release the image runs, e.g. v0.19.1"))
+    if r.model.served_aliases and r.engine.kind != "vllm":
+        out.append(_err("model.served_aliases", "SGLang serves one name (--served-model-name)", "keep served_name only"))
+    return out
 
 
 def _speculative(r: "Recipe") -> list[Problem]:

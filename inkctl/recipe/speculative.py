@@ -15,7 +15,7 @@ num_speculative_tokens, revision); SGLang ``--speculative-algorithm`` with
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import Field
 
@@ -43,6 +43,7 @@ class Speculative(Strict):
     num_speculative_tokens: Optional[int] = Field(None, ge=1, le=64, description="vLLM num_speculative_tokens; SGLang --speculative-num-draft-tokens.")
     num_steps: Optional[int] = Field(None, ge=1, le=64, description="SGLang --speculative-num-steps.")
     eagle_topk: Optional[int] = Field(None, ge=1, le=64, description="SGLang --speculative-eagle-topk.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Further keys of vLLM's --speculative-config JSON object, passed as given (e.g. draft_tensor_parallel_size: 1). vLLM only.")
 
 
 def vllm_args(r: "Recipe") -> list[str]:
@@ -56,6 +57,7 @@ def vllm_args(r: "Recipe") -> list[str]:
             cfg["revision"] = spec.draft.revision
     if spec.num_speculative_tokens is not None:
         cfg["num_speculative_tokens"] = spec.num_speculative_tokens
+    cfg.update({k: v for k, v in spec.config.items() if k not in cfg})
     return ["--speculative-config", json.dumps(cfg, separators=(",", ":"))]
 
 
@@ -83,6 +85,9 @@ def speculative_findings(r: "Recipe") -> list[Problem]:
         field = "num_steps" if spec.num_steps is not None else "eagle_topk"
         out.append(Problem(f"speculative.{field} is SGLang's; vLLM takes num_speculative_tokens",
                            path=f"speculative.{field}", hint="remove it"))
+    if r.engine.kind == "sglang" and spec.config:
+        out.append(Problem("speculative.config is vLLM's --speculative-config; SGLang takes --speculative-* flags",
+                           path="speculative.config", hint="remove it, or pass SGLang's flags in engine.args.extra"))
     needs_draft = spec.method.lower() in ("eagle", "eagle3", "draft_model", "standalone")
     if needs_draft and spec.draft is None:
         out.append(Problem(f"method {spec.method} needs a draft model", path="speculative.draft",

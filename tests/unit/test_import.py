@@ -89,7 +89,7 @@ def test_sparkrun_recipe_round_trip(tmp_path):
                  "--host 0.0.0.0", "--port 8000", "--tensor-parallel-size 1"):
         assert pair in text, (pair, text)
     assert "--enable-auto-tool-choice" in argv and "--enable-prefix-caching" in argv
-    assert "--max-num-batched-tokens=8192" in argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "8192"  # as written, not joined with '='
     assert argv[:3] == ["vllm", "serve", "Qwen/Qwen3-30B-A3B-FP8"]
 
 
@@ -102,17 +102,17 @@ def test_vllm_recipes_config_round_trip(tmp_path):
     p = inkctl("import", str(src), "--model", "openai/gpt-oss-120b", "--accelerator", "H200", "--gpus-per-host", "1",
                "--image", "vllm/vllm-openai:v0.28.0", "--name", "gpt-oss-eagle3", "--out", str(out))
     assert p.returncode == 0, p.stderr
-    assert "not mapped: --speculative-config keys draft_tensor_parallel_size" in p.stderr
     doc = yaml.safe_load(out.read_text())
     assert doc["speculative"] == {"method": "eagle3", "draft": {"repo": "nvidia/gpt-oss-120b-Eagle3-v2"},
-                                  "num_speculative_tokens": 3}
+                                  "num_speculative_tokens": 3, "config": {"draft_tensor_parallel_size": 1}}
     assert doc["hardware"]["accelerator"] == "h200"
     argv = planned_command(out)
-    assert "--no-enable-prefix-caching" in argv and "--max-cudagraph-capture-size=2048" in argv
-    assert "--max-num-batched-tokens=8192" in argv and "--stream-interval=20" in argv
-    i = argv.index("--speculative-config")
+    text = " ".join(argv)
+    assert "--no-enable-prefix-caching" in argv and "--max-cudagraph-capture-size 2048" in text
+    assert "--max-num-batched-tokens 8192" in text and "--stream-interval 20" in text
+    i = argv.index("--speculative-config")  # every key of the original, draft_tensor_parallel_size included
     assert json.loads(argv[i + 1]) == {"method": "eagle3", "model": "nvidia/gpt-oss-120b-Eagle3-v2",
-                                       "num_speculative_tokens": 3}
+                                       "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1}
 
 
 def test_not_importable_is_one_clear_error(tmp_path):
