@@ -1,4 +1,4 @@
-"""A boot's record: saved beside the deployment's earlier boots (``bench.boots``) and compared
+"""A boot's record: saved beside the deployment's earlier boots (``inkctl.bootlog``) and compared
 with the last one (``execute.supervise.bootphases``). ``up`` and ``up --slurm`` keep theirs."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 
 def keep(results_dir: Path, deployment: str, record: dict, recipe_hash: str) -> tuple[dict, tuple[str, ...], str, str]:
-    """A boot saved under ``results_dir`` (``bench.boots``) and compared with the deployment's
+    """A boot saved under ``results_dir`` (``inkctl.bootlog``) and compared with the deployment's
     previous one: (the record, with its path once saved; the phases slower than before; the
     previous boot's id or ""; why it could not be read or saved, or ""). The record is a
     by-product of a boot that went well: nothing wrong with the records beside it fails an up."""
-    from inkctl.bench import boots
+    from inkctl import bootlog as boots
     from inkctl.execute.supervise.bootphases import slower_than
 
     record = dict(record)

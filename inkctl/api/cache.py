@@ -87,8 +87,9 @@ def cache_dirs(plan: Plan) -> dict[str, str]:
     return {}
 
 
-def cache(target: Target, options: CacheOptions) -> Verified | Pinned | Copied:
-    """Verify, pin or copy the recipe's compile cache, as ``options`` say."""
+def cache(target: Target, options: CacheOptions, *, cancel: Any = None) -> Verified | Pinned | Copied:
+    """Verify, pin or copy the recipe's compile cache, as ``options`` say; ``cancel`` (a
+    ``threading.Event``) set stops a copy."""
     from inkctl.execute.deploy import cachesync
     from inkctl.execute.hosts.connect import close_all, connect_all
     from inkctl.recipe.lockfile import read_lock
@@ -117,7 +118,7 @@ def cache(target: Target, options: CacheOptions) -> Verified | Pinned | Copied:
             return pin_cache(loaded, pin_key, source)
         from inkctl.weights.cachecopy import site_maker
 
-        return copy(transports, states, source, pin, site_maker(loaded, plan, image, transports))
+        return copy(transports, states, source, pin, site_maker(loaded, plan, image, transports), cancel)
     finally:
         close_all(transports)
 
@@ -183,14 +184,14 @@ def _verdict(s: HostCache, pin: str | None, good: HostCache | None) -> tuple[str
     return "corrupt", detail
 
 
-def copy(transports: dict, states: dict[str, HostCache], source: HostCache, pin: str | None, site_for: Any) -> Copied:
+def copy(transports: dict, states: dict[str, HostCache], source: HostCache, pin: str | None, site_for: Any,
+         cancel: Any = None) -> Copied:
     """Without a pin: every host of the source's GPU architecture gets the union of their caches
     (each boot leaves its own ranks' artefacts). With one: hosts not holding it get the pinned one.
     Host to host over the cluster network (``weights.cachecopy``), hashed as it arrives; Ctrl-C
-    stops it."""
+    stops it (set by Ctrl-C on the command line)."""
     import threading
 
-    from inkctl.api.signals import on_signals, restore
     from inkctl.weights import cachecopy
 
     rows: dict[str, tuple[str, str]] = {}
@@ -204,13 +205,8 @@ def copy(transports: dict, states: dict[str, HostCache], source: HostCache, pin:
                           f"({(source.digest or '')[:16]} vs {pin[:16]}): not copying it",
                           hint="choose another host with --from, or re-pin on purpose with --lock")
     before = {s.host: s.digest for s in same}
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, KeyboardInterrupt)
-    try:
-        done = cachecopy.copy(transports, states, source, [s for s in same if s is not source], union=not pin,
-                              site_for=site_for, interrupt=interrupt)
-    finally:
-        restore(previous)
+    done = cachecopy.copy(transports, states, source, [s for s in same if s is not source], union=not pin,
+                          site_for=site_for, interrupt=cancel or threading.Event())
     for s in same:
         rows[s.host] = _copied(s.host, done, source.host, pin, before[s.host])
     return Copied(source.host, done.files, done.seconds,

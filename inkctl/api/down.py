@@ -6,9 +6,8 @@ its state directory; a host that cannot be cleaned is reported, never guessed at
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from inkctl.api.target import Target, one_group, plan_for
 from inkctl.errors import InkctlError, counted
@@ -16,7 +15,6 @@ from inkctl.errors import InkctlError, counted
 if TYPE_CHECKING:
     from inkctl.execute.deploy.takedown import TakeDown
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
 
 
 @dataclass
@@ -37,21 +35,15 @@ class DownResult:
         return f"{self.plan.deployment} is down on {counted(len(self.plan.hosts), 'host')}"
 
 
-def down(target: Target, *, accept_new: bool = False, fleet: Callable[[Loaded], Any] | None = None,
-         gateway: Callable[[Target], Any] | None = None) -> DownResult | None:
-    """Remove the deployment's containers and state directory on every host it can reach. A
-    recipe with ``fleet:`` is handed, loaded, to ``fleet``, a gateway file to ``gateway`` (None
-    is returned then). The report says what was removed and what failed
-    (``DownResult.failure``); it is in the run's record."""
+def down(target: Target, *, accept_new: bool = False) -> DownResult:
+    """Remove one deployment's containers and state directory on every host it can reach (a
+    fleet or a gateway file: ``api.backend.down``). The report says what was removed and what
+    failed (``DownResult.failure``); it is in the run's record."""
     from inkctl import runlog
     from inkctl.execute.deploy.takedown import take_down
 
-    loaded = one_group(
-        target, "down",
-        gateway=gateway, gateway_usage="a gateway file: every model's group and the gateway go down through the fleet's take-down",
-        fleet=fleet, fleet_usage="a fleet: its replicas and router go down through the fleet's take-down (inkctl down RECIPE)")
-    if loaded is None:
-        return None
+    loaded = one_group(target, "down", "a fleet or a gateway file: its groups and router go down through the "
+                                       "fleet's take-down (inkctl down RECIPE)")
     plan, _ = plan_for(loaded, target)
     assert loaded.hosts is not None
     report = take_down(plan, loaded.hosts, accept_new=accept_new)

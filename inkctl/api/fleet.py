@@ -158,13 +158,15 @@ class FleetUpResult:
 
 
 def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target: Target,
-             opts: UpOptions) -> FleetUpResult:
+             opts: UpOptions, *, cancel: threading.Event | None = None,
+             only: set[str] | None = None) -> FleetUpResult:
     """Bring every group and the router up (``execute.deploy.fleet``): trust and secrets checked
     for each recipe the groups come from before any host is touched, the display behind the
-    scrubber, Ctrl-C/SIGTERM handled; a failure ends with its ``Finished`` event and is raised
-    (scrubbed; exit 130 when interrupted)."""
+    scrubber, ``cancel`` set stops it; a failure ends with its ``Finished`` event and is raised
+    (scrubbed; exit 130 when cancelled). ``only``: these replicas alone (none: the router
+    alone), the rest left as it is (a restart by ``watch``)."""
     from inkctl.api.secured import secrets_for, secure
-    from inkctl.api.signals import on_signals, restore
+    from inkctl.api.up import note_options
     from inkctl.execute.deploy.fleet import bring_up_fleet
     from inkctl.execute.events import Finished
     from inkctl.plan.inputs import require_trusted
@@ -177,15 +179,17 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
     secrets = {}
     for src in sources:  # a gateway's models: each recipe's own secrets section
         secrets.update(secrets_for(src, [rep.plan for rep in fleet.replicas if (rep.source or loaded) is src]))
+    from inkctl import runlog
+
+    runlog.note(fleet=fleet.name)
+    note_options(opts)
     sec = secure(loaded, secrets, display)
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, KeyboardInterrupt)
     try:
         from inkctl.weights.preflight import weights_check
 
         outcome = bring_up_fleet(loaded, fleet, sec.sink, secrets, accept_new=opts.accept_new, keep=opts.keep,
-                                 timeout=opts.timeout, skip=list(opts.skip), interrupt=interrupt,
-                                 weights=weights_check)
+                                 timeout=opts.timeout, skip=list(opts.skip), interrupt=cancel or threading.Event(),
+                                 weights=weights_check, only=only)
     except (Cancelled, KeyboardInterrupt):
         err = InkctlError("interrupted: what this run started was removed", exit_code=EXIT_INTERRUPTED,
                           hint=f"check with: inkctl status {target.where()}")
@@ -195,8 +199,6 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
         sec.scrub.error(e)
         _failed(sec.sink, fleet, t0, e)
         raise
-    finally:
-        restore(previous)
     result = FleetUpResult(fleet, outcome, time.monotonic() - t0)
     first = result.first_ttft_s
     sec.sink.emit(Finished(ok=True, deployment=fleet.name, seconds=round(result.seconds, 3), url=fleet.url,
@@ -267,7 +269,43 @@ def down_fleet(fleet: FleetPlan, *, accept_new: bool) -> FleetDownResult:
     return FleetDownResult(fleet, list(reports), retired)
 
 
+def down_groups(fleet: FleetPlan, names: set[str], *, accept_new: bool) -> FleetDownResult:
+    """The named replicas (or a gateway's models) removed, the rest of the fleet and the router
+    left as they are (a restart by ``watch``); ``failure()`` says what could not be cleaned."""
+    from inkctl.execute.deploy.takedown import take_down
+    from inkctl.execute.hosts.fanout import each
+
+    reps = [r for r in fleet.replicas if r.name in names]
+    reports = each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), reps, name="down")
+    return FleetDownResult(fleet, [(r.plan, rep) for r, rep in zip(reps, reports)], {})
+
+
 # ----------------------------------------------------------------------------------- status
+
+@dataclass
+class FleetStatus:
+    """A fleet's or a gateway's ``status``: one row per group (replica or model, and the router)."""
+
+    fleet: FleetPlan
+    rows: list[dict]
+
+    @property
+    def ok(self) -> bool:
+        return all(r["ok"] for r in self.rows)
+
+    def failure(self) -> InkctlError | None:
+        """The error to end with when a group is not up (None: all are)."""
+        if self.ok:
+            return None
+        bad = [f"{r['group']} {r['state']}" for r in self.rows if not r["ok"]]
+        what = "gateway" if self.fleet.gateway else "fleet"
+        return InkctlError(f"{what} {self.fleet.name} is not fully up: " + "; ".join(bad))
+
+
+def fleet_status(loaded: Any, fleet: FleetPlan, accept_new: bool) -> FleetStatus:
+    """Every group's state (``fleet_states``), with the error to end with."""
+    return FleetStatus(fleet, fleet_states(loaded, fleet, accept_new))
+
 
 def fleet_states(loaded: Any, fleet: FleetPlan, accept_new: bool) -> list[dict]:
     """One row per group (replica or router): its containers' states, its GPUs, its health."""

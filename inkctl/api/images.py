@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from inkctl.api.target import Target, load_target
-from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 from inkctl.execute.image.relay import ImageHostDone, ImageLayers, ImageReattached, ImageStarted
 
 if TYPE_CHECKING:
@@ -25,24 +25,19 @@ __all__ = ["push_to_hosts", "failure", "distribute_image", "distribute_before_up
            "ImageReattached", "ImageHostDone"]
 
 
-def push_to_hosts(target: Target, *, source: str | None, accept_new: bool, display: Callable[[], Sink]) -> Pushed:
+def push_to_hosts(target: Target, *, source: str | None, accept_new: bool, display: Callable[[], Sink],
+                  cancel: threading.Event | None = None) -> Pushed:
     """``images push-to-hosts``: load, then the image relayed with its events sent to
-    ``display()`` (made once the recipe loaded); Ctrl-C stops it (exit 130), a second one
-    abandons it. Hosts it did not reach are in the report (``failure``)."""
-    from inkctl.api.signals import on_signals, restore
-
+    ``display()`` (made once the recipe loaded); ``cancel`` set stops it (exit 130). Hosts it did
+    not reach are in the report (``failure``)."""
     loaded, plan, image = load_target(target, "images push-to-hosts")
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, lambda: Cancelled(started=True))
+    interrupt = cancel or threading.Event()
+    sink = display()
     try:
-        sink = display()
-        try:
-            out = distribute_image(loaded, plan, image, source=source, accept_new=accept_new, sink=sink,
-                                   stop=interrupt)
-        finally:
-            sink.close()
+        out = distribute_image(loaded, plan, image, source=source, accept_new=accept_new, sink=sink,
+                               stop=interrupt)
     finally:
-        restore(previous)
+        sink.close()
     if interrupt.is_set():
         raise InkctlError("interrupted: the image did not reach every host; run again to finish",
                           exit_code=EXIT_INTERRUPTED)
@@ -90,14 +85,15 @@ def _local_daemon():
         return None
 
 
-def distribute_before_up(loaded: Loaded, plan: Plan, image: str | None, accept_new: bool, sink: Sink) -> None:
+def distribute_before_up(loaded: Loaded, plan: Plan, image: str | None, accept_new: bool, sink: Sink, *,
+                         cancel: threading.Event | None = None) -> None:
     """``up --distribute-image``: the image to every host that lacks it, before the preflight. No
     host has it yet (a patched image not built yet): nothing to send, the build makes it."""
     from inkctl.execute.events import Info
     from inkctl.execute.image.relay import NoSource
 
     try:
-        out = distribute_image(loaded, plan, image, source=None, accept_new=accept_new, sink=sink)
+        out = distribute_image(loaded, plan, image, source=None, accept_new=accept_new, sink=sink, stop=cancel)
     except NoSource as e:
         sink.emit(Info(text=f"--distribute-image: {e.message}; nothing to send"))
         return

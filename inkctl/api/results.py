@@ -1,6 +1,6 @@
 """``results`` below the command line: the bench runs saved under a results directory
 (``bench.report``) listed, read, compared with each other or with the numbers a recipe
-records; and the boot records ``up`` saves there (``bench.boots``)."""
+records; and the boot records ``up`` saves there (``inkctl.bootlog``)."""
 
 from __future__ import annotations
 
@@ -76,19 +76,19 @@ def plot(run: Run) -> Path:
 
 
 def list_boots(results_dir: Path) -> list[dict]:
-    from inkctl.bench import boots
+    from inkctl import bootlog as boots
 
     return boots.list_boots(results_dir)
 
 
 def boots_dir(results_dir: Path) -> Path:
-    from inkctl.bench import boots
+    from inkctl import bootlog as boots
 
     return results_dir / boots.SUBDIR
 
 
 def load_boots(results_dir: Path, refs: list[str]) -> list[tuple[str, dict]]:
     """(id, record) of each boot record ``refs`` names, in order."""
-    from inkctl.bench import boots
+    from inkctl import bootlog as boots
 
     return [boots.load(results_dir, r) for r in refs]

@@ -3,10 +3,9 @@ answers on), a fleet's router, or any OpenAI-compatible server (``--url``, ``--m
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from inkctl.api.target import Target, load, plan_for
 from inkctl.errors import UsageError
@@ -32,12 +31,11 @@ class Where:
         self.base_url = self.base_url.rstrip("/")
 
 
-def where(target: Target | None, url: str | None, model: str | None, command: str, api_key: str | None = None,
-          *, fleet: Callable[[Loaded], Any] | None = None) -> Where:
+def where(target: Target | None, url: str | None, model: str | None, command: str,
+          api_key: str | None = None) -> Where:
     """The server ``command`` talks to. ``target`` (a recipe) gives the model, the checks and,
     with hosts, the URL its plan answers on; ``url`` wins over the plan's. A recipe with
-    ``fleet:`` is measured through its router: ``fleet(loaded)`` makes the fleet's plans (its
-    replica 0 gives the provenance). Without a model, the one the server lists."""
+    ``fleet:`` is measured through its router (its replica 0 gives the provenance). Without a model, the one the server lists."""
     if target is None and url is None:
         raise UsageError(f"{command} needs a RECIPE (with --hosts) or --url URL --model NAME")
     loaded = plan = base = fleet_info = None
@@ -48,7 +46,7 @@ def where(target: Target | None, url: str | None, model: str | None, command: st
         loaded = load(target, command, need_hosts=False)
         arm_for(loaded.recipe)
     elif target is not None:
-        loaded, plan, base, fleet_info = _deployment(target, command, fleet)
+        loaded, plan, base, fleet_info = _deployment(target, command)
     if url is not None:
         base = _base_url(url)
     if base is None:
@@ -61,7 +59,7 @@ def where(target: Target | None, url: str | None, model: str | None, command: st
     return Where(base, name, loaded, plan, fleet_info)
 
 
-def _deployment(target: Target, command: str, fleet: Callable[[Loaded], Any] | None):
+def _deployment(target: Target, command: str):
     """(loaded, plan, the URL its health answers on or None, the fleet's router or None)."""
     from inkctl.plan.step import WaitHealth
     from inkctl.scrub import arm_for
@@ -71,11 +69,10 @@ def _deployment(target: Target, command: str, fleet: Callable[[Loaded], Any] | N
     base = fleet_info = None
     if loaded.recipe.fleet is not None:
         # a fleet is measured through its router; provenance comes from replica 0
+        from inkctl.api.fleet import fleet_of
         from inkctl.execute.deploy.fleet import replica_loaded
 
-        if fleet is None:
-            raise UsageError(f"a fleet: {command} goes through the fleet's router")
-        plans = fleet(loaded)
+        plans = fleet_of(loaded)
         rep = plans.replicas[0]
         loaded, plan, base = replica_loaded(loaded, rep), rep.plan, plans.url
         r = plans.router_spec
@@ -115,7 +112,7 @@ def provenance(where: Where, accept_new: bool, tokenizer: Optional[str], results
 
     prov.update(deployment_provenance(where.loaded, where.plan, accept_new=accept_new))
     if results_dir is not None:  # how the deployment measured booted: its latest boot record (inkctl up)
-        from inkctl.bench import boots
+        from inkctl import bootlog as boots
 
         last = boots.previous(results_dir, where.plan.deployment)
         prov["boot"] = {"id": last[0], **last[1]} if last else None

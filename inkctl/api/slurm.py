@@ -10,7 +10,6 @@ The job is found by its name (``inkctl-<deployment>``, this user's, ``squeue``);
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inkctl import runtimes
 from inkctl.api.target import Target, Targeted, load
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
@@ -50,6 +50,63 @@ class SlurmUpOptions:
     output_tail: bool = True  # a failed job: say the last lines of its output
 
 
+CONTAINERS = (*runtimes.names(), *runtimes.in_task_names())  # a runtime on the node, or Slurm's own
+SLURM_CONTAINERS = (*CONTAINERS, "runtime")
+
+
+@dataclass(frozen=True)
+class SlurmRequest:
+    """The ``--slurm`` side's own flags of ``up`` (``UpOptions.slurm``), as the user gave them."""
+
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None
+    job_dir: str | None = None
+    gpus_per_node: int | None = None
+    container: str | None = None  # docker, podman, pyxis, apptainer, runtime (None: runtime)
+    pending_timeout: float | None = None
+    output_tail: bool = True  # a failed job: say the last lines of its output
+
+    def given(self) -> bool:
+        """Was any of the Slurm-only flags given? (They go with --slurm only.)"""
+        return any(v is not None and v != "" for v in (self.partition, self.account, self.time_limit, self.job_dir,
+                                                       self.gpus_per_node, self.container, self.pending_timeout))
+
+    def options(self, target: Target, *, timeout: float | None, keep: bool,
+                results_dir: Path) -> tuple[Target, SlurmUpOptions]:
+        """(the target with the overrides ``--container`` adds, ``up --slurm``'s options)."""
+        mode, sets = container_mode(self.container, list(target.sets), target.recipe)
+        return (Target(target.recipe, target.hosts, tuple(sets), target.backend),
+                SlurmUpOptions(partition=self.partition, account=self.account, time_limit=self.time_limit,
+                               job_dir=self.job_dir, gpus_per_node=self.gpus_per_node, container=mode,
+                               pending_timeout=self.pending_timeout, timeout=timeout, keep_on_failure=keep,
+                               results_dir=results_dir, output_tail=self.output_tail))
+
+
+def container_mode(value: str | None, sets: list[str], recipe: Any) -> tuple[str, list[str]]:
+    """``--container`` -> (the script's container mode, the --set overrides). docker/podman run on
+    the node's runtime: another one than the recipe's overrides container.runtime, and GPUs keep
+    being exposed in that runtime's own form (docker --gpus all, podman CDI); pyxis/apptainer are
+    Slurm's own; none (or 'runtime'): the recipe's runtime."""
+    from inkctl.errors import UsageError
+
+    if value is None or value == "runtime":
+        return "runtime", sets
+    if value not in SLURM_CONTAINERS:
+        raise UsageError(f"--container {value!r}: expected {', '.join(CONTAINERS[:-1])} or {CONTAINERS[-1]}")
+    if value in runtimes.in_task_names():
+        return value, sets
+    from inkctl.recipe.source import load_recipe
+
+    c = load_recipe(recipe, sets).recipe.container
+    if c.runtime == value:
+        return "runtime", sets
+    extra = [f"container.runtime={value}"]
+    if c.gpus != "none":
+        extra.append(f"container.gpus={runtimes.get(value).default_gpus}")
+    return "runtime", [*sets, *extra]
+
+
 @dataclass
 class SlurmUpResult:
     """How ``up --slurm`` ended well: the job runs and answers (``already``: it did before)."""
@@ -72,6 +129,25 @@ class SlurmDownResult:
     job_name: str
     jobs: list[str] = field(default_factory=list)  # the jobs cancelled (none: nothing to cancel)
 
+    def failure(self) -> InkctlError | None:
+        """scancel's failures are raised where they happen: nothing to end with here."""
+        return None
+
+
+@dataclass
+class SlurmStatus:
+    """``status --slurm``: the deployment, its job's name, one row per job (state, nodes, reason,
+    ranks, health)."""
+
+    deployment: str
+    job_name: str
+    jobs: list[dict]
+
+    @property
+    def ok(self) -> bool:
+        """Some job's head answers."""
+        return any(e.get("health", {}).get("ok") for e in self.jobs)
+
 
 def scrubbed(say: Say) -> Say:
     """``say`` behind the scrubber armed at the time of each line."""
@@ -82,16 +158,27 @@ def scrubbed(say: Say) -> Say:
     return out
 
 
-def up(target: Target, opts: SlurmUpOptions, say: Say, *, events: Sink | None = None) -> SlurmUpResult:
-    """Submit the deployment as a Slurm job and follow it until it serves; on a failure or Ctrl-C
-    the job is cancelled (unless ``keep_on_failure``) and the error raised (exit 130 when
-    interrupted). A job of the same recipe already serving is left as it is (``already``);
-    another version is refused. The boot phases are sent to ``events`` (and the run's record)."""
+def saying(sink: Sink) -> Say:
+    """A Slurm job's sentences as typed events (``Said``) to ``sink`` and the run's record,
+    scrubbed with the scrubber armed at the time of each line."""
+    from inkctl import runlog
+    from inkctl.execute.events import Said
+
+    recorded = runlog.recording(sink)
+    return scrubbed(lambda text: recorded.emit(Said(text)))
+
+
+def up(target: Target, opts: SlurmUpOptions, sink: Sink, *, cancel: threading.Event | None = None) -> SlurmUpResult:
+    """Submit the deployment as a Slurm job and follow it until it serves; on a failure or
+    ``cancel`` the job is cancelled (unless ``keep_on_failure``) and the error raised (exit 130
+    when cancelled). A job of the same recipe already serving is left as it is (``already``);
+    another version is refused. Progress and the boot phases go to ``sink`` (and the run's record)."""
     from inkctl.export.slurm_inputs import job_for
     from inkctl.slurm import ctl
     from inkctl.slurm import run as sr
 
     t0 = time.monotonic()
+    say = saying(sink)
     loaded = load(target, "up", need_hosts=False)
     r = loaded.recipe
     secrets = _armed_secrets(r)
@@ -103,8 +190,7 @@ def up(target: Target, opts: SlurmUpOptions, say: Say, *, events: Sink | None = 
         return found
     sr.check_request(job, r.hardware.nodes, gpus, part)
     hidden = [s.env for s in r.secrets.values() if s.env]
-    cancel = threading.Event()
-    previous = {s: signal.signal(s, lambda *_: cancel.set()) for s in (signal.SIGINT, signal.SIGTERM)}
+    cancel = cancel or threading.Event()
     job_id, script, secrets_file = sr.submit(job, options, part, secrets=secrets, hidden=hidden, say=say)
     try:
         pending = PENDING_S if opts.pending_timeout is None else (opts.pending_timeout or None)
@@ -113,13 +199,10 @@ def up(target: Target, opts: SlurmUpOptions, say: Say, *, events: Sink | None = 
     except (InkctlError, Cancelled) as e:
         _failed(job_id, secrets_file, r, target, opts, say, interrupted=isinstance(e, Cancelled))
         raise
-    finally:
-        for s, h in previous.items():
-            signal.signal(s, h)
     sr.remove_secrets(secrets_file)  # every rank has read it: its container runs
     result = SlurmUpResult(r.name, job_id, run.nodes, run.url, run=run, script=script,
                            seconds=time.monotonic() - t0)
-    _boot(result, job.plan.recipe_hash, opts.results_dir, say, events)
+    _boot(result, job.plan.recipe_hash, opts.results_dir, say, sink)
     return result
 
 
@@ -190,7 +273,7 @@ def _fit(line: str, width: int = 80) -> str:
     return line if len(line) <= width else line[:width - 3] + "..."
 
 
-def _boot(result: SlurmUpResult, recipe_hash: str, results_dir: Path, say: Say, events: Sink | None) -> None:
+def _boot(result: SlurmUpResult, recipe_hash: str, results_dir: Path, say: Say, events: Sink) -> None:
     """The job's boot phases: saved and compared as `up` does them, one `boot_phases` event
     (to ``events`` and the run's record)."""
     run = result.run
@@ -203,28 +286,28 @@ def _boot(result: SlurmUpResult, recipe_hash: str, results_dir: Path, say: Say, 
     record, slower, previous, problem = keep(results_dir, result.deployment, run.boot, recipe_hash)
     if problem:
         say(f"warning: {problem}")
-    sink = runlog.recording(events)
-    if sink is not None:
-        sink.emit(BootPhases(deployment=result.deployment, record=record, slower=slower, previous=previous))
+    runlog.recording(events).emit(BootPhases(deployment=result.deployment, record=record, slower=slower,
+                                             previous=previous))
     result.boot, result.slower = record, slower
 
 
-def down(target: Target, say: Say) -> SlurmDownResult:
-    """scancel every job of the deployment and wait until each has left its nodes."""
+def down(target: Target, sink: Sink) -> SlurmDownResult:
+    """scancel every job of the deployment and wait until each has left its nodes; progress to
+    ``sink`` (``Said``)."""
     from inkctl.export.slurm import job_name
     from inkctl.slurm import run as sr
 
     r = load(target, "down", need_hosts=False).recipe
-    return SlurmDownResult(r.name, job_name(r.name), sr.take_down(r, say))
+    return SlurmDownResult(r.name, job_name(r.name), sr.take_down(r, saying(sink)))
 
 
-def status(target: Target) -> tuple[str, str, list[dict]]:
-    """(the deployment, its job's name, one row per job: state, nodes, reason, ranks, health)."""
+def status(target: Target) -> SlurmStatus:
+    """The deployment's jobs: state, nodes, reason, ranks, health."""
     from inkctl.export.slurm import job_name
     from inkctl.slurm import run as sr
 
     r = load(target, "status", need_hosts=False).recipe
-    return r.name, job_name(r.name), sr.job_status(r)
+    return SlurmStatus(r.name, job_name(r.name), sr.job_status(r))
 
 
 def logs(target: Target, emit: Say, *, follow: bool, rank: int | None, tail: int | None) -> None:
@@ -237,12 +320,23 @@ def logs(target: Target, emit: Say, *, follow: bool, rank: int | None, tail: int
     sr.follow_output(r, lambda line: emit(scrub.text(line)), follow=follow, rank=rank, tail=tail)
 
 
-def watch(target: Target, interval: float, say: Say) -> None:
+def watch(target: Target, interval: float, sink: Sink, *, cancel: threading.Event | None = None) -> None:
     """Follow the job: its state, every rank's status, health; the job ending or a rank failing
-    raises. Ctrl-C: KeyboardInterrupt (the job runs on)."""
+    raises. ``cancel`` set (or KeyboardInterrupt) stops watching: raised as exit 130, the job
+    runs on."""
     from inkctl.slurm import run as sr
 
-    sr.watch_job(load(target, "watch", need_hosts=False).recipe, interval, say)
+    try:
+        sr.watch_job(load(target, "watch", need_hosts=False).recipe, interval, saying(sink), stop=cancel)
+    except KeyboardInterrupt:  # a second Ctrl-C while asking Slurm: stopped all the same
+        import logging
+
+        logging.getLogger(__name__).debug("watch --slurm: interrupted")
+    except InkctlError:
+        if cancel is None or not cancel.is_set():
+            raise
+        # Ctrl-C reached the squeue/scontrol it was waiting for as well: stopped, not failed
+    raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED)
 
 
 def slurm_target(target: Target, command: str, *, partition: str | None = None, job: str | None = None,
@@ -263,7 +357,7 @@ def slurm_target(target: Target, command: str, *, partition: str | None = None, 
     inputs: dict[str, Any] = plan_inputs(loaded)
     # every node given, whatever hardware.nodes says: any of them may run the job
     planned = loaded.recipe.model_copy(update={"hardware": loaded.recipe.hardware.model_copy(update={"nodes": len(hosts)})})
-    return Targeted(loaded, build_plan(planned, hosts, **inputs), inputs.get("image"))
+    return Targeted(loaded, build_plan(planned, hosts, read_fabric=False, **inputs), inputs.get("image"))
 
 
 def _slurm_hosts(known: Any, partition: str | None, job: str | None, nodelist: str | None) -> tuple[list, str]:

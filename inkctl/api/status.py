@@ -4,9 +4,8 @@ parallel; a host that cannot be reached is a row of its own. Change nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from inkctl.api.reach import OnAccept, close, connect
 from inkctl.api.target import Target, one_group, plan_for
@@ -42,19 +41,14 @@ class Status:
         return None if self.ok else InkctlError(_not_up(self.rows, self.unreachable, self.health))
 
 
-def status(target: Target, *, accept_new: bool = False, on_accept: OnAccept | None = None,
-           fleet: Callable[[Loaded], Any] | None = None, gateway: Callable[[Target], Any] | None = None) -> Status | None:
-    """Ask every host of the deployment ``target`` names. A recipe with ``fleet:`` is handed,
-    loaded, to ``fleet``, a gateway file to ``gateway`` (None is returned then)."""
+def status(target: Target, *, accept_new: bool = False, on_accept: OnAccept | None = None) -> Status:
+    """Ask every host of the one deployment ``target`` names (a fleet or a gateway file, one row
+    per group: ``api.backend.status``)."""
     from inkctl.execute.state.probe import deployment_states
     from inkctl.scrub import active
 
-    loaded = one_group(
-        target, "status",
-        gateway=gateway, gateway_usage="a gateway file: one row per model's group and the router (inkctl status FILE --hosts FILE)",
-        fleet=fleet, fleet_usage="a fleet: one row per replica and the router (inkctl status RECIPE)")
-    if loaded is None:
-        return None
+    loaded = one_group(target, "status", "a fleet or a gateway file: one row per group and the router "
+                                         "(inkctl status RECIPE)")
     plan, _ = plan_for(loaded, target)
     assert loaded.hosts is not None
     transports = connect(loaded.hosts, accept_new, on_accept)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from inkctl.errors import UsageError
 
@@ -17,16 +17,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Target:
-    """The recipe (a file or a bundled recipe's name), the inventory, the overrides."""
+    """The recipe (a file or a bundled recipe's name), the inventory, the overrides, and where
+    it runs: ``backend`` names one of ``api.backend.BACKENDS`` ("ssh": the inventory's hosts;
+    "slurm": a job from this login node, the user's ``--slurm``; "k8s": export only)."""
 
     recipe: Path
     hosts: Path | None = None
     sets: tuple[str, ...] = ()
+    backend: str = "ssh"
 
     @classmethod
     def of(cls, recipe: Path | str, hosts: Path | str | None = None,
-           sets: Iterable[str] | None = None) -> Target:
-        return cls(Path(recipe), None if hosts is None else Path(hosts), tuple(sets or ()))
+           sets: Iterable[str] | None = None, *, backend: str = "ssh", slurm: bool = False) -> Target:
+        """``slurm=True`` is the command line's ``--slurm``: the Slurm backend."""
+        return cls(Path(recipe), None if hosts is None else Path(hosts), tuple(sets or ()),
+                   "slurm" if slurm else backend)
 
     def where(self) -> str:
         """``RECIPE [--hosts FILE]``, as a command to run next names it."""
@@ -51,27 +56,34 @@ def load(target: Target, command: str, *, need_hosts: bool = True) -> Loaded:
     return loaded
 
 
-def one_group(target: Target, command: str, *, gateway: Callable[[Target], Any] | None, gateway_usage: str,
-              fleet: Callable[[Loaded], Any] | None, fleet_usage: str) -> Loaded | None:
-    """The loaded recipe of one engine group, with whatever the command prints masked from here
-    on. A gateway file is handed to ``gateway``, a recipe with ``fleet:`` (loaded and armed) to
-    ``fleet``, and None returned; a kind without its callable is a UsageError with its usage."""
+class Kind(NamedTuple):
+    """What a target names: ``"gateway"`` (a gateway file; ``loaded`` None: it loads its own
+    recipes), ``"fleet"`` (a recipe with ``fleet:``) or ``"group"`` (one engine group)."""
+
+    kind: str
+    loaded: Loaded | None
+
+
+def kind_of(target: Target, command: str) -> Kind:
+    """A gateway file, a fleet or one group; a recipe loaded with whatever the command prints
+    masked from here on (a host's stderr, an engine's echoed env)."""
     from inkctl.recipe.filekind import is_gateway_file
     from inkctl.scrub import arm_for
 
     if is_gateway_file(target.recipe):
-        if gateway is None:
-            raise UsageError(gateway_usage)
-        gateway(target)
-        return None
+        return Kind("gateway", None)
     loaded = load(target, command)
-    arm_for(loaded.recipe)  # a host's stderr, an engine's echoed env: masked
-    if loaded.recipe.fleet is not None:
-        if fleet is None:
-            raise UsageError(fleet_usage)
-        fleet(loaded)
-        return None
-    return loaded
+    arm_for(loaded.recipe)
+    return Kind("fleet" if loaded.recipe.fleet is not None else "group", loaded)
+
+
+def one_group(target: Target, command: str, usage: str) -> Loaded:
+    """The loaded recipe of one engine group (masked, as ``kind_of``); a gateway file or a fleet
+    is a UsageError with ``usage`` (``api.backend`` dispatches those)."""
+    what = kind_of(target, command)
+    if what.loaded is None or what.kind != "group":
+        raise UsageError(usage)
+    return what.loaded
 
 
 def plan_for(loaded: Loaded, target: Target) -> tuple[Plan, str | None]:

@@ -2,10 +2,12 @@
 
 Load (recipe, hosts, --set), trust (hotfix files, lock pins), plan, resolve the secrets and
 arm the scrubber before any host is touched; optionally send the image host to host; then
-Ctrl-C/SIGTERM handling, the bring-up (``execute.deploy.bringup``), the boot record, the
-failure's last words (what was left, how to clean up, scrubbed), the ``Finished`` event, and
-with ``watch`` the hand-over to supervision (``api.watching``). The caller picks the display
-(``display``) and says the result (``on_up``): the command line does, and so can a test.
+the bring-up (``execute.deploy.bringup``, stopped by the caller's cancel token), the boot
+record, the failure's last words (what was left, how to clean up, scrubbed) and the
+``Finished`` event. The caller picks the display (``display``) and says the result
+(``on_up``): the command line does, and so can a test. ``api.backend.up`` picks this for one
+deployment on SSH hosts (a fleet, a gateway file, Slurm elsewhere) and hands over to
+supervision with ``watch``.
 
 up is all-or-nothing: every host is connected (and its key checked) before anything starts
 anywhere, and any failure after that (a step, a crashed rank, a health timeout, Ctrl-C,
@@ -19,15 +21,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from inkctl.api.secured import Secured, secrets_for, secure
-from inkctl.api.signals import on_signals, restore
 from inkctl.api.target import Target, load, plan_for
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 if TYPE_CHECKING:
-    from inkctl.api.watching import Emit, Watching
+    from inkctl.api.slurm import SlurmRequest
+    from inkctl.api.watching import Watching
     from inkctl.execute.deploy.runner import Outcome
     from inkctl.execute.events import Sink
     from inkctl.plan.step import Plan
@@ -44,7 +46,8 @@ class UpOptions:
     allow_socket_fallback: bool = False  # with network.rdma: NCCL on TCP sockets is a warning
     distribute_image: bool = False  # first send the image host to host where it is missing
     results_dir: Path = Path("bench-results")  # boot records: boots/DEPLOYMENT/
-    watch: Watching | None = None  # once healthy, stay and supervise (up --watch)
+    watch: Watching | None = None  # once healthy, stay and supervise (up --watch; api.backend)
+    slurm: SlurmRequest | None = None  # the --slurm side's own flags (api.backend's Slurm)
 
 
 @dataclass
@@ -68,38 +71,33 @@ class UpResult:
 
 
 def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
-       on_up: Callable[[UpResult], None] | None = None, fleet: Callable[[Loaded], Any] | None = None,
-       gateway: Callable[[Target], Any] | None = None, watch_events: Emit | None = None) -> UpResult | None:
-    """Bring the deployment up. ``display()`` makes the event sink (called once the scrubber is
-    armed: everything it receives passes it). ``on_up(result)`` is called once, as soon as the
-    deployment is up (before up stays attached to the watchdog or to ``watch``). A recipe with
-    ``fleet:`` is handed, loaded, to ``fleet`` (the fleet's bring-up), a gateway file (several
-    recipes behind one endpoint) to ``gateway``; None is returned then.
-    With ``opts.watch``, supervise afterwards, sending ``watch_events``. Raises InkctlError
-    (its message scrubbed) on failure, with exit code 130 when interrupted."""
+       on_up: Callable[[UpResult], None] | None = None, cancel: threading.Event | None = None) -> UpResult:
+    """Bring one deployment up on its hosts (a fleet or a gateway file: ``api.backend.up``, which
+    picks the backend and the kind). ``display()`` makes the event sink (called once the scrubber
+    is armed: everything it receives passes it). ``on_up(result)`` is called once, as soon as the
+    deployment is up (before up stays attached to the watchdog). ``cancel`` set stops it and
+    rolls back (the command line sets it on Ctrl-C/SIGTERM). Raises InkctlError (its message
+    scrubbed) on failure, with exit code 130 when cancelled."""
     t0 = time.monotonic()
     from inkctl.execute.deploy.bringup import warm_imports
     from inkctl.recipe.filekind import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
-    if is_gateway_file(target.recipe):  # several models behind one endpoint
-        if opts.watch is not None or opts.detach or target.sets:
-            raise UsageError("a gateway file: run up without --watch, --detach and --set")
-        _hand_over(gateway, target, "a gateway file")
-        return None
+    if is_gateway_file(target.recipe):
+        raise UsageError("a gateway file: its groups come up through the fleet's bring-up (inkctl up FILE)")
     loaded = load(target, "up")
     if loaded.recipe.fleet is not None:
-        _fleet(loaded, opts, fleet)
-        return None
+        raise UsageError("a fleet: its groups come up through the fleet's bring-up (inkctl up RECIPE)")
     from inkctl.plan.inputs import require_trusted
 
     require_trusted(loaded)  # hotfix files and lock pins, checked before any host is touched
     plan, image = plan_for(loaded, target)
+    note_options(opts)
     sec = secure(loaded, secrets_for(loaded, [plan]), display)  # before any connection: fail early, start nothing
     if opts.distribute_image:
         from inkctl.api.images import distribute_before_up
 
-        distribute_before_up(loaded, plan, image, opts.accept_new, sec.sink)
+        distribute_before_up(loaded, plan, image, opts.accept_new, sec.sink, cancel=cancel)
     said: list[bool] = []
 
     def healthy(outcome: Outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
@@ -107,45 +105,46 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
         _say(on_up, _result(plan, outcome, time.monotonic() - t0))
         said.append(True)
 
-    outcome = _bring_up(loaded, plan, sec, target, opts, healthy, t0)
+    outcome = _bring_up(loaded, plan, sec, target, opts, healthy, t0, cancel or threading.Event())
     result = _result(plan, outcome, time.monotonic() - t0, follow(target) if outcome.detached else "")
     _boot(plan, outcome, opts.results_dir, sec.sink)
     _finished(sec.sink, result)
     if not said:
         _say(on_up, replace(result, follow=follow(target)))
-    if opts.watch is not None and not outcome.detached:
-        from inkctl.api.watching import keep_watching
-
-        keep_watching(loaded, plan, target, opts.watch, watch_events or _quiet)
-        result.watch_stopped = True
     return result
 
 
-def _fleet(loaded: Loaded, opts: UpOptions, fleet: Callable[[Loaded], Any] | None) -> None:
-    if opts.watch is not None or opts.detach:
-        raise UsageError("a fleet: run up, then inkctl watch RECIPE (it supervises each replica on its own)")
-    _hand_over(fleet, loaded, "a fleet")
+def note_options(opts: UpOptions) -> None:
+    """The options of this up, in the run's record: ``watch --restart`` brings the deployment
+    back with them (``api.watching.up_options_of``)."""
+    from inkctl import runlog
+
+    runlog.note(up_options={"accept_new": opts.accept_new, "keep": opts.keep, "timeout": opts.timeout,
+                            "skip": list(opts.skip), "allow_socket_fallback": opts.allow_socket_fallback,
+                            "distribute_image": opts.distribute_image, "results_dir": str(opts.results_dir)})
 
 
-def _hand_over(to: Callable[[Any], Any] | None, what: Any, kind: str) -> None:
-    if to is None:
-        raise UsageError(f"{kind}: its groups come up through the fleet's bring-up (inkctl up RECIPE)")
-    to(what)
+def options_from(recorded: dict) -> UpOptions:
+    """``note_options``' record back as options (what it lacks: the defaults)."""
+    d = UpOptions()
+    return UpOptions(accept_new=bool(recorded.get("accept_new", d.accept_new)), keep=bool(recorded.get("keep", d.keep)),
+                     timeout=recorded.get("timeout", d.timeout), skip=tuple(recorded.get("skip") or ()),
+                     allow_socket_fallback=bool(recorded.get("allow_socket_fallback", d.allow_socket_fallback)),
+                     distribute_image=bool(recorded.get("distribute_image", d.distribute_image)),
+                     results_dir=Path(recorded.get("results_dir") or d.results_dir))
 
 
 def _bring_up(loaded: Loaded, plan: Plan, sec: Secured, target: Target, opts: UpOptions,
-              healthy: Callable[[Outcome], None], t0: float) -> Outcome:
-    """The bring-up under this command's signal handlers; a failure ends with its Finished event."""
+              healthy: Callable[[Outcome], None], t0: float, cancel: threading.Event) -> Outcome:
+    """The bring-up, stopped by ``cancel``; a failure ends with its Finished event."""
     from inkctl.execute.deploy.bringup import bring_up
     from inkctl.execute.deploy.runner import LaunchFailed
     from inkctl.weights.preflight import weights_check
 
-    interrupt = threading.Event()
-    # a second signal: KeyboardInterrupt, which bring_up turns into Cancelled(started=...)
-    previous = on_signals(interrupt, KeyboardInterrupt)
+    # a KeyboardInterrupt (the command line's second signal): bring_up turns it into Cancelled(started=...)
     try:
         return bring_up(loaded, plan, sec.sink, sec.secrets, accept_new=opts.accept_new, keep=opts.keep,
-                        timeout=opts.timeout, skip=list(opts.skip), interrupt=interrupt, detach=opts.detach,
+                        timeout=opts.timeout, skip=list(opts.skip), interrupt=cancel, detach=opts.detach,
                         on_healthy=healthy, allow_socket_fallback=opts.allow_socket_fallback,
                         after_boot=opts.watch is None, weights=weights_check)
     except (Cancelled, KeyboardInterrupt) as e:  # KeyboardInterrupt: a second Ctrl-C while connecting
@@ -161,8 +160,6 @@ def _bring_up(loaded: Loaded, plan: Plan, sec: Secured, target: Target, opts: Up
         sec.scrub.error(e)
         _failed(sec.sink, plan, t0, e)
         raise
-    finally:
-        restore(previous)
 
 
 def _interrupted(plan: Plan, target: Target, started: bool) -> str:
@@ -200,10 +197,6 @@ def _result(plan: Plan, outcome: Outcome, seconds: float, follow: str = "") -> U
 def _say(on_up: Callable[[UpResult], None] | None, result: UpResult) -> None:
     if on_up is not None:
         on_up(result)
-
-
-def _quiet(event: str, text: str, **fields: Any) -> None:
-    """Supervision events nobody asked to see (they are in the run's record)."""
 
 
 def _boot(plan: Plan, outcome: Outcome, results_dir: Path, sink: Sink) -> None:

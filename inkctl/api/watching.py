@@ -2,28 +2,36 @@
 their output. Report a failure, run a hook, or restart the deployment.
 
 A tensor-parallel group cannot lose one rank and go on, so a restart is the whole deployment:
-``inkctl down`` then ``inkctl up`` (the same recipe, hosts and --set), with backoff, at most
-``max_restarts_per_hour``. Progress goes to ``emit(event, text, **fields)``.
+down, then up (the same recipe, hosts and --set, and the options of its ``up``), in this
+process, through the same api as the commands (``api.down``, ``api.up``); with backoff, at
+most ``max_restarts_per_hour``. A down that could not clean a host is reported and nothing is
+started over what it left. ``restart`` is the one restart loop: a fleet's replicas
+(``api.fleet_watch``) go through it too. Progress is typed events (``Supervision``) sent to
+the caller's sink; a cancel token (set on Ctrl-C by the command line) stops the watch.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
-import sys
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Optional
 
-from inkctl.api.target import Target, one_group, plan_for
-from inkctl.errors import EXIT_INVALID, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED, EXIT_INVALID, InkctlError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions
+    from inkctl.execute.events import Sink
+    from inkctl.execute.supervise.watch import Failure, RestartBudget
     from inkctl.plan.step import Plan
     from inkctl.recipe.loaded import Loaded
-
-Emit = Callable[..., None]  # emit(event, text, **fields)
 
 
 @dataclass(frozen=True)
@@ -40,99 +48,154 @@ class Watching:
     allow_socket_fallback: bool = False
 
 
-def watch(target: Target, how: Watching, emit: Emit, *, fleet: Callable[[Loaded, Emit], Any] | None = None,
-          gateway: Callable[[Target, Emit], Any] | None = None) -> None:
-    """Supervise the deployment ``target`` names (``keep_watching``). A recipe with ``fleet:``
-    is handed, loaded, to ``fleet(loaded, emit)`` (the fleet's own supervision), a gateway file
-    to ``gateway(target, emit)``. Returns when stopped (Ctrl-C); raises InkctlError on a
-    failure it does not restart from."""
-    loaded = one_group(
-        target, "watch",  # a gateway: each model's group on its own, and the gateway
-        gateway=None if gateway is None else (lambda t: gateway(t, told(emit))),
-        gateway_usage="a gateway file: each model's group is supervised on its own (inkctl watch FILE)",
-        fleet=None if fleet is None else (lambda ld: fleet(ld, told(emit))),
-        fleet_usage="a fleet: its replicas are supervised each on its own (inkctl watch RECIPE)")
-    if loaded is None:
-        return
-    plan, _ = plan_for(loaded, target)
-    keep_watching(loaded, plan, target, how, emit)
+class Voice:
+    """Supervision's events, typed (``execute.events.Supervision``), recorded in the run's
+    record and scrubbed before the caller's sink sees them; thread-safe (a fleet's replicas
+    report from threads of their own)."""
+
+    def __init__(self, sink: Sink, prefix: str = "", **fields: Any):
+        self.sink, self.prefix, self.fields = sink, prefix, fields
+
+    def __call__(self, kind: str, text: str, **fields: Any) -> None:
+        from inkctl.execute.events import Supervision
+
+        self.sink.emit(Supervision(kind, self.prefix + text, {**fields, **self.fields}))
+
+    def of(self, prefix: str, **fields: Any) -> Voice:
+        """The same sink, each message prefixed (a replica's name) and these fields added."""
+        return Voice(self.sink, self.prefix + prefix, **{**self.fields, **fields})
 
 
-def keep_watching(loaded: Loaded, plan: Plan, target: Target, how: Watching, emit: Emit) -> None:
+def told(sink: Sink) -> Voice:
+    """``sink`` behind the run's record and the scrubber: what it is told has no secret left."""
+    from inkctl import runlog
+    from inkctl.execute.events import ScrubbingSink
+    from inkctl.scrub import active
+
+    class _Now:  # the scrubber armed at the time of each event (a restart's up arms more)
+        def __call__(self, obj: Any) -> Any:
+            return active()(obj)
+
+    return Voice(runlog.recording(ScrubbingSink(sink, _Now())))  # type: ignore[arg-type]
+
+
+class DownFailed(InkctlError):
+    """A restart's down could not clean a host: nothing is started over what it left."""
+
+
+def keep_watching(loaded: Loaded, plan: Plan, target: Target, how: Watching, say: Voice, *,
+                  up_opts: UpOptions | None = None, cancel: threading.Event | None = None) -> None:
     """Supervise until a failure (raises InkctlError, after the hook) or, with ``restart``, for
-    good. Returns when Ctrl-C stops it (the deployment is left as it is). Every event is
-    recorded in the run's record, then scrubbed for ``emit``."""
+    good. Returns when ``cancel`` is set or Ctrl-C stops it (the deployment is left as it is).
+    A restart brings it up with ``up_opts`` (None: the options of its latest ``up`` in the run
+    records, ``up_options_of``)."""
     from inkctl.execute.supervise.watch import RestartBudget
 
-    emit = told(emit)
+    stop = cancel or threading.Event()
     budget = RestartBudget(per_hour=how.max_restarts_per_hour, first_s=how.backoff)
+    opts = up_opts if up_opts is not None else up_options_of(plan.deployment, how)
     try:
         while True:
-            failure = supervise(loaded, plan, how.accept_new, how.interval, emit, stuck_after=how.stuck_after)
-            emit("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
+            failure = supervise(loaded, plan, how.accept_new, how.interval, say, stuck_after=how.stuck_after, stop=stop)
+            if failure is None:
+                break
+            say("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
             if how.hook:
-                run_hook(how.hook, failure, emit)
+                run_hook(how.hook, failure, say)
             if not how.restart:
                 raise InkctlError(f"{plan.deployment}: {failure.message}",
                                   hint=f"inkctl logs {target.recipe} for the whole story; watch --restart brings it back by itself")
-            _restart(plan, target, how, budget, emit)
-    except KeyboardInterrupt:
-        emit("stopped", f"stopped watching; {plan.deployment} is left as it is")
+            if not restart(plan.deployment, how, budget, say, lambda: down_then_up(target, opts, stop), stop,
+                           hint=f"find the cause (inkctl logs {target.recipe}), then inkctl up {target.recipe}"):
+                break
+    except KeyboardInterrupt:  # a second Ctrl-C: stopped all the same
+        log.debug("watch: interrupted")
+    say("stopped", f"stopped watching; {plan.deployment} is left as it is")
 
 
-def told(emit: Emit) -> Emit:
-    """``emit`` behind the run's record and the scrubber: what it is told has no secret left."""
-    from inkctl import runlog
-    from inkctl.scrub import active
-
-    def out(event: str, text: str, **fields: Any) -> None:
-        scrub = active()
-        runlog.event(event, message=text, **fields)
-        emit(event, scrub.text(text), **scrub(fields))
-
-    return out
-
-
-def _restart(plan: Plan, target: Target, how: Watching, budget, emit: Emit) -> None:
-    """``inkctl down`` then ``inkctl up`` until up succeeds; raises when the budget is spent or
-    up refuses for a reason that trying again cannot change."""
-    again = [sys.executable, "-m", "inkctl"]
-    where = ([str(target.recipe)] + (["--hosts", str(target.hosts)] if target.hosts else [])
-             + [x for s in target.sets for x in ("--set", s)])
-    up_flags = ["--allow-socket-fallback"] if how.allow_socket_fallback else []
-    while True:
+def restart(what: str, how: Watching, budget: RestartBudget, say: Voice, cycle: Callable[[], None],
+            stop: threading.Event, *, named: bool = False, untouched: str = "", hint: str = "") -> bool:
+    """The one restart loop: wait the backoff, then ``cycle()`` (down, then up), until it comes
+    back (True) or ``stop`` is set (False). Raises InkctlError when the hour's budget is spent,
+    or when up refuses for a reason that trying again cannot change (the recipe, a secret).
+    ``named``: the refusals and failures start with ``what`` (one of a fleet's groups)."""
+    label = f"{what}: " if named else ""
+    last = ""
+    while not stop.is_set():
         delay = budget.next_delay(time.monotonic())
         if delay is None:
-            emit("restart_refused", f"{how.max_restarts_per_hour} restarts within the last hour: giving up")
-            raise InkctlError(f"{plan.deployment}: {how.max_restarts_per_hour} restarts within an hour; not restarting again",
-                              hint=f"find the cause (inkctl logs {target.recipe}), then inkctl up {target.recipe}")
-        emit("restart", f"restarting {plan.deployment} in {delay:g} s: down, then up")
-        time.sleep(delay)
+            say("restart_refused", f"{label}{how.max_restarts_per_hour} restarts within the last hour: giving up")
+            raise InkctlError(f"{what}: {how.max_restarts_per_hour} restarts within an hour; not restarting again"
+                              + (f" (the last: {last})" if last else ""),
+                              hint=hint or None)
+        say("restart", f"restarting {what} in {delay:g} s: down, then up{untouched}")
+        if stop.wait(delay):
+            return False
         budget.spend(time.monotonic())
-        subprocess.run([*again, "down", *where], stdin=subprocess.DEVNULL, capture_output=True)
-        up = subprocess.run([*again, "up", *where, *up_flags], stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if up.returncode == 0:
-            emit("restarted", f"{plan.deployment} is up again")
-            return
-        why = why_up_failed(up.stderr)
-        emit("restart_failed", f"up failed (exit {up.returncode}): {why}")
-        if up.returncode == EXIT_INVALID:  # the recipe, a secret, a flag: trying again changes nothing
-            raise InkctlError(f"{plan.deployment}: up refused to start: {why}", exit_code=EXIT_INVALID,
-                              hint="fix that, then run the watch again")
+        try:
+            cycle()
+        except DownFailed as e:
+            last = f"down failed: {why(e)}"
+            say("restart_failed", f"{label}{last}; not starting it again over what is left")
+            continue
+        except InkctlError as e:
+            if e.exit_code == EXIT_INTERRUPTED or stop.is_set():
+                return False
+            last = f"up failed (exit {e.exit_code}): {why(e)}"
+            say("restart_failed", label + last)
+            if e.exit_code == EXIT_INVALID:  # the recipe, a secret, a flag: trying again changes nothing
+                raise InkctlError(f"{what}: up refused to start: {why(e)}", exit_code=EXIT_INVALID,
+                                  hint="fix that, then run the watch again") from None
+            continue
+        say("restarted", f"{what} is up again")
+        return True
+    return False
 
 
-def why_up_failed(stderr: str) -> str:
-    """What a failed ``up`` said: its last error with the hint after it, not just the last line."""
-    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
-    if not lines:
-        return "(no output)"
-    starts = [i for i, ln in enumerate(lines) if ln.startswith("error:")]
-    text = " ".join(lines[starts[-1]:] if starts else lines[-1:])
+def why(e: InkctlError) -> str:
+    """An error on one line: its message, then its hint (what to do), at most 600 characters."""
+    text = " ".join(ln.strip() for ln in e.message.splitlines() if ln.strip())
+    if e.hint:
+        text += f" (hint: {e.hint})"
     return text[:600]
 
 
-def supervise(loaded: Loaded, plan: Plan, accept_new: bool, interval: float, emit: Emit, stuck_after: float = 0.0):
-    """Connect (retrying while a host is away), then supervise until the first failure."""
+def down_then_up(target: Target, opts: UpOptions, cancel: threading.Event) -> None:
+    """One deployment down, checked (``DownFailed``: a host could not be cleaned, nothing is
+    started), then up with ``opts``, in this process: its events go to the run's record."""
+    from inkctl.api.down import down
+    from inkctl.api.up import up
+    from inkctl.execute.events import Collect
+
+    result = down(target, accept_new=opts.accept_new)
+    failure = result.failure()
+    if failure is not None:
+        raise DownFailed(failure.message, hint=failure.hint)
+    up(target, opts, Collect, cancel=cancel)
+
+
+def up_options_of(name: str, how: Watching) -> UpOptions:
+    """The options of the latest ``up`` of deployment (or fleet) ``name`` in this machine's run
+    records, for a watch's restart to keep them; none recorded: the defaults. The watch's own
+    ``--accept-new-host-keys`` and ``--allow-socket-fallback`` are added; with ``watch`` set,
+    so that the up returns once healthy (the watch supervises, the watchdog included)."""
+    from inkctl import runlog
+    from inkctl.api.up import UpOptions, options_from
+
+    opts = UpOptions()
+    for info in runlog.listing():
+        if info.get("command") == "up" and name in (info.get("deployment"), info.get("fleet")) \
+                and isinstance(info.get("up_options"), dict):
+            opts = options_from(info["up_options"])
+            break
+    return replace(opts, accept_new=opts.accept_new or how.accept_new, watch=how,
+                   allow_socket_fallback=opts.allow_socket_fallback or how.allow_socket_fallback)
+
+
+def supervise(loaded: Loaded, plan: Plan, accept_new: bool, interval: float, say: Voice, stuck_after: float = 0.0,
+              stop: threading.Event | None = None) -> Failure | None:
+    """Connect (retrying while a host is away), then supervise until the first failure (returned)
+    or ``stop`` (None)."""
     from inkctl.execute.hosts.connect import close_all, connect_each
     from inkctl.execute.supervise.watch import Supervisor
 
@@ -145,13 +208,26 @@ def supervise(loaded: Loaded, plan: Plan, accept_new: bool, interval: float, emi
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
         sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval, stuck_after_s=stuck_after or None,
-                         on_state=lambda text: emit("ok", text))
+                         on_state=lambda text: say("ok", text))
+        if stop is not None:
+            _linked(stop, sup)
         return sup.run()
     finally:
         close_all(conn.transports)
 
 
-def run_hook(hook: str, failure, emit: Emit) -> None:
+def _linked(outer: threading.Event, sup: Any) -> None:
+    """``outer`` set stops the supervisor (its own ``stop`` is set when it ends, whatever ended it)."""
+    def link() -> None:
+        while not sup.stop.wait(0.2):
+            if outer.is_set():
+                sup.stop.set()
+                sup.wake.set()
+
+    threading.Thread(target=link, name="watch-stop", daemon=True).start()
+
+
+def run_hook(hook: str, failure: Failure, say: Voice) -> None:
     """The ``--hook`` command, argv split like a shell would (never run by one), the failure in
     ``$INKCTL_EVENT`` as JSON (scrubbed)."""
     import os
@@ -164,6 +240,6 @@ def run_hook(hook: str, failure, emit: Emit) -> None:
         env = {**os.environ, "INKCTL_EVENT": json.dumps(active()(failure.as_dict()))}
         res = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
         if res.returncode != 0:
-            emit("hook_failed", f"hook {argv[0]} exited {res.returncode}")
+            say("hook_failed", f"hook {argv[0]} exited {res.returncode}")
     except (OSError, ValueError, subprocess.TimeoutExpired) as e:
-        emit("hook_failed", f"hook failed: {e}")
+        say("hook_failed", f"hook failed: {e}")

@@ -52,14 +52,15 @@ class Prepared:
 
 
 def weights(target: Target, options: WeightsOptions, display: Callable[[Manifest], Sink], *,
-            on_report: Callable[[Report], None], nodes: Callable[[], Targeted] | None = None) -> None:
+            on_report: Callable[[Report], None], nodes: Callable[[], Targeted] | None = None,
+            cancel: threading.Event | None = None) -> None:
     """Put the pinned model (then its draft) on every host. ``display(manifest)`` is made for each
     model once the preparation passed; ``on_report`` gets each model's report before its failure
     (a host failed, a file is wrong) is raised. ``nodes``: the hosts come from Slurm
-    (``api/slurm.slurm_target``), not from the target's inventory."""
+    (``api/slurm.slurm_target``), not from the target's inventory. ``cancel`` set stops the copies."""
     ready = prepare(target, options, nodes)
     for loaded, manifest in ready.models:
-        report = put(ready, loaded, manifest, options, display(manifest))
+        report = put(ready, loaded, manifest, options, display(manifest), cancel=cancel)
         on_report(report)
         if report.failed or report.bad:
             from inkctl.weights.hub import token_how
@@ -118,17 +119,17 @@ def _draft(loaded: Loaded, target: Target) -> list[tuple[Loaded, Manifest]]:
     return []
 
 
-def put(ready: Prepared, loaded: Loaded, manifest: Manifest, options: WeightsOptions, display: Sink) -> Report:
+def put(ready: Prepared, loaded: Loaded, manifest: Manifest, options: WeightsOptions, display: Sink, *,
+        cancel: threading.Event | None = None) -> Report:
     """One model on every host: its events go to ``display`` (scrubbed, and in the run's record);
-    Ctrl-C stops the copies (partial files are kept), a second one abandons them at once."""
+    ``cancel`` set stops the copies (partial files are kept); Cancelled raised meanwhile (the
+    command line's second Ctrl-C) abandons them at once."""
     from inkctl import runlog
-    from inkctl.api.signals import on_signals, restore
     from inkctl.execute.events import ScrubbingSink
     from inkctl.weights.run import run_weights
 
     sink = ScrubbingSink(runlog.recording(display), ready.scrub)
-    interrupt = threading.Event()
-    previous = on_signals(interrupt, lambda: Cancelled(started=True))
+    interrupt = cancel or threading.Event()
     try:
         report = run_weights(loaded, ready.targeted.plan, ready.targeted.image, manifest, sink, source=ready.source,
                              verify=options.verify, repair=options.repair, accept_new=options.accept_new,
@@ -143,7 +144,6 @@ def put(ready: Prepared, loaded: Loaded, manifest: Manifest, options: WeightsOpt
         raise
     finally:
         sink.close()
-        restore(previous)
     if interrupt.is_set():
         raise _interrupted()
     return report

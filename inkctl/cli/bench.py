@@ -29,18 +29,12 @@ DEFAULT_CONCURRENCY = "1,2,4,8,16,32,64"
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
            command: str, api_key: Optional[str] = None):
-    """The server to talk to (``inkctl.api.serving.where``); a fleet through its router."""
+    """The server to talk to (``inkctl.api.serving.where``: a fleet through its router)."""
     from inkctl.api.serving import where
     from inkctl.api.target import Target
 
     target = Target.of(recipe, hosts, set_) if recipe is not None else None
-    return where(target, url, model, command, api_key, fleet=_fleet_plans)
-
-
-def _fleet_plans(loaded):
-    from inkctl.api.fleet import fleet_of
-
-    return fleet_of(loaded)
+    return where(target, url, model, command, api_key)
 
 
 # smoke and bench: a running deployment's recipe, or none with --url

@@ -36,8 +36,12 @@ def cache(
     from inkctl.api import cache as api
     from inkctl.api.target import Target
 
-    done = api.cache(Target.of(recipe, hosts, set_),
-                     api.CacheOptions(source=from_, verify=verify, lock=lock, accept_new=accept_new_host_keys))
+    from inkctl.cli.signals import cancel_token
+
+    with cancel_token() as cancel:
+        done = api.cache(Target.of(recipe, hosts, set_),
+                         api.CacheOptions(source=from_, verify=verify, lock=lock, accept_new=accept_new_host_keys),
+                         cancel=cancel)
     if isinstance(done, api.Pinned):
         _pinned(done, fmt)
         return

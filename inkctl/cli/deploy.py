@@ -1,8 +1,10 @@
-"""``up`` and ``down``: flags -> ``inkctl.api.up`` / ``inkctl.api.down`` -> what they show.
+"""``up`` and ``down``: flags -> ``inkctl.api.backend`` (up, down) -> what they show.
 
-Thin: the api loads, plans, resolves secrets, handles signals and rolls back; these functions
-check that the flags go together, pick the display (a live one, or JSON lines) and print the
-summary. ``--slurm`` goes to ``cli/slurm.py``, a fleet recipe to ``cli/fleet.py`` (each thin too).
+Thin: the api picks the backend (``--slurm`` names Slurm's) and the kind (one group, a fleet,
+a gateway file), loads, plans, resolves secrets and rolls back; these functions check that
+the flags go together, hold the cancel token Ctrl-C sets, pick the display (a live one, or
+JSON lines) and print the summary: a fleet's with ``cli/fleet.py``, a Slurm job's with
+``cli/slurm.py`` (each thin too).
 """
 
 from __future__ import annotations
@@ -60,37 +62,26 @@ def up(
     they mean to `export slurm`; a job still pending after --pending-timeout is cancelled, with
     Slurm's reason (squeue) and what to do about it."""
     fmt = output_format(output)
-    slurm_only = dict(partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
-                      gpus_per_node=gpus_per_node, container=container, pending_timeout=pending_timeout)
-    if slurm:
-        return _up_slurm(recipe, set_, fmt, bool(hosts or watch or detach), timeout, keep_on_failure, slurm_only,
-                         results_dir)
-    _flags_fit(slurm_only, watch=watch, detach=detach, after_boot=bool(restart or hook))
+    from inkctl.api.slurm import SlurmRequest
+    from inkctl.api.target import Target
     from inkctl.api.up import UpOptions
     from inkctl.api.watching import Watching
 
+    if not slurm:  # --slurm refuses --watch and --detach itself (api.backend)
+        _flags_fit(watch=watch, detach=detach, after_boot=bool(restart or hook))
     opts = UpOptions(accept_new=accept_new_host_keys, keep=keep_on_failure, timeout=timeout,
                      skip=tuple(skip_check or ()), detach=detach, allow_socket_fallback=allow_socket_fallback,
                      distribute_image=distribute_image, results_dir=results_dir,
                      watch=Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, stuck_after=stuck_after,
-                                    allow_socket_fallback=allow_socket_fallback) if watch else None)
-    _UpView(fmt, recipe, hosts, set_, opts).run()
+                                    allow_socket_fallback=allow_socket_fallback) if watch else None,
+                     slurm=SlurmRequest(partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
+                                        gpus_per_node=gpus_per_node, container=container,
+                                        pending_timeout=pending_timeout, output_tail=fmt == "text"))
+    _UpView(fmt, Target.of(recipe, hosts, set_, slurm=slurm), opts).run()
 
 
-def _up_slurm(recipe: Path, set_, fmt: str, not_for_slurm: bool, timeout, keep: bool, slurm_only: dict,
-              results_dir: Path) -> None:
-    if not_for_slurm:
-        raise UsageError("--slurm takes its nodes from the allocation: leave out --hosts, --watch and --detach")
-    from inkctl.cli import slurm as slurm_cli
-
-    slurm_cli.up(recipe, set_, **slurm_only, timeout=timeout, keep_on_failure=keep, fmt=fmt, results_dir=results_dir)
-
-
-def _flags_fit(slurm_only: dict, *, watch: bool, detach: bool, after_boot: bool) -> None:
-    """Flags that go together, and flags that go only with another."""
-    if any(v is not None and v != "" for v in slurm_only.values()):
-        raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
-                         "--pending-timeout go with --slurm")
+def _flags_fit(*, watch: bool, detach: bool, after_boot: bool) -> None:
+    """Flags that go only with another, and flags that do not go together."""
     if after_boot and not watch:
         raise UsageError("--restart and --hook act on failures after boot: use them with --watch (or inkctl watch)")
     if watch and detach:
@@ -100,22 +91,24 @@ def _flags_fit(slurm_only: dict, *, watch: bool, detach: bool, after_boot: bool)
 class _UpView:
     """What ``up`` shows: events as they come (a live display, or JSON lines), then the summary."""
 
-    def __init__(self, fmt: str, recipe: Path, hosts: Optional[Path], set_, opts):
-        from inkctl.api.target import Target
-
-        self.fmt, self.opts = fmt, opts
-        self.target = Target.of(recipe, hosts, set_)
+    def __init__(self, fmt: str, target, opts):
+        self.fmt, self.opts, self.target = fmt, opts, target
 
     def run(self) -> None:
-        from inkctl.api.up import up as api_up
+        from inkctl.api import backend
+        from inkctl.cli.signals import cancel_token
         from inkctl.cli.watch import Events
 
-        result = api_up(self.target, self.opts, self.display, on_up=self.said_up, fleet=self.fleet,
-                        gateway=self.gateway, watch_events=Events(self.fmt))
-        if result is not None and result.watch_stopped:
-            raise typer.Exit(EXIT_INTERRUPTED)
+        with cancel_token() as cancel:
+            result = backend.up(self.target, self.opts, self.display, on_up=self.said_up,
+                                watch_events=Events(self.fmt), cancel=cancel)
+        _said(result, self.fmt, self.target.recipe)
 
     def display(self):
+        if self.target.backend == "slurm":
+            from inkctl.cli.slurm import Lines
+
+            return Lines(self.fmt)
         if self.fmt == "json":
             from inkctl.execute.events import JsonLines
 
@@ -128,18 +121,22 @@ class _UpView:
         if self.fmt == "text":
             _summary(result)
 
-    def fleet(self, loaded) -> None:
-        from inkctl.api.fleet import fleet_of
-        from inkctl.cli.fleet import fleet_up
 
-        fleet_up(loaded, fleet_of(loaded), self.display, fmt=self.fmt, target=self.target, opts=self.opts)
+def _said(result, fmt: str, recipe: Path) -> None:
+    """What up ended with, by its kind: one group (said as soon as it was up), a fleet, a job."""
+    from inkctl.api.fleet import FleetUpResult
+    from inkctl.api.slurm import SlurmUpResult
 
-    def gateway(self, target) -> None:
-        from inkctl.api.fleet import load_gateway_fleet
-        from inkctl.cli.fleet import fleet_up
+    if isinstance(result, FleetUpResult):
+        from inkctl.cli.fleet import said_up
 
-        lg, gw = load_gateway_fleet(target, "up")
-        fleet_up(lg, gw, self.display, fmt=self.fmt, target=target, opts=self.opts)
+        said_up(result, fmt)
+    elif isinstance(result, SlurmUpResult):
+        from inkctl.cli.slurm import said_up as slurm_said_up
+
+        slurm_said_up(result, recipe, fmt)
+    elif result.watch_stopped:
+        raise typer.Exit(EXIT_INTERRUPTED)
 
 
 def _summary(r) -> None:
@@ -201,27 +198,23 @@ def down(
 
     With --slurm: scancel its job and wait until every rank has removed its container."""
     fmt = output_format(output)
-    if slurm:
-        from inkctl.cli import slurm as slurm_cli
-
-        return slurm_cli.down(recipe, set_, fmt)
-    from inkctl.api.down import down as api_down
+    from inkctl.api import backend
+    from inkctl.api.fleet import FleetDownResult
+    from inkctl.api.slurm import SlurmDownResult
     from inkctl.api.target import Target
+    from inkctl.cli.slurm import Lines
 
-    def fleet(loaded) -> None:
-        from inkctl.api.fleet import fleet_of
-        from inkctl.cli.fleet import fleet_down
+    result = backend.down(Target.of(recipe, hosts, set_, slurm=slurm), accept_new=accept_new_host_keys,
+                          events=Lines(fmt) if slurm else None)
+    if isinstance(result, FleetDownResult):
+        from inkctl.cli.fleet import said_down
 
-        fleet_down(fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
+        said_down(result, fmt)
+    elif isinstance(result, SlurmDownResult):
+        from inkctl.cli.slurm import said_down as slurm_said_down
 
-    def gateway(target) -> None:
-        from inkctl.api.fleet import load_gateway_fleet
-        from inkctl.cli.fleet import fleet_down
-
-        fleet_down(load_gateway_fleet(target, "down")[1], fmt=fmt, accept_new=accept_new_host_keys)
-
-    result = api_down(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, fleet=fleet, gateway=gateway)
-    if result is not None:
+        slurm_said_down(result, fmt)
+    else:
         _say_down(result, fmt)
 
 

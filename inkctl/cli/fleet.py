@@ -1,7 +1,8 @@
 """A recipe with ``fleet:`` (or a gateway file): what plan, up, down and status show of every
 replica and the router, and ``inkctl top``. Thin: loading, planning, the bring-up, the
 take-down, the groups' states and the scrapes are ``inkctl.api.fleet``'s (and ``api.top``'s);
-the single-deployment commands hand a fleet to the functions here, which render what comes back.
+the api dispatches a fleet or a gateway file (``api.backend``) and the commands render what
+comes back with the functions here.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 
 from inkctl.cli.app import app
 from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
+from inkctl.errors import EXIT_INTERRUPTED
 
 # ----------------------------------------------------------------------------------- plan
 
@@ -113,12 +114,9 @@ def _print_dropped(out, fleet, only_host: str | None) -> None:
 
 # ------------------------------------------------------------------------------------- up
 
-def fleet_up(loaded, fleet, display, *, fmt: str, target, opts) -> None:
-    """``api.fleet.up_fleet`` with the command's display (``display()``, made once the
-    scrubber is armed), then, in text, what came up."""
-    from inkctl.api.fleet import up_fleet
-
-    result = up_fleet(loaded, fleet, display, target, opts)
+def said_up(result, fmt: str) -> None:
+    """A fleet's or a gateway's up (``api.fleet.FleetUpResult``): in text, what came up (its
+    events were the display's)."""
     if fmt == "text":
         _say_up(result)
 
@@ -160,10 +158,9 @@ def _say_groups(out, result) -> None:
 
 # ----------------------------------------------------------------------------------- down
 
-def fleet_down(fleet, *, fmt: str, accept_new: bool) -> None:
-    from inkctl.api.fleet import down_fleet
-
-    result = down_fleet(fleet, accept_new=accept_new)
+def said_down(result, fmt: str) -> None:
+    """A fleet's or a gateway's take-down (``api.fleet.FleetDownResult``), then its failure."""
+    fleet = result.fleet
     if fmt == "json":
         print(json.dumps({"fleet": fleet.name, "ok": not result.failed, "deployments": [
             {"deployment": plan.deployment, "removed": rep.removed, "failed": rep.failed}
@@ -196,11 +193,9 @@ def _down_lines(result) -> None:
 
 # --------------------------------------------------------------------------------- status
 
-def fleet_status(loaded, fleet, *, fmt: str, accept_new: bool) -> None:
-    from inkctl.api.fleet import fleet_states
-
-    rows = fleet_states(loaded, fleet, accept_new)
-    ok = all(r["ok"] for r in rows)
+def said_status(st, fmt: str) -> None:
+    """A fleet's or a gateway's rows (``api.fleet.FleetStatus``), then its failure."""
+    fleet, rows, ok = st.fleet, st.rows, st.ok
     if fmt == "json":
         print(json.dumps({"fleet": fleet.name, "gateway": fleet.gateway, "url": fleet.url, "ok": ok, "groups": rows},
                          indent=2))
@@ -211,9 +206,9 @@ def fleet_status(loaded, fleet, *, fmt: str, accept_new: bool) -> None:
         what = "gateway" if fleet.gateway else "fleet"
         out.print(f"{what} {fleet.name}  {fleet.url}", markup=False)
         out.print(_status_table(rows))
-    if not ok:
-        bad = [f"{r['group']} {r['state']}" for r in rows if not r["ok"]]
-        raise InkctlError(f"{'gateway' if fleet.gateway else 'fleet'} {fleet.name} is not fully up: " + "; ".join(bad))
+    failure = st.failure()
+    if failure is not None:
+        raise failure
 
 
 def _status_table(rows: list[dict]):

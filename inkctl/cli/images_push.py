@@ -37,7 +37,12 @@ def push_to_hosts_cmd(
     from inkctl.api.target import Target
 
     target = Target.of(recipe, hosts, set_)
-    out = api.push_to_hosts(target, source=from_, accept_new=accept_new_host_keys, display=lambda: _display(fmt))
+    from inkctl.cli.signals import cancel_token
+    from inkctl.errors import Cancelled
+
+    with cancel_token(lambda: Cancelled(started=True)) as cancel:
+        out = api.push_to_hosts(target, source=from_, accept_new=accept_new_host_keys, display=lambda: _display(fmt),
+                                cancel=cancel)
     if fmt == "json":
         print(json.dumps(out.as_dict()))
     else:

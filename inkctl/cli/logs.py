@@ -2,7 +2,7 @@
 
 Thin: ``inkctl.api.logs`` loads, picks the ranks, connects, reads (or follows) and masks; this
 module checks the flags and prints each line as it comes (a colour per rank on a terminal,
-plain otherwise, or JSON lines). ``--slurm`` goes to ``cli/slurm.py``.
+plain otherwise, or JSON lines); the api picks the backend (``--slurm``: the job's output).
 """
 
 from __future__ import annotations
@@ -43,31 +43,31 @@ def logs(
     fmt = output_format(output)
     if tail is not None and not (tail.isdigit() or tail == "all"):
         raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
-    if slurm:
-        from inkctl.cli import slurm as slurm_cli
-
-        return slurm_cli.logs(recipe, set_, follow=follow, rank=rank, tail=tail)
-    from inkctl.api.logs import LogsOptions, ranks, read_logs
+    from inkctl.api import backend
+    from inkctl.api.logs import LogsOptions
     from inkctl.api.target import Target
 
     opts = LogsOptions(follow=follow, tail=tail, since=since, rank=rank, host=host, accept_new=accept_new_host_keys)
-    picked = ranks(Target.of(recipe, hosts, set_), opts)
-    printer = _LinePrinter(picked.sources, fmt)
-    read_logs(picked, opts, printer.line, printer.note, on_accept=accepted)
+    backend.logs(Target.of(recipe, hosts, set_, slurm=slurm), opts, _LinePrinter(fmt), on_accept=accepted)
 
 
 class _LinePrinter:
     """Prefix each line with host/rank: a colour per rank on a terminal, plain otherwise, or JSON.
-    Lines and notes come masked (``api.logs``)."""
+    Lines and notes come masked (``api.logs``). A Slurm job's lines come labelled by srun: as they are."""
 
-    def __init__(self, srcs, fmt: str):
+    def __init__(self, fmt: str):
         self.fmt = fmt
         self.tty = sys.stdout.isatty() and fmt == "text"
+
+    def ranks(self, srcs) -> None:
         width = max(len(s.prefix) for s in srcs)
         self.prefix = {(s.host, s.rank): s.prefix.ljust(width) for s in srcs}
         self.style = {(s.host, s.rank): PREFIX_COLOURS[i % len(PREFIX_COLOURS)] for i, s in enumerate(srcs)}
 
     def line(self, ln) -> None:
+        if isinstance(ln, str):
+            print(ln, flush=True)
+            return
         key = (ln.host, ln.rank)
         if self.fmt == "json":
             sys.stdout.write(json.dumps(ln.as_dict()) + "\n")

@@ -2,8 +2,8 @@
 
 Thin: ``inkctl.api.doctor`` and ``api.status`` load, plan, connect (every host in parallel;
 an unreachable host is reported as such, next to the answers of the others) and ask; these
-functions print what comes back. ``--slurm`` goes to ``cli/slurm.py``, a fleet or a gateway
-file to ``cli/fleet.py``.
+functions print what comes back. The api picks the backend (``--slurm``) and the kind; a
+fleet's or a gateway's rows are rendered by ``cli/fleet.py``, a Slurm job's by ``cli/slurm.py``.
 """
 
 from __future__ import annotations
@@ -113,29 +113,21 @@ def status(
 
     With --slurm: the Slurm job's state, nodes, each rank's state and the head's health."""
     fmt = output_format(output)
-    if slurm:
-        from inkctl.cli import slurm as slurm_cli
-
-        return slurm_cli.status(recipe, set_, fmt)
-    from inkctl.api.status import status as api_status
+    from inkctl.api import backend
+    from inkctl.api.fleet import FleetStatus
+    from inkctl.api.slurm import SlurmStatus
     from inkctl.api.target import Target
 
-    def fleet(loaded) -> None:
-        from inkctl.api.fleet import fleet_of
-        from inkctl.cli.fleet import fleet_status
+    st = backend.status(Target.of(recipe, hosts, set_, slurm=slurm), accept_new=accept_new_host_keys, on_accept=accepted)
+    if isinstance(st, FleetStatus):
+        from inkctl.cli.fleet import said_status
 
-        fleet_status(loaded, fleet_of(loaded), fmt=fmt, accept_new=accept_new_host_keys)
+        said_status(st, fmt)
+    elif isinstance(st, SlurmStatus):
+        from inkctl.cli.slurm import said_status as slurm_said_status
 
-    def gateway(target) -> None:
-        from inkctl.api.fleet import load_gateway_fleet
-        from inkctl.cli.fleet import fleet_status
-
-        lg, gw = load_gateway_fleet(target, "status")
-        fleet_status(lg, gw, fmt=fmt, accept_new=accept_new_host_keys)
-
-    st = api_status(Target.of(recipe, hosts, set_), accept_new=accept_new_host_keys, on_accept=accepted,
-                    fleet=fleet, gateway=gateway)
-    if st is not None:
+        slurm_said_status(st, fmt)
+    else:
         _say_status(st, fmt)
 
 

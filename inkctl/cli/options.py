@@ -9,7 +9,6 @@ import typer
 from inkctl.cli.values import output_format as output_format
 from inkctl.cli.values import overrides as overrides
 from inkctl import runtimes
-from inkctl.errors import UsageError
 
 HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
 SetOpt = typer.Option(None, "--set", metavar="KEY=VALUE", help=(
@@ -72,27 +71,8 @@ ContainerOpt = typer.Option(None, "--container", metavar="|".join((*_ON_NODE, *_
     "pyxis (srun --container-image) or apptainer."))
 JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
 
-SLURM_CONTAINERS = (*_ON_NODE, *_IN_TASK, "runtime")
-
-
 def slurm_container(value: Optional[str], set_: Optional[List[str]], recipe) -> tuple[str, list[str]]:
-    """``--container`` -> (the script's container mode, the --set overrides). docker/podman run on
-    the node's runtime: another one than the recipe's overrides container.runtime, and GPUs keep
-    being exposed in that runtime's own form (docker --gpus all, podman CDI); pyxis/apptainer are
-    Slurm's own; none (or 'runtime'): the recipe's runtime."""
-    sets = overrides(set_)
-    if value is None or value == "runtime":
-        return "runtime", sets
-    if value not in SLURM_CONTAINERS:
-        raise UsageError(f"--container {value!r}: expected {_one_of((*_ON_NODE, *_IN_TASK))}")
-    if value in _IN_TASK:
-        return value, sets
-    from inkctl.recipe.source import load_recipe
+    """``--container`` -> (the script's container mode, the --set overrides): ``api.slurm``'s."""
+    from inkctl.api.slurm import container_mode
 
-    c = load_recipe(recipe, sets).recipe.container
-    if c.runtime == value:
-        return "runtime", sets
-    extra = [f"container.runtime={value}"]
-    if c.gpus != "none":
-        extra.append(f"container.gpus={runtimes.get(value).default_gpus}")
-    return "runtime", [*sets, *extra]
+    return container_mode(value, overrides(set_), recipe)

@@ -1,19 +1,18 @@
-"""``--slurm`` on up, down, status, logs and watch: flags -> ``inkctl.api.slurm`` -> what it shows.
+"""What ``--slurm`` on up, down, status, logs and watch shows: the job's progress (``Lines``)
+and each command's last words, as text lines or JSON.
 
-Thin: the api loads the recipe, reads its secrets, submits, follows and cancels the job
-(``inkctl.slurm``); these functions turn the flags into that call and print what comes back,
-as text lines or JSON.
+Thin: the api picks the Slurm backend (``api.backend``) and loads the recipe, reads its
+secrets, submits, follows and cancels the job (``api.slurm``, ``inkctl.slurm``); the commands
+(cli/deploy.py, observe.py, logs.py, watch.py) render what comes back with these.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
 
 import typer
 
-from inkctl.errors import EXIT_INTERRUPTED, InkctlError
 
 SlurmFlag = typer.Option(False, "--slurm", help="Run it as a Slurm job from this login node (sbatch, squeue, scancel): no --hosts.")
 PendingOpt = typer.Option(None, "--pending-timeout", min=0, help=(
@@ -21,38 +20,38 @@ PendingOpt = typer.Option(None, "--pending-timeout", min=0, help=(
     "with squeue's reason (default 600); 0: wait as long as Slurm keeps it."))
 
 
-def _say(fmt: str):
-    """Progress as text lines, or JSON lines with ``-o json``; scrubbed."""
-    from inkctl.api.slurm import scrubbed
+class Lines:
+    """A Slurm job's progress (``Said``) as text lines, or JSON lines with ``-o json``; in JSON
+    also the other events (the boot phases). Scrubbed by the api."""
 
-    def say(text: str) -> None:
-        if fmt == "json":
-            print(json.dumps({"event": "slurm", "text": text}), flush=True)
-        else:
-            print(text, flush=True)
-    return scrubbed(say)
+    def __init__(self, fmt: str):
+        from inkctl.execute.events import JsonLines
+
+        self.fmt = fmt
+        self.json = JsonLines() if fmt == "json" else None
+
+    def emit(self, event) -> None:
+        from inkctl.execute.events import Said
+
+        if isinstance(event, Said):
+            print(json.dumps(event.as_dict()) if self.fmt == "json" else event.text, flush=True)
+        elif self.json is not None:
+            self.json.emit(event)
+
+    def close(self) -> None:
+        pass
+
+    def say(self, text: str) -> None:
+        """A line of this command's own (its summary), as the job's progress is shown."""
+        from inkctl.api.slurm import scrubbed
+        from inkctl.execute.events import Said
+
+        scrubbed(lambda line: self.emit(Said(line)))(text)
 
 
-def _target(recipe: Path, set_):
-    from inkctl.api.target import Target
-
-    return Target.of(recipe, None, set_)
-
-
-def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limit, job_dir, gpus_per_node=None,
-       container: Optional[str] = None, pending_timeout: Optional[float] = None, timeout: Optional[float],
-       keep_on_failure: bool, fmt: str, results_dir: Path = Path("bench-results")) -> None:
-    from inkctl.api.slurm import SlurmUpOptions
-    from inkctl.api.slurm import up as api_up
-    from inkctl.cli.options import slurm_container
-
-    say = _say(fmt)
-    mode, set_ = slurm_container(container, set_, recipe)
-    opts = SlurmUpOptions(partition=partition, account=account, time_limit=time_limit, job_dir=job_dir,
-                          gpus_per_node=gpus_per_node, container=mode, pending_timeout=pending_timeout,
-                          timeout=timeout, keep_on_failure=keep_on_failure, results_dir=results_dir,
-                          output_tail=fmt == "text")
-    result = api_up(_target(recipe, set_), opts, say, events=_events(fmt))
+def said_up(result, recipe: Path, fmt: str) -> None:
+    """``up --slurm``'s last words: JSON, that it already ran, or the summary."""
+    say = Lines(fmt).say
     if fmt == "json":
         print(json.dumps(_finished(result)))
     elif result.already:
@@ -60,13 +59,6 @@ def up(recipe: Path, set_: Optional[List[str]], *, partition, account, time_limi
             "same recipe); nothing changed")
     else:
         _summary(result, recipe, say)
-
-
-def _events(fmt: str):
-    """Where the boot phases go besides the run's record: JSON lines with ``-o json``."""
-    from inkctl.execute.events import JsonLines
-
-    return JsonLines() if fmt == "json" else None
 
 
 def _finished(result) -> dict:
@@ -97,28 +89,23 @@ def _summary(result, recipe: Path, say) -> None:
     say(f"  output: {run.output}; stop it with: inkctl down {recipe} --slurm")
 
 
-def down(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.api.slurm import down as api_down
-
-    say = _say(fmt)
-    result = api_down(_target(recipe, set_), say)
+def said_down(result, fmt: str) -> None:
+    say = Lines(fmt).say
     if not result.jobs:
         say(f"{result.deployment}: no Slurm job named {result.job_name}; nothing to cancel")
         return
     say(f"{result.deployment} is down")
 
 
-def status(recipe: Path, set_, fmt: str) -> None:
-    from inkctl.api.slurm import status as api_status
-
-    deployment, name, out = api_status(_target(recipe, set_))
+def said_status(st, fmt: str) -> None:
+    out = st.jobs
     if fmt == "json":
-        print(json.dumps({"deployment": deployment, "jobs": out}, indent=2))
+        print(json.dumps({"deployment": st.deployment, "jobs": out}, indent=2))
     elif not out:
-        print(f"{deployment}: no Slurm job named {name}")
+        print(f"{st.deployment}: no Slurm job named {st.job_name}")
     for e in out if fmt != "json" else []:
         _status_lines(e)
-    if not any(e.get("health", {}).get("ok") for e in out):
+    if not st.ok:
         raise typer.Exit(1)
 
 
@@ -130,21 +117,3 @@ def _status_lines(e: dict) -> None:
     if "health" in e:
         h = e["health"]
         print(f"  health {h['url']}: {'ok' if h['ok'] else h['seen']}")
-
-
-def logs(recipe: Path, set_, *, follow: bool, rank: Optional[int], tail: Optional[str]) -> None:
-    """The job's output: every rank's lines, prefixed 'RANK: ' by srun --label."""
-    from inkctl.api.slurm import logs as api_logs
-
-    api_logs(_target(recipe, set_), lambda line: print(line, flush=True), follow=follow, rank=rank,
-             tail=None if tail in (None, "all") else int(tail))
-
-
-def watch(recipe: Path, set_, fmt: str, interval: float) -> None:
-    """Follow the job: its state, every rank's status, health. The job ending or a rank failing: exit 1."""
-    from inkctl.api.slurm import watch as api_watch
-
-    try:
-        api_watch(_target(recipe, set_), interval, _say(fmt))
-    except KeyboardInterrupt:
-        raise InkctlError("stopped watching; the job runs on", exit_code=EXIT_INTERRUPTED) from None

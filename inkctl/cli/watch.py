@@ -1,8 +1,9 @@
 """``inkctl watch``: supervise a deployment after boot; report, run a hook, or restart it.
 
-Thin: the supervision, the restarts and the hook are ``inkctl.api.watching``'s (``up --watch``
-hands over to the same). Events are text lines, or JSON lines with ``-o json``; every one
-passes the scrubber.
+Thin: the backend (``--slurm``), the supervision, the restarts (in process, through the same
+api as up and down) and the hook are the api's (``api.backend``, ``api.watching``; ``up
+--watch`` hands over to the same). Events are text lines, or JSON lines with ``-o json``;
+every one passes the scrubber. Ctrl-C sets the api's cancel token.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from inkctl.errors import EXIT_INTERRUPTED
 
 
 class Events:
-    """Supervision events as lines (failures to stderr), or JSON lines with ``-o json``; the api
-    has recorded and scrubbed them (``api.watching.told``)."""
+    """Supervision events (``Supervision``) as lines (failures to stderr), or JSON lines with
+    ``-o json``; the api has recorded and scrubbed them (``api.watching.told``)."""
 
     def __init__(self, fmt: str):
         import threading
@@ -32,13 +33,16 @@ class Events:
         self.fmt = fmt
         self._lock = threading.Lock()  # a fleet's replicas report from threads of their own: whole lines
 
-    def __call__(self, event: str, text: str, **fields) -> None:
+    def emit(self, ev) -> None:
         if self.fmt == "json":
-            line, out = json.dumps({"event": event, "message": text, **fields, "ts": round(time.time(), 3)}), sys.stdout
+            line, out = json.dumps({**ev.as_dict(), "ts": round(time.time(), 3)}), sys.stdout
         else:
-            line, out = f"watch: {text}", sys.stderr if event in ("failure", "restart_refused") else sys.stdout
+            line, out = f"watch: {ev.message}", sys.stderr if ev.kind in ("failure", "restart_refused") else sys.stdout
         with self._lock:
             print(line, file=out, flush=True)
+
+    def close(self) -> None:
+        pass
 
 
 @app.command()
@@ -62,29 +66,16 @@ def watch(
 
     With --slurm: the job's state, every rank's status and health; the job ending: exit 1."""
     fmt = output_format(output)
-    if slurm:
-        from inkctl.cli import slurm as slurm_cli
-
-        return slurm_cli.watch(recipe, set_, fmt, interval)
+    from inkctl.api import backend
     from inkctl.api.target import Target
     from inkctl.api.watching import Watching
-    from inkctl.api.watching import watch as api_watch
+    from inkctl.cli.signals import cancel_token
+    from inkctl.cli.slurm import Lines
 
     how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,
                    max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,
                    allow_socket_fallback=allow_socket_fallback)
-    def fleet(loaded, told) -> None:
-        from inkctl.api.fleet import fleet_of
-        from inkctl.api.fleet_watch import watch_fleet
-
-        watch_fleet(loaded, fleet_of(loaded), how, told)
-
-    def gateway(target, told) -> None:  # each model's group on its own, and the gateway (its engines listed)
-        from inkctl.api.fleet import load_gateway_fleet
-        from inkctl.api.fleet_watch import watch_fleet
-
-        lg, gw = load_gateway_fleet(target, "watch")
-        watch_fleet(lg, gw, how, told)
-
-    api_watch(Target.of(recipe, hosts, set_), how, Events(fmt), fleet=fleet, gateway=gateway)
+    with cancel_token() as cancel:  # Ctrl-C stops watching (a restart under way rolls back); a second one at once
+        backend.watch(Target.of(recipe, hosts, set_, slurm=slurm), how, Lines(fmt) if slurm else Events(fmt),
+                      cancel=cancel)
     raise typer.Exit(EXIT_INTERRUPTED)  # stopped watching (Ctrl-C); the deployment is left as it is

@@ -42,9 +42,13 @@ def weights(
 
     options = WeightsOptions(source=from_, verify=verify, repair=repair, bwlimit=bwlimit,
                              accept_new=accept_new_host_keys)
-    api_weights(Target.of(recipe, hosts, set_), options, lambda manifest: _display(fmt, manifest),
-                on_report=lambda report: _said(fmt, report),
-                nodes=_slurm_nodes(recipe, set_, hosts, partition, slurm_job))
+    from inkctl.cli.signals import cancel_token
+    from inkctl.errors import Cancelled
+
+    with cancel_token(lambda: Cancelled(started=True)) as cancel:  # a second Ctrl-C abandons the copies
+        api_weights(Target.of(recipe, hosts, set_), options, lambda manifest: _display(fmt, manifest),
+                    on_report=lambda report: _said(fmt, report),
+                    nodes=_slurm_nodes(recipe, set_, hosts, partition, slurm_job), cancel=cancel)
 
 
 def _slurm_nodes(recipe: Path, set_, hosts: Optional[Path], partition: Optional[str], job: Optional[str]):

@@ -1,4 +1,8 @@
-"""Typed events the runner emits while it brings a deployment up or down.
+"""Typed events: all the progress the api reports, one stream (a ``Sink``) per command.
+
+The runner's (hosts, stages, steps, health, smoke, rollback, the boot record, how it ended),
+a Slurm job's sentences (``Said``) and supervision's (``Supervision``: watch, up --watch,
+restarts) alike.
 
 The runner never prints. It emits these to a sink; the CLI picks the sink: the live display
 (``inkctl.cli.live``) for people, or one JSON object per line for machines (``--output json``).
@@ -159,12 +163,39 @@ class Finished(Event):
     left_running: tuple[str, ...] = field(default=())  # with --keep-on-failure
 
 
+@dataclass(frozen=True)
+class Said(Event):
+    """A line of progress from a backend that reports in sentences (a Slurm job: submitted,
+    pending, running, cancelled): ``{"event": source, "text": ...}``, as ``-o json`` wrote it."""
+
+    text: str
+    source: str = "slurm"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"event": self.source, "text": self.text}
+
+
+@dataclass(frozen=True)
+class Supervision(Event):
+    """What supervision (``watch``, ``up --watch``) saw or did. ``kind``: ok, failure, restart,
+    restarted, restart_failed, restart_refused, hook_failed, stopped; ``fields``: cause, host,
+    rank, replica. Flat as a dict: ``{"event": kind, "message": ..., **fields}``."""
+
+    kind: str
+    message: str
+    fields: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"event": self.kind, "message": self.message, **self.fields}
+
+
 EVENT_NAMES = {
     Info: "info", HostConnected: "host_connected", HostKeyAccepted: "host_key_accepted",
     StageStarted: "stage_started", StageFinished: "stage_finished", StepStarted: "step_started",
     StepFinished: "step_finished", StepFailed: "step_failed", HealthProgress: "health_progress",
     SmokeFinished: "smoke_finished", RollbackStarted: "rollback_started",
     RollbackFinished: "rollback_finished", BootPhases: "boot_phases", Finished: "finished",
+    Said: "said", Supervision: "supervision",
 }
 
 

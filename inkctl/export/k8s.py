@@ -105,7 +105,7 @@ def stand_in_hosts(recipe: Recipe, user_vars: dict[str, str]) -> list[Host]:
 def k8s_plan(recipe: Recipe, options: K8sOptions, *, image: str | None = None,
              hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None,
              weights_pinned: bool = False) -> Plan:
-    return build_plan(recipe, stand_in_hosts(recipe, dict(options.vars)), image=image,
+    return build_plan(recipe, stand_in_hosts(recipe, dict(options.vars)), read_fabric=False, image=image,
                       hotfix_pins=hotfix_pins, hotfix_files=hotfix_files, weights_pinned=weights_pinned)
 
 

@@ -114,7 +114,7 @@ def export_slurm(recipe: Recipe, options: SlurmOptions, *, hosts: list[Host] | N
     else:
         hosts_ = [h.model_copy(update={"state_dir": STATE}) for h in hosts]
         by_name = True
-    plan = build_plan(recipe, hosts_, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
+    plan = build_plan(recipe, hosts_, read_fabric=False, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
                       weights_pinned=weights_pinned)
     checks: dict[int, tuple[tuple[str, int], ...]] = {}  # rank -> (path on its node, size) of every pinned file
     if weights is not None:

@@ -402,8 +402,9 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
             time.sleep(0.3)
 
 
-def watch_job(recipe, interval: float, say) -> None:
-    """Until the job ends or its head stops answering (3 checks in a row): then raise, naming the rank."""
+def watch_job(recipe, interval: float, say, stop: threading.Event | None = None) -> None:
+    """Until the job ends or its head stops answering (3 checks in a row): then raise, naming the
+    rank; or until ``stop`` is set (returns)."""
     from inkctl.execute.supervise.health import check_once
 
     job_id = _latest(recipe)
@@ -426,4 +427,5 @@ def watch_job(recipe, interval: float, say) -> None:
         misses = 0 if ok else misses + 1
         if misses >= 3:
             raise InkctlError(f"job {job_id}: {url} stopped answering ({seen}, 3 times in a row)", exit_code=1)
-        time.sleep(interval)
+        if (stop or threading.Event()).wait(interval):
+            return

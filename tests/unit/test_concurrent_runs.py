@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from inkctl import runlog
-from inkctl.bench import boots, report
+from inkctl import bootlog as boots
+from inkctl.bench import report
 from inkctl.execute.supervise.bootphases import PhaseReader, slower_than
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -76,13 +76,3 @@ def test_a_file_secret_is_a_credential_the_watch_reads_back(tmp_path):
 
     loaded = load_recipe(copy, sets)
     assert resolve_secrets(dict(loaded.recipe.secrets))["HF_TOKEN"].reveal() == "hf_abcdefghijklmnop"
-
-
-def test_watch_restart_says_why_up_failed_not_its_last_line():
-    from inkctl.api.watching import why_up_failed
-
-    err = ("error: 1 secret could not be resolved on this machine (nothing was started):\n"
-           "  HF_TOKEN: environment variable HF_TOKEN is not set (or empty) on this machine\n"
-           "hint: export the variable or create the file the recipe's secrets section names, then run again\n")
-    why = why_up_failed(err)
-    assert "environment variable HF_TOKEN is not set" in why and why.startswith("error:")

@@ -197,3 +197,14 @@ def test_every_package_ships():
     missing = sorted(str(d.relative_to(ROOT.parent)) for d in ROOT.rglob("*")
                      if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").exists())
     assert not missing, f"add an __init__.py to: {missing}"
+
+
+def test_api_stands_on_bench_only_for_the_benchmark_commands():
+    """The boot records ``up`` keeps are base (``inkctl/bootlog.py``, beside ``runlog.py``):
+    only ``bench``, ``results`` and the server they measure (``serving``'s provenance) need the
+    load generator's package."""
+    g = graph()
+    on_bench = sorted(m for m, targets in g.items() if m.startswith("inkctl.api.")
+                      and any(t == "inkctl.bench" or t.startswith("inkctl.bench.") for t in targets))
+    assert on_bench == ["inkctl.api.bench", "inkctl.api.results", "inkctl.api.serving"]
+    assert "inkctl.bootlog" in g["inkctl.api.boots"] and unit("inkctl.bootlog", modules()) == "inkctl"

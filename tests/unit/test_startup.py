@@ -250,7 +250,7 @@ def test_manifest_digest_and_the_merge_of_per_rank_caches():
 def test_boot_records_saved_listed_and_the_previous_one_found(tmp_path):
     from datetime import datetime, timezone
 
-    from inkctl.bench import boots
+    from inkctl import bootlog as boots
 
     assert boots.previous(tmp_path, "d") is None and boots.list_boots(tmp_path) == []
     t = datetime(2026, 12, 1, 23, 0, tzinfo=timezone.utc)

@@ -161,7 +161,17 @@ def test_api_up_needs_hosts():
         up(Target.of(EXAMPLE), UpOptions(), _no_display)
 
 
-def test_api_up_hands_a_fleet_to_the_fleets_bring_up(tmp_path):
+class _Reached(Exception):
+    """The display was asked for: the preparation of that path passed, nothing connected yet."""
+
+
+def _reached():
+    raise _Reached
+
+
+def test_api_picks_the_backend_and_the_kind_a_python_caller_names(tmp_path):
+    from inkctl.api import backend
+    from inkctl.api.slurm import SlurmRequest
     from inkctl.api.target import Target
     from inkctl.api.up import UpOptions, up
     from inkctl.api.watching import Watching
@@ -169,14 +179,25 @@ def test_api_up_hands_a_fleet_to_the_fleets_bring_up(tmp_path):
 
     inv = tmp_path / "hosts.yaml"
     inv.write_text("hosts:\n  - {name: a, address: 192.0.2.31, gpus: '0,1,2,3'}\n")
-    target = Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv)
-    handed = []
-    assert up(target, UpOptions(), _no_display, fleet=handed.append) is None
-    assert [loaded.recipe.fleet.replicas for loaded in handed] == [2]
+    fleet = Target.of(ROOT / "tests/e2e/recipes/fleet.yaml", inv)
+    assert [backend.pick(t).name for t in (fleet, Target.of(EXAMPLE, slurm=True), Target.of(EXAMPLE, backend="k8s"))] \
+        == ["ssh", "slurm", "k8s"]
+    # a fleet: the api dispatches it to the fleet's bring-up itself (its display made once its secrets passed)
+    with pytest.raises(_Reached):
+        backend.up(fleet, UpOptions(), _reached)
     with pytest.raises(UsageError, match="a fleet: run up, then inkctl watch"):
-        up(target, UpOptions(watch=Watching()), _no_display, fleet=handed.append)
-    with pytest.raises(UsageError, match="a fleet"):
-        up(target, UpOptions(), _no_display)  # nobody to hand it to
+        backend.up(fleet, UpOptions(watch=Watching()), _no_display)
+    with pytest.raises(UsageError, match="a fleet: its groups come up through the fleet's bring-up"):
+        up(fleet, UpOptions(), _no_display)  # one group's up is not a fleet's
+    with pytest.raises(UsageError, match="--partition, .* go with --slurm"):
+        backend.up(Target.of(EXAMPLE, ONE_HOST), UpOptions(slurm=SlurmRequest(partition="gpu")), _no_display)
+    with pytest.raises(UsageError, match="--slurm takes its nodes from the allocation"):
+        backend.up(Target.of(EXAMPLE, ONE_HOST, slurm=True), UpOptions(), _no_display)
+    with pytest.raises(UsageError, match="up on Kubernetes: inkctl exports the manifests") as e:
+        backend.up(Target.of(EXAMPLE, backend="k8s"), UpOptions(), _no_display)
+    assert e.value.hint.startswith(f"inkctl export k8s {EXAMPLE}")
+    with pytest.raises(UsageError, match="no backend 'pbs': one of ssh, slurm, k8s"):
+        backend.status(Target.of(EXAMPLE, backend="pbs"))
 
 
 def test_api_down_result_says_what_failed():
@@ -411,3 +432,61 @@ def test_api_validate_gives_a_verdict_per_file(tmp_path, monkeypatch):
     (ok_path, ok, problems, _), (bad_path, bad_ok, bad_problems, _) = verdicts([str(EXAMPLE), str(bad)])
     assert (ok_path, ok, problems) == (EXAMPLE, True, [])
     assert bad_path == bad and not bad_ok and bad_problems
+
+
+# -- the api takes a cancel token; only the command line listens to signals ---------------------
+
+HOST_PROGRAMS = ("inkctl/weights/onhost.py",)  # a program of its own on a host (hosts/program.py)
+
+
+def test_signal_handlers_are_installed_only_by_the_command_line():
+    bad = []
+    for p in sorted((ROOT / "inkctl").rglob("*.py")):
+        rel = p.relative_to(ROOT).as_posix()
+        if rel.startswith("inkctl/cli/") or rel in HOST_PROGRAMS:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(), rel)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("signal.signal", "signal"):
+                bad.append(f"{rel}:{node.lineno}")
+    assert not bad, "take a cancel token (threading.Event) instead; cli/signals.py sets it:\n" + "\n".join(bad)
+
+
+def test_a_backend_is_one_class_registered_in_one_place(monkeypatch):
+    """A toy backend named in ``BACKENDS`` alone is what every command reaches for a target that
+    names it: no command line flag, no other module knows it."""
+    from inkctl.api import backend
+    from inkctl.api.logs import LogsOptions
+    from inkctl.api.target import Target
+    from inkctl.api.up import UpOptions
+    from inkctl.api.watching import Watching
+    from inkctl.execute.events import Collect
+
+    calls: list[tuple] = []
+
+    class Toy:
+        name = "toy"
+
+        def up(self, target, opts, display, *, on_up, watch_events, cancel):
+            calls.append(("up", target.recipe.name, cancel.is_set()))
+            return "up!"
+
+        def down(self, target, *, accept_new, events):
+            calls.append(("down", accept_new))
+            return "down!"
+
+        def status(self, target, *, accept_new, on_accept):
+            return "status!"
+
+        def logs(self, target, opts, view, *, on_accept):
+            calls.append(("logs", opts.follow))
+
+        def watch(self, target, how, events, *, cancel):
+            calls.append(("watch", how.restart))
+
+    monkeypatch.setitem(backend.BACKENDS, "toy", Toy)
+    t = Target.of(EXAMPLE, backend="toy")
+    assert backend.up(t, UpOptions(), _no_display) == "up!"
+    assert backend.down(t, accept_new=True) == "down!" and backend.status(t) == "status!"
+    backend.logs(t, LogsOptions(follow=True), view=None)  # type: ignore[arg-type]
+    backend.watch(t, Watching(restart=True), Collect())
+    assert calls == [("up", EXAMPLE.name, False), ("down", True), ("logs", True), ("watch", True)]

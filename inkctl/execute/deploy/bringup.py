@@ -31,17 +31,61 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     (``up --watch`` supervises instead, memory included). ``weights(loaded)``: the weights
     preflight check, or None (``inkctl.weights.preflight.weights_check``, passed in by the
     caller: execute does not import the weights package above it)."""
+    from inkctl.execute.events import Info
+    from inkctl.execute.hosts.connect import close_all
+
+    _warm_health()
+    lock, transports, answers = _connected(loaded, plan, sink, accept_new, interrupt)
+    launched = False
+    try:
+        answers = {h.name: answers[h.name] for h in plan.hosts}
+        lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
+        for text in lock.notices:
+            sink.emit(Info(text=text, level="warning"))
+        existing = _existing(plan, answers)
+        check = weights(loaded) if weights is not None else None  # the pinned model's files (inkctl.weights)
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check)
+        already = _settle(existing, problem, loaded, plan, transports, sink, skip, check, interrupt)
+        if already is not None:
+            return already
+        if interrupt.is_set():
+            raise Cancelled()
+        launched = True
+        from inkctl.execute.deploy.preflight.fabric import values
+
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt,
+                        fabric=values(plan, answers))
+        outcome = _launch(loaded, plan, transports, runner, sink, existing, keep=keep, detach=detach,
+                          allow_socket_fallback=allow_socket_fallback)
+        if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
+            return outcome
+        lock.release()  # the deployment is up: down (or another up) may run while this one watches
+        if on_healthy is not None:
+            on_healthy(outcome)
+        _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
+        outcome.status = UpStatus.WATCHED
+        return outcome
+    except KeyboardInterrupt:  # a second Ctrl-C, raised by the CLI's handler
+        raise Cancelled(started=launched) from None
+    finally:
+        lock.release()  # also after Ctrl-C: a lock must never outlive its command
+        close_all(transports)
+
+
+def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event):
+    """Every host connected and probed, each the moment it is connected: (the deploy lock, the
+    transports, host -> its probe's answer). A host that cannot be reached, or ``interrupt``,
+    raises with nothing held."""
+    from inkctl.execute.deploy.preflight import probe_one
+    from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.state.deploylock import DeployLock
-    from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
-    from inkctl.execute.deploy.preflight import PreflightFailed, probe_one
 
     def accepted(host, name, key_type, fp):
         from inkctl.execute.hosts.hostkeys import default_known_hosts
 
         sink.emit(HostKeyAccepted(host=host, name=name, key_type=key_type, fingerprint=fp, file=str(default_known_hosts())))
 
-    _warm_health()
     t = time.monotonic()
     # one round trip per host, sent the moment that host is connected: the deploy lock, the
     # containers (the deployment probe and the name check), the image (ensure_image and
@@ -71,64 +115,55 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     n = len(transports)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
                         f"probed in {time.monotonic() - t:.2f} s"))
-    launched = False
-    try:
-        answers = {h.name: answers[h.name] for h in plan.hosts}
-        lock.taken({h: a.lock_answer() for h, a in answers.items()})  # another command at work explains everything else
-        for text in lock.notices:
-            sink.emit(Info(text=text, level="warning"))
-        existing = _existing(plan, answers)
-        check = weights(loaded) if weights is not None else None  # the pinned model's files (inkctl.weights)
-        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check)
-        # an existing deployment explains a failed image or preflight check best
-        if isinstance(existing, Conflict):
-            raise existing.error
-        if isinstance(existing, SameHealthy):
-            return Outcome(seconds=0.0, url=existing.url, status=UpStatus.ALREADY)
-        if isinstance(existing, OtherVersion):
-            if problem is not None and not isinstance(problem, PreflightFailed):
-                raise problem
-            if interrupt.is_set():
-                raise Cancelled()
-            replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
-            if problem is not None:  # most likely the old containers' ports and names: check again
-                from inkctl.execute.deploy.preflight import run_preflight
+    return lock, transports, answers
 
-                run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check)
-        elif problem is not None:
+
+def _settle(existing, problem, loaded, plan, transports, sink, skip: list[str], check,
+            interrupt: threading.Event) -> Outcome | None:
+    """What is already there, against the image and preflight's verdict (an existing deployment
+    explains a failed check best): the same version healthy (its outcome: nothing to do), another
+    version replaced (its containers removed), a conflict or a failed check raised."""
+    from inkctl.execute.deploy.preflight import PreflightFailed
+
+    if isinstance(existing, Conflict):
+        raise existing.error
+    if isinstance(existing, SameHealthy):
+        return Outcome(seconds=0.0, url=existing.url, status=UpStatus.ALREADY)
+    if isinstance(existing, OtherVersion):
+        if problem is not None and not isinstance(problem, PreflightFailed):
             raise problem
         if interrupt.is_set():
             raise Cancelled()
-        launched = True
-        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
-        runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
-        from inkctl.execute.supervise.bootphases import PhaseReader
+        replace_old(existing.replacement, transports, sink)  # the GPUs cannot hold both versions
+        if problem is not None:  # most likely the old containers' ports and names: check again
+            from inkctl.execute.deploy.preflight import run_preflight
 
-        runner.phase_reader = PhaseReader(loaded.recipe.engine.kind)
-        try:
-            with _watchdog(loaded.recipe, plan, transports, runner, sink):
-                outcome = launch(runner, keep_on_failure=keep, detach=detach)
-            if not outcome.detached:
-                outcome.boot = _boot_record(plan, outcome, runner.phase_reader, loaded.recipe.engine.kind)
-        except InkctlError as e:
-            if isinstance(existing, OtherVersion):
-                e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
-                              "had been removed before the launch")
-                e.args = (e.message,)
-            raise
-        if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
-            return outcome
-        lock.release()  # the deployment is up: down (or another up) may run while this one watches
-        if on_healthy is not None:
-            on_healthy(outcome)
-        _watch_after_boot(loaded.recipe, plan, transports, sink, interrupt)
-        outcome.status = UpStatus.WATCHED
-        return outcome
-    except KeyboardInterrupt:  # a second Ctrl-C, raised by the CLI's handler
-        raise Cancelled(started=launched) from None
-    finally:
-        lock.release()  # also after Ctrl-C: a lock must never outlive its command
-        close_all(transports)
+            run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check)
+    elif problem is not None:
+        raise problem
+    return None
+
+
+def _launch(loaded, plan, transports, runner: Runner, sink, existing, *, keep: bool, detach: bool,
+            allow_socket_fallback: bool) -> Outcome:
+    """The plan run (the boot watchdog beside it), its boot record read; a failure after a
+    replacement says that the previous version had been removed."""
+    from inkctl.execute.supervise.bootphases import PhaseReader
+
+    runner.on_rank_line = _transport_check(loaded, sink, allow_socket_fallback)
+    runner.phase_reader = PhaseReader(loaded.recipe.engine.kind)
+    try:
+        with _watchdog(loaded.recipe, plan, transports, runner, sink):
+            outcome = launch(runner, keep_on_failure=keep, detach=detach)
+        if not outcome.detached:
+            outcome.boot = _boot_record(plan, outcome, runner.phase_reader, loaded.recipe.engine.kind)
+    except InkctlError as e:
+        if isinstance(existing, OtherVersion):
+            e.message += (f"\nthe previous version ({', '.join(existing.replacement.old_hashes)}) "
+                          "had been removed before the launch")
+            e.args = (e.message,)
+        raise
+    return outcome
 
 
 def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) -> InkctlError | None:

@@ -329,90 +329,99 @@ class HealthWait:
 
     # -- the wait ----------------------------------------------------------------------------
     def run(self) -> float:
+        """Until the head answers 200 with every rank running (the seconds it took), or a rank
+        crashes, a host is lost, the timeout passes or ``cancel`` is set (raised)."""
         import httpx
 
-        t0 = time.monotonic()
-        deadline = t0 + self.timeout
-        interval = self.step.interval_s
-        polls = PollSchedule(interval, t0)
-        next_http = t0
-        # until then only the URL is polled; a boot-log check (NCCL's transport) reads from the start
-        follow_at = t0 + (0.0 if self.on_line is not None else FOLLOW_AFTER_S)
-        first_200 = None
-        following = False
-        next_check = follow_at + interval  # containers whose log stream is not (or no longer) open
-        next_full = follow_at + FULL_INSPECT_S  # every container, whatever its stream says
-        status = "not polled yet"
+        c = _Turns.starting(time.monotonic(), self.timeout, self.step.interval_s, self.on_line is not None)
         try:
             with httpx.Client(trust_env=False, verify=tls_context(),
-                              timeout=httpx.Timeout(min(10.0, max(2.0, interval * 2)))) as http:
+                              timeout=httpx.Timeout(min(10.0, max(2.0, c.interval * 2)))) as http:
                 while True:
                     if self.cancel.is_set():
                         raise Cancelled(started=True)
-                    self._check_hosts(t0)
+                    self._check_hosts(c.t0)
                     self._check_faults()
                     now = time.monotonic()
-                    if not following and now >= follow_at:
-                        following = True
-                        for w in self.watched:
-                            w.streaming = True  # before the thread runs: no inspect races its start
-                        background(self._follow, self.watched, name="logs", label=lambda w: w.container)
-                    poked = self.poke.is_set()
-                    if following and (poked or now >= next_check or now >= next_full):
-                        self.poke.clear()
-                        full = now >= next_full
-                        targets = self.watched if full else [w for w in self.watched if not w.streaming]
-                        if targets:
-                            self._inspect_all(targets)
-                        next_check = time.monotonic() + interval
-                        if full:
-                            next_full = time.monotonic() + FULL_INSPECT_S
-                        dead = self._crashed()
-                        if dead is not None:
-                            # peers of a crashed rank die within a moment (NCCL errors); look
-                            # again shortly so that the first to die is the one reported
-                            if len(self.watched) > 1:
-                                time.sleep(SETTLE_S)
-                                self._inspect_all(self.watched)
-                                dead = self._crashed() or dead
-                            self._progress(t0, status, force=True)
-                            raise self._crash_error(dead, t0)
+                    self._start_following(c, now)
+                    self._inspect_turn(c, now)
                     if self.announced.is_set():
                         self.announced.clear()
-                        polls.hurry(now)
-                        next_http = min(next_http, now)
-                    if now >= next_http:
-                        status = _poll(http, self.step.url)
-                        seen = time.monotonic()
-                        if self.port_open_s is None and status.isdigit():
-                            self.port_open_s = seen - t0
-                        next_http = seen + polls.after(status, seen)
-                        if status == "200":
-                            self._check_hosts(t0)
-                            self._check_faults()
-                            first_200 = first_200 or time.monotonic()
-                            if self._unsettled(first_200):
-                                status = "200 (reading each rank's NCCL transport)"
-                            elif self._verified():
-                                self._progress(t0, status, healthy=True, force=True)
-                                return time.monotonic() - t0
-                            else:
-                                dead = self._crashed()
-                                if dead is not None:
-                                    self._progress(t0, status, force=True)
-                                    raise self._crash_error(dead, t0)
-                                status = "200 (not every rank running yet)"
-                    self._progress(t0, status)
-                    if time.monotonic() >= deadline:
-                        raise HealthTimeout(
-                            f"timed out after {self.timeout:g} s waiting for {self.step.url} (last answer: {status})"
-                            + self._states_text(),
-                            hint="raise health.timeout_s in the recipe (or --timeout) if the model needs longer to load")
-                    wake = min(next_http, next_check, next_full, deadline,
-                               follow_at if not following else deadline) - time.monotonic()
-                    self.poke.wait(max(0.01, min(wake, 0.5)))
+                        c.polls.hurry(now)
+                        c.next_http = min(c.next_http, now)
+                    if now >= c.next_http and self._http_turn(http, c):
+                        return time.monotonic() - c.t0
+                    self._progress(c.t0, c.status)
+                    self._timed_out(c)
+                    self.poke.wait(max(0.01, min(c.wake() - time.monotonic(), 0.5)))
         finally:
             self.stop.set()
+
+    def _start_following(self, c: _Turns, now: float) -> None:
+        """Every rank's log followed, from ``follow_at`` on (until then only the URL is polled)."""
+        if c.following or now < c.follow_at:
+            return
+        c.following = True
+        for w in self.watched:
+            w.streaming = True  # before the thread runs: no inspect races its start
+        background(self._follow, self.watched, name="logs", label=lambda w: w.container)
+
+    def _inspect_turn(self, c: _Turns, now: float) -> None:
+        """Inspect the containers whose log stream is not open (all of them every
+        ``FULL_INSPECT_S``, or when poked); a crashed rank is raised."""
+        poked = self.poke.is_set()
+        if not c.following or not (poked or now >= c.next_check or now >= c.next_full):
+            return
+        self.poke.clear()
+        full = now >= c.next_full
+        targets = self.watched if full else [w for w in self.watched if not w.streaming]
+        if targets:
+            self._inspect_all(targets)
+        c.next_check = time.monotonic() + c.interval
+        if full:
+            c.next_full = time.monotonic() + FULL_INSPECT_S
+        dead = self._crashed()
+        if dead is not None:
+            # peers of a crashed rank die within a moment (NCCL errors); look
+            # again shortly so that the first to die is the one reported
+            if len(self.watched) > 1:
+                time.sleep(SETTLE_S)
+                self._inspect_all(self.watched)
+                dead = self._crashed() or dead
+            self._progress(c.t0, c.status, force=True)
+            raise self._crash_error(dead, c.t0)
+
+    def _http_turn(self, http, c: _Turns) -> bool:
+        """One poll of the URL; True once it answers 200 with every rank verified running."""
+        c.status = _poll(http, self.step.url)
+        seen = time.monotonic()
+        if self.port_open_s is None and c.status.isdigit():
+            self.port_open_s = seen - c.t0
+        c.next_http = seen + c.polls.after(c.status, seen)
+        if c.status != "200":
+            return False
+        self._check_hosts(c.t0)
+        self._check_faults()
+        c.first_200 = c.first_200 or time.monotonic()
+        if self._unsettled(c.first_200):
+            c.status = "200 (reading each rank's NCCL transport)"
+            return False
+        if self._verified():
+            self._progress(c.t0, c.status, healthy=True, force=True)
+            return True
+        dead = self._crashed()
+        if dead is not None:
+            self._progress(c.t0, c.status, force=True)
+            raise self._crash_error(dead, c.t0)
+        c.status = "200 (not every rank running yet)"
+        return False
+
+    def _timed_out(self, c: _Turns) -> None:
+        if time.monotonic() >= c.deadline:
+            raise HealthTimeout(
+                f"timed out after {self.timeout:g} s waiting for {self.step.url} (last answer: {c.status})"
+                + self._states_text(),
+                hint="raise health.timeout_s in the recipe (or --timeout) if the model needs longer to load")
 
     def _states_text(self) -> str:
         parts = [f"\n  rank {w.rank} ({w.host}, {w.container}): {phase_of(w, False)}"
@@ -432,6 +441,34 @@ class HealthWait:
             f"before {self.step.url} answered; its last {len(lines)} log lines:\n{body}{extra}",
             host=w.host, rank=w.rank,
             hint="the log above is the engine's own; fix the cause (or use --keep-on-failure to inspect the containers)")
+
+
+@dataclass
+class _Turns:
+    """When the health wait does what next (monotonic seconds) and what it saw last."""
+
+    t0: float
+    deadline: float
+    interval: float
+    polls: PollSchedule
+    follow_at: float  # until then only the URL is polled; a boot-log check reads from the start
+    next_http: float
+    next_check: float  # containers whose log stream is not (or no longer) open
+    next_full: float  # every container, whatever its stream says
+    following: bool = False
+    first_200: float | None = None
+    status: str = "not polled yet"
+
+    @classmethod
+    def starting(cls, t0: float, timeout: float, interval: float, read_from_start: bool) -> _Turns:
+        follow_at = t0 + (0.0 if read_from_start else FOLLOW_AFTER_S)
+        return cls(t0, t0 + timeout, interval, PollSchedule(interval, t0), follow_at, t0, follow_at + interval,
+                   follow_at + FULL_INSPECT_S)
+
+    def wake(self) -> float:
+        """The next moment something is due (the deadline at the latest)."""
+        return min(self.next_http, self.next_check, self.next_full, self.deadline,
+                   self.follow_at if not self.following else self.deadline)
 
 
 def _poll(http, url: str) -> str:

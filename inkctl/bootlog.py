@@ -1,5 +1,6 @@
-"""Boot records: one JSON file per ``up``, under ``<results-dir>/boots/<deployment>/``, so that
-the next boot of the recipe is compared with it and ``inkctl results --boots`` can compare two.
+"""Boot records, beside the run records (``runlog``): one JSON file per ``up``, under
+``<results-dir>/boots/<deployment>/``, so that the next boot of the recipe is compared with it
+and ``inkctl results --boots`` can compare two.
 """
 
 from __future__ import annotations
