@@ -17,7 +17,7 @@ from inkctl.errors import InkctlError
 from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAME, RANK, Gap, RunArgs, from_spec,
                                    k8s_text, quantity, shown, unresolved_vars, used_vars, var_token)
 from inkctl.plan.deploy import build_plan
-from inkctl.plan.stages.vllm_ray import SERVE_IN_HEAD
+from inkctl.plan.stages.launch import SERVE_IN_HEAD
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
 from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, Smoke, WaitFor, WaitHealth

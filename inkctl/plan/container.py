@@ -1,4 +1,4 @@
-"""One rank's container from the recipe: its name, labels, environment and run spec (``plan.runtime`` makes the argv)."""
+"""One rank's container from the recipe: its name, labels, environment and run spec (``inkctl.runtimes`` makes the argv)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
 
     env += compilecache.env(r)
 
-    from inkctl.recipe.parallel import parallel_env
+    from inkctl.recipe.engine_registry import spec_of
 
-    env += parallel_env(r)
+    env += spec_of(r.engine.kind).env(r)
     if r.container.gpus == "rocm" and h.gpus:
         env.append(("ROCR_VISIBLE_DEVICES", h.gpus))
     return env

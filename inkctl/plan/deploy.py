@@ -10,6 +10,7 @@ step (``Run.files``): one remote command writes them and starts the container.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
@@ -24,8 +25,10 @@ from inkctl.plan.record import record_path, record_text
 from inkctl.plan.removal import removal
 from inkctl.plan.smoke import smoke_checks
 from inkctl.plan.stages import Launch, launch_stages
+from inkctl.plan.stages.launch import ENGINE_FILES
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitHealth
 from inkctl.recipe.hosts import Host
+from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.model import Recipe
 
 def placeholder_hosts(recipe: Recipe) -> list[Host]:
@@ -129,6 +132,8 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
     mounts: tuple[Mount, ...] = (Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
     if recipe.compile_cache.enabled:
         mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
+    if spec_of(recipe.engine.kind).files(recipe):
+        mounts += (Mount(f"{state_dir}/engine", ENGINE_FILES, True),)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -217,5 +222,13 @@ def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, s
             all_pins = {h.name: pins.get(h.name) or h.sha256 or "" for h in recipe.patches.hotfixes}
             steps.append(Put(host=c.name, rank=c.rank, purpose="upload the hotfix wrapper", path=f"{d}/hotfix/{ENTRY}",
                              content=entry_script(recipe.patches.hotfixes, {k: v for k, v in all_pins.items() if v}), mode=0o755))
+        steps += _engine_files(recipe, c, d)
     return steps
+
+
+def _engine_files(recipe: Recipe, c: HostContext, state_dir: str) -> list[Put]:
+    """The engine's own files (its spec's ``files``), mounted at ENGINE_FILES by ``_start``."""
+    return [Put(host=c.name, rank=c.rank, purpose=f"write the engine's {name}", path=f"{state_dir}/engine/{name}",
+                content=text, mode=0o644, sha256=hashlib.sha256(text.encode()).hexdigest())
+            for name, text in spec_of(recipe.engine.kind).files(recipe)]
 

@@ -18,8 +18,6 @@ from inkctl.plan.hostvars import HostContext
 from inkctl.plan.step import FabricRef
 from inkctl.recipe.model import Recipe
 
-# the engine's own variable for the address it advertises to the other ranks
-HOST_IP_ENV = {"vllm": "VLLM_HOST_IP", "sglang": "SGLANG_HOST_IP"}
 
 NOTES = {
     "gid_index": "the RoCE v2 GID index that carries {address}",
@@ -48,7 +46,10 @@ def wanted(r: Recipe) -> bool:
 
 
 def host_ip_name(r: Recipe) -> str | None:
-    return r.network.host_ip_env or HOST_IP_ENV.get(r.engine.kind)
+    from inkctl.recipe.engine_registry import spec_of
+
+    # the engine's own variable for the address it advertises to the other ranks
+    return r.network.host_ip_env or next(iter(spec_of(r.engine.kind).host_ip_env), None)
 
 
 def settings(r: Recipe, ctx: HostContext) -> list[Setting]:

@@ -69,7 +69,7 @@ class Run:
     """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
 
     A container's start also carries ``container``, the spec its argv was made from
-    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv.
+    (a runtime's ``run``): what checks read (image, mounts, ports) instead of parsing argv.
 
     ``files`` are written on the host by the same remote command, before ``argv`` runs (a
     rank's env file, hotfixes and the plan record beside its ``docker run``): one round trip,

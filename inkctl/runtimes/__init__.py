@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from inkctl.runtimes.protocol import InTask, Runtime
 
 DEFAULT = "docker"  # a recipe that names none
-LABEL_PREFIX = "inkctl."  # every label inkctl puts on a container
-INSPECT_FORMAT = "{{.Name}}|{{.State.Status}}|{{.State.ExitCode}}|{{.State.FinishedAt}}"
 
 
 @functools.cache

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from inkctl.runtimes import INSPECT_FORMAT, LABEL_PREFIX
+from inkctl.runtimes.labels import INSPECT_FORMAT, LABEL_PREFIX
 
 if TYPE_CHECKING:
     from inkctl.errors import Problem

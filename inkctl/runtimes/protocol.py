@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from inkctl.errors import Problem
-from inkctl.runtimes import INSPECT_FORMAT
+from inkctl.runtimes.labels import INSPECT_FORMAT
 from inkctl.runtimes.spec import ContainerSpec
 
 Argv = tuple[str, ...]

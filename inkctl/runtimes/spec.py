@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inkctl.runtimes import INSPECT_FORMAT, LABEL_PREFIX  # noqa: F401 - the container's names, here too
+from inkctl.runtimes.labels import INSPECT_FORMAT, LABEL_PREFIX  # noqa: F401 - the container's names, here too
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,9 @@ def test_nerdctl_plans_through_the_registry_alone():
     loaded = load_recipe(ROOT / "examples" / "vllm-single-docker.yaml", ["container.runtime=nerdctl"], None)
     r = loaded.recipe
     assert r.container.runtime == "nerdctl"
-    assert not [p for p in r.findings() if p.severity == "error"]
+    from inkctl.recipe.rules import recipe_findings
+
+    assert not [p for p in recipe_findings(r) if p.severity == "error"]
     plan = build_plan(r)
     (start,) = [s for s in plan.steps() if isinstance(s, Run) and s.container is not None]
     assert start.argv[:3] == ("nerdctl", "run", "--detach") and start.argv == runtimes.get("nerdctl").run(start.container)

@@ -20,7 +20,7 @@ from inkctl import runtimes
 from inkctl.plan.quote import command_line
 
 # One round trip: the host's clock (for uptimes), then every container of the deployment.
-# Arguments: the inspect command (3 words), then the ps command listing the ids (plan.runtime).
+# Arguments: the inspect command (3 words), then the ps command listing the ids (the runtime's argv).
 BY_LABEL = (
     'i1="$1"; i2="$2"; i3="$3"; shift 3\n'
     "date -u +%s\n"

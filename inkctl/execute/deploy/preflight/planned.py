@@ -64,16 +64,9 @@ def planned_ports(recipe: Recipe, rank: int) -> list[tuple[int, str]]:
     """Ports a rank binds on its host before anything else runs: the head's API and rendezvous."""
     if rank != 0:
         return []
-    out = [(api_port(recipe), "engine")]
-    e = recipe.engine
-    if recipe.multinode:
-        if e.kind == "sglang":
-            out.append((e.dist_init_port, "dist-init"))
-        elif e.multinode == "ray":
-            out.append((e.ray_port, "ray"))
-        else:
-            out.append((e.master_port, "master"))
-    return out
+    from inkctl.recipe.engine_registry import spec_of
+
+    return [(api_port(recipe), "engine"), *spec_of(recipe.engine.kind).ports(recipe)]
 
 
 def planned_env(plan: Plan, host: str) -> dict[str, str]:
