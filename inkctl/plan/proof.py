@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 
 from inkctl.plan.hotfix import ENTRY, MOUNT
-from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec
+from inkctl.runtimes.spec import LABEL_PREFIX, ContainerSpec
 from inkctl.plan.step import Plan, Put, Run
 
 # the proof container has no network: the hubs' clients are told so, and fail at once where they look
@@ -142,12 +142,12 @@ def proof_run(r: RankArgv, name: str) -> tuple[str, ...]:
     """The throwaway container that reads ``r``'s argv: the image as the rank runs it, its
     environment (never a secret), no network, no GPU; the program and what it is to read come
     on standard input (``program_input``), so nothing of it shows in the host's process list."""
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     spec = ContainerSpec(name=name, image=r.image, entrypoint="python3", command=("-",),
                          labels=((LABEL_PREFIX + "proof", "1"),), network="bridge",
                          options=("--network", "none", "--interactive"), env=(*r.env, *OFFLINE))
-    return runtime.run_once(r.runtime, spec)
+    return runtimes.get(r.runtime).run_once(spec)
 
 
 def program_input(r: RankArgv, program: bytes) -> bytes:
