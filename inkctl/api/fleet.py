@@ -39,6 +39,10 @@ def fleet_of(loaded: Loaded) -> FleetPlan:
     from inkctl.plan.fleet import build_fleet
     from inkctl.plan.inputs import plan_inputs
 
+    if loaded.recipe.fleet is not None and loaded.recipe.fleet.disagg is not None:  # prefill/decode replicas
+        from inkctl.plan.disagg import build_disagg
+
+        return build_disagg(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
     return build_fleet(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
 
 

@@ -59,6 +59,11 @@ def _fleet_head(out, loaded, fleet) -> None:
         out.print(f"gateway {escape(fleet.name)}: {len(fleet.replicas)} models behind one endpoint, "
                   "routed by the request's model")
         out.print(f"  router: {r.kind} (multi-model, {r.policy_name}) at {fleet.url}")
+    elif fleet.disagg:
+        roles = [rep.role for rep in fleet.replicas]
+        out.print(f"fleet {escape(fleet.name)}: prefill/decode disaggregated, {roles.count('prefill')} prefill and "
+                  f"{roles.count('decode')} decode replica(s); the KV cache moves from prefill to decode")
+        out.print(f"  router: {r.kind} (P/D, {r.policy_name}) at {fleet.url}")
     else:
         out.print(f"fleet {escape(fleet.name)}: {len(fleet.replicas)} replica(s) of "
                   f"{loaded.recipe.hardware.nodes} host(s) x {loaded.recipe.hardware.gpus_per_host} GPU(s)")

@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from inkctl.recipe.disagg import Disagg
 from inkctl.recipe.fields import Strict, default_of, empty_list
 
 # the routing policies each router offers (sglang-router 0.3 / vllm-router 0.1 --policy choices)
@@ -57,3 +58,4 @@ class Fleet(Strict):
     replicas: int = Field(1, ge=1, le=1024, description="Number of replicas: each a whole engine group (hardware.nodes hosts x gpus_per_host GPUs).")
     port_stride: int = Field(10, ge=1, le=1000, description="Replicas sharing a host get the engine's ports shifted by this much each (port, master/dist-init port).")
     router: Router = Field(default_factory=default_of(Router), description="The request router in front of the replicas.")
+    disagg: Optional[Disagg] = Field(None, description="Prefill/decode disaggregation: a prefill role and a decode role, each its own replicas of the engine group, the KV transfer between them, and fleet.router in its P/D mode (replaces fleet.replicas).")

@@ -34,6 +34,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine", "_version": "engine",
+    "_disagg": "engine",
 }
 
 
@@ -268,6 +269,12 @@ def _speculative(r: "Recipe") -> list[Problem]:
     from inkctl.recipe.speculative import speculative_findings
 
     return speculative_findings(r)
+
+
+def _disagg(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.disagg import disagg_findings
+
+    return disagg_findings(r)
 
 
 def _hosts(r: "Recipe") -> list[Problem]:
