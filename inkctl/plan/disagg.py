@@ -85,7 +85,7 @@ def place(recipe: Recipe, hosts: list[Host], source: str = "") -> dict[str, list
                                   hint="its hosts are " + ", ".join(by_name), exit_code=2)
         mine = [by_name[n] for n in spec.hosts] if spec.hosts else hosts
         nodes, per = spec.nodes or recipe.hardware.nodes, spec.gpus_per_host or recipe.hardware.gpus_per_host
-        placed = []
+        placed: list[tuple[int, tuple[Host, ...]]] = []
         for _ in range(spec.replicas):
             group = [h for h in mine if pool.fits(h, per)][:nodes]
             if len(group) < nodes:

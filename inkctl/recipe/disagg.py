@@ -104,15 +104,16 @@ def disagg_findings(r: "Recipe") -> list[Problem]:
 
 
 def _port_findings(r: "Recipe", d: Disagg, at: str) -> list[Problem]:
-    from inkctl.plan.fleet import engine_ports
-
     port = d.transfer.bootstrap_port
     stride = r.fleet.port_stride if r.fleet is not None else 10
     router = r.fleet.router if r.fleet is not None else None
-    used = dict(engine_ports(r))
+    used = {r.engine.args.port: "API port"}  # the engine's ports on its host (plan.fleet.engine_ports)
+    for attr in ("master_port", "ray_port", "dist_init_port"):
+        if hasattr(r.engine, attr):
+            used[getattr(r.engine, attr)] = attr
     if router is not None:
         used.update({router.port: "fleet.router.port", router.prometheus_port: "fleet.router.prometheus_port"})
-    n = max(d.prefill.replicas, d.decode.replicas)
+    n = d.prefill.replicas + d.decode.replicas  # as many as may share one host
     mine = {port + k * stride for k in range(n)}
     for p in sorted(mine):
         for k in range(n):  # the engine's ports shift by the same stride on a shared host
