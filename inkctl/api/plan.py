@@ -82,3 +82,19 @@ def check_hosts(loaded: Any) -> None:
     from inkctl.plan.deploy import build_plan
 
     build_plan(loaded.recipe, loaded.hosts)
+
+
+def nccl_settings(loaded: Any) -> list[tuple[str, list]]:
+    """Per host, its NCCL settings (``plan.fabric.Setting``: the value, or what up reads from the
+    host's fabric, and where it comes from); empty unless the recipe reads the fabric (RDMA on
+    several hosts)."""
+    from inkctl.plan import fabric
+    from inkctl.plan.deploy import placeholder_hosts
+    from inkctl.plan.hostvars import HostContext
+
+    r = loaded.recipe
+    if not fabric.wanted(r):
+        return []
+    placeholder = loaded.hosts is None
+    hosts = list(loaded.hosts) if not placeholder else placeholder_hosts(r)
+    return [(h.name, fabric.settings(r, HostContext(h, i, hosts[0], placeholder))) for i, h in enumerate(hosts)]

@@ -62,7 +62,7 @@ def _row(path: Path, ref: str) -> dict[str, Any]:
     return {
         "recipe": ref, "path": str(path), "name": r.name, "model": r.model.repo,
         "hardware": f"{r.hardware.nodes}x{r.hardware.gpus_per_host} {r.hardware.accelerator}",
-        "engine": f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({r.engine.multinode})" if r.engine.kind == "vllm" and r.multinode else ""),
+        "engine": _engine_label(r),
         "parallel": _parallel(r),
         "runtime": r.container.runtime, "patches": r.patches.mode,
         "status": r.provenance.status if r.provenance else "draft",
@@ -103,3 +103,11 @@ def schema(format_: str) -> str:
     if format_ == "markdown":
         return markdown_reference()
     raise InkctlError(f"--format must be json or markdown, not {format_!r}", exit_code=EXIT_INVALID)
+
+
+def _engine_label(r) -> str:
+    """'vllm v0.28.0', with how the ranks form one server where the engine has several ways ('(ray)')."""
+    from inkctl.recipe.engine_registry import spec_of
+
+    variant = spec_of(r.engine.kind).variant(r)
+    return f"{r.engine.kind} {r.engine.version.split()[0]}" + (f" ({variant})" if variant else "")

@@ -355,7 +355,7 @@ def slurm_target(target: Target, command: str, *, partition: str | None = None, 
     inputs: dict[str, Any] = plan_inputs(loaded)
     # every node given, whatever hardware.nodes says: any of them may run the job
     planned = loaded.recipe.model_copy(update={"hardware": loaded.recipe.hardware.model_copy(update={"nodes": len(hosts)})})
-    return Targeted(loaded, build_plan(planned, hosts, **inputs), inputs.get("image"))
+    return Targeted(loaded, build_plan(planned, hosts, read_fabric=False, **inputs), inputs.get("image"))
 
 
 def _slurm_hosts(known: Any, partition: str | None, job: str | None, nodelist: str | None) -> tuple[list, str]:

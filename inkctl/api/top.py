@@ -46,6 +46,7 @@ def top_rows(targets: list[tuple[str, str, str]], before: dict, now: dict, secon
     an engine's load (running, waiting, KV cache, tokens/s, TTFT p50), the router's requests;
     a target that did not answer: why."""
     from inkctl.client.prometheus import engine_load
+    from inkctl.recipe.engine_registry import spec_of
 
     rows = []
     for group, kind, url in targets:
@@ -61,7 +62,7 @@ def top_rows(targets: list[tuple[str, str, str]], before: dict, now: dict, secon
                          "healthy_replicas": cur.total(("smg_worker_health",)),
                          "requests_per_s": (reqs - pre) / seconds if reqs is not None and pre is not None and seconds > 0 else None})
             continue
-        load = engine_load(cur, before.get(url, (None, ""))[0], seconds)
+        load = engine_load(spec_of(kind).metrics, cur, before.get(url, (None, ""))[0], seconds)
         rows.append({"group": group, "kind": kind, "url": url, **load.__dict__})
     return rows
 

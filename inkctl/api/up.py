@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from inkctl.api.secured import Secured, secrets_for, secure
 from inkctl.api.target import Target, load, plan_for
@@ -29,11 +29,24 @@ from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError, UsageError
 
 if TYPE_CHECKING:
     from inkctl.api.slurm import SlurmRequest
-    from inkctl.api.watching import Watching
     from inkctl.execute.deploy.runner import Outcome
     from inkctl.execute.events import Sink
     from inkctl.plan.step import Plan
     from inkctl.recipe.loaded import Loaded
+
+
+@dataclass(frozen=True)
+class Watching:
+    """How to supervise: the options ``watch`` and ``up --watch`` share (``api/watching.py``)."""
+
+    accept_new: bool = False
+    restart: bool = False
+    hook: Optional[str] = None
+    interval: float = 2.0
+    stuck_after: float = 300.0
+    max_restarts_per_hour: int = 3
+    backoff: float = 5.0
+    allow_socket_fallback: bool = False
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Optional
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from inkctl.api.up import Watching  # how to supervise: defined beside up's options, which carry it
 from inkctl.errors import EXIT_INTERRUPTED, EXIT_INVALID, InkctlError
 
 log = logging.getLogger(__name__)
@@ -32,20 +33,6 @@ if TYPE_CHECKING:
     from inkctl.execute.supervise.watch import Failure, RestartBudget
     from inkctl.plan.step import Plan
     from inkctl.recipe.loaded import Loaded
-
-
-@dataclass(frozen=True)
-class Watching:
-    """How to supervise: the options ``watch`` and ``up --watch`` share."""
-
-    accept_new: bool = False
-    restart: bool = False
-    hook: Optional[str] = None
-    interval: float = 2.0
-    stuck_after: float = 300.0
-    max_restarts_per_hour: int = 3
-    backoff: float = 5.0
-    allow_socket_fallback: bool = False
 
 
 class Voice:

@@ -27,7 +27,8 @@ def render(rep: NetReport) -> str:
                 lines += _wrap(f"{h}: {what}", "  ")
                 if fix:
                     lines += _wrap(f"fix: {fix}", "    ")
-    lines.append("(busbw and expect in GB/s; expect: 80 % of the link's line rate)")
+    lines.append("(busbw and expect in GB/s; expect: network.bandwidth_floor of the link's line rate)")
+    lines += _rails(rep)
     for x in rep.perfs:
         if x.perf is None and not x.error:
             lines.append(f"{x.host}: all_reduce_perf is not in the image (nccl-tests): intra-host not measured")
@@ -40,6 +41,24 @@ def render(rep: NetReport) -> str:
     for h, why in rep.skipped.items():
         lines += _wrap(f"{h}: not measured: {why}", "")
     return "\n".join(ln for line in lines for ln in (_wrap(line, "") if len(line) > 80 else [line]))
+
+
+def _rails(rep: NetReport) -> list[str]:
+    """ib_write_bw per rail: Gb/s against the link's rate and the floor."""
+    if not rep.rails:
+        return []
+    out = ["RDMA per rail: ib_write_bw (Gb/s)", f"{'rail':<40}{'Gb/s':>8}{'link':>7}{'floor':>7}  verdict"]
+    for x in rep.rails:
+        name = f"{x.client.host}:{x.client.device} -> {x.server.host}:{x.server.device}"
+        bw = f"{x.gbps:.1f}" if x.gbps is not None else "-"
+        link = f"{x.expected:g}" if x.expected else "?"
+        floor = f"{x.floor:.0f}" if x.floor is not None else "-"
+        out.append(f"{name[:39]:<40}{bw:>8}{link:>7}{floor:>7}  {x.verdict}")
+        if x.error:
+            out += _wrap(x.error, "  ")
+        elif x.verdict == "not measured":
+            out += _wrap("no ib_write_bw (perftest) on the hosts or in the image", "  ")
+    return out
 
 
 def _wrap(text: str, indent: str) -> list[str]:

@@ -28,7 +28,7 @@ def init(
     if inv != "hosts.yaml":
         print(textwrap.fill(f"(hosts.yaml was here already and is kept; {inv} is this recipe's inventory)", 80,
                             break_on_hyphens=False))
-    nics = ", NIC names" if project.recipe.hardware.nodes > 1 else ""
+    nics = ", NIC names" if project.recipe.hardware.nodes > 1 and not project.recipe.network.rdma else ""  # rdma: read
     then = textwrap.fill(f"then put your hosts in {inv} (rank order: name or ssh alias, address, user{nics}), "
                          f"edit {recipe_file} to taste, check and launch:", 80, break_on_hyphens=False)
     see = textwrap.fill(f"next: see what will run (on the placeholder hosts in {inv}):", 80, subsequent_indent="    ",

@@ -451,6 +451,20 @@ def _plan_head(out, plan: Plan, loaded) -> None:
         out.print(f"[dim]hosts from {escape(src)}[/]")
 
 
+def _print_nccl(out, loaded, only_host: str | None) -> None:
+    """Each host's NCCL settings: the value and where it comes from, or what up reads from the host."""
+    from inkctl.api.plan import nccl_settings
+
+    rows = nccl_settings(loaded)
+    if not rows:
+        return
+    out.print("NCCL per host [dim](RDMA: what nothing pins is read from each host's sysfs by up's preflight)[/]")
+    for host, settings in rows:
+        for s in settings if only_host in (None, host) else ():
+            value = f"[yellow]{escape(str(s.value))}[/]" if s.derived else escape(str(s.value))
+            out.print(f"  {escape(host)}  {s.name}={value}  [dim]({escape(s.source)})[/]")
+
+
 def _recipe_alone_hash(plan: Plan, recipe) -> str | None:
     """The hash the same recipe has without an inventory (what `plan` without --hosts shows)."""
     from inkctl.plan.identity import recipe_hash
@@ -468,6 +482,8 @@ def print_plan(out, plan: Plan, loaded=None, only_host: str | None = None, *, fu
     """``full``: every stage and step with file contents. Otherwise per rank: host, role, image and
     the launch argv; files every host gets the same shown once; what follows the launch in a line."""
     _plan_head(out, plan, loaded)
+    if loaded is not None and getattr(loaded, "recipe", None) is not None:
+        _print_nccl(out, loaded, only_host)
     if full:
         _print_full(out, plan, only_host)
     else:

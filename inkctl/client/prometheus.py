@@ -2,12 +2,8 @@
 parsed into samples, and the few numbers inkctl reads from them. Pure: no I/O.
 
 ``top`` reads a table from two scrapes; a stuck-engine check can read the same numbers.
-The engines' names: vLLM ``vllm:num_requests_running``, ``vllm:num_requests_waiting``,
-``vllm:kv_cache_usage_perc`` (``vllm:gpu_cache_usage_perc`` before v0.10),
-``vllm:generation_tokens_total``, ``vllm:time_to_first_token_seconds`` (histogram),
-``vllm:e2e_request_latency_seconds``; SGLang ``sglang:num_running_reqs``, ``sglang:num_queue_reqs``,
-``sglang:token_usage``, ``sglang:generation_tokens_total``, ``sglang:time_to_first_token_seconds``,
-``sglang:e2e_request_latency_seconds``.
+The names are the engine's own, handed in (``EngineNames``: an engine spec's ``metrics``,
+inkctl/engines/<kind>.py); this module knows none.
 """
 
 from __future__ import annotations
@@ -15,16 +11,34 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Protocol
 
 _SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\S+)?$')
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
-GEN_TOKENS = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
-TTFT = ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds")
-E2E = ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds")
+
+
+class EngineNames(Protocol):
+    """An engine's metric names (several where releases renamed one)."""
+
+    @property
+    def running(self) -> tuple[str, ...]: ...
+
+    @property
+    def waiting(self) -> tuple[str, ...]: ...
+
+    @property
+    def kv_usage(self) -> tuple[str, ...]: ...
+
+    @property
+    def generated(self) -> tuple[str, ...]: ...
+
+    @property
+    def ttft(self) -> tuple[str, ...]: ...
+
+    @property
+    def e2e(self) -> tuple[str, ...]: ...
+
 
 
 class MetricsError(ValueError):
@@ -159,20 +173,20 @@ class EngineLoad:
     requests: float | None  # finished requests in all (the e2e latency histogram's count)
 
 
-def engine_load(now: Scrape, earlier: Scrape | None = None, seconds: float = 0.0) -> EngineLoad:
-    """The numbers of ``top``: gauges from ``now``; rates and TTFT over the interval since
-    ``earlier`` (``seconds`` apart), or over the engine's life without one."""
+def engine_load(names: EngineNames, now: Scrape, earlier: Scrape | None = None, seconds: float = 0.0) -> EngineLoad:
+    """The numbers of ``top`` under the engine's ``names``: gauges from ``now``; rates and TTFT
+    over the interval since ``earlier`` (``seconds`` apart), or over the engine's life without one."""
     tps = None
-    gen = now.total(GEN_TOKENS)
+    gen = now.total(names.generated)
     if earlier is not None and seconds > 0 and gen is not None:
-        before = earlier.total(GEN_TOKENS)
+        before = earlier.total(names.generated)
         if before is not None and gen >= before:
             tps = (gen - before) / seconds
-    ttft = now.histogram(TTFT)
+    ttft = now.histogram(names.ttft)
     if ttft is not None and earlier is not None:
-        window = ttft.minus(earlier.histogram(TTFT))
+        window = ttft.minus(earlier.histogram(names.ttft))
         ttft = window if window.count > 0 else ttft
-    e2e = now.histogram(E2E)
-    return EngineLoad(running=now.total(RUNNING), waiting=now.total(WAITING), kv_usage=now.total(KV_USAGE),
+    e2e = now.histogram(names.e2e)
+    return EngineLoad(running=now.total(names.running), waiting=now.total(names.waiting), kv_usage=now.total(names.kv_usage),
                       gen_tokens_per_s=tps, ttft_p50_s=ttft.quantile(0.5) if ttft else None,
                       ttft_mean_s=ttft.mean if ttft else None, requests=e2e.count if e2e else None)

@@ -17,7 +17,7 @@ from inkctl.errors import InkctlError
 from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAME, RANK, Gap, RunArgs, from_spec,
                                    k8s_text, quantity, shown, unresolved_vars, used_vars, var_token)
 from inkctl.plan.deploy import build_plan
-from inkctl.plan.stages.vllm_ray import SERVE_IN_HEAD
+from inkctl.plan.stages.launch import SERVE_IN_HEAD
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.quote import command_line
 from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, Smoke, WaitFor, WaitHealth
@@ -105,7 +105,7 @@ def stand_in_hosts(recipe: Recipe, user_vars: dict[str, str]) -> list[Host]:
 def k8s_plan(recipe: Recipe, options: K8sOptions, *, image: str | None = None,
              hotfix_pins: dict[str, str] | None = None, hotfix_files: dict[str, bytes] | None = None,
              weights_pinned: bool = False) -> Plan:
-    return build_plan(recipe, stand_in_hosts(recipe, dict(options.vars)), image=image,
+    return build_plan(recipe, stand_in_hosts(recipe, dict(options.vars)), read_fabric=False, image=image,
                       hotfix_pins=hotfix_pins, hotfix_files=hotfix_files, weights_pinned=weights_pinned)
 
 

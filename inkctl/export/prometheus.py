@@ -13,27 +13,6 @@ from collections.abc import Sequence
 
 NODE_EXPORTER_PORT = 9100
 
-# per engine kind: (panel title, PromQL over the engine job, unit)
-_ENGINE_PANELS = {
-    "vllm": [
-        ("Requests running", 'sum by (replica) (vllm:num_requests_running{job="inkctl-engines"})', "short"),
-        ("Requests waiting", 'sum by (replica) (vllm:num_requests_waiting{job="inkctl-engines"})', "short"),
-        ("KV cache usage", 'max by (replica) (vllm:kv_cache_usage_perc{job="inkctl-engines"})', "percentunit"),
-        ("Generation tokens/s", 'sum by (replica) (rate(vllm:generation_tokens_total{job="inkctl-engines"}[1m]))', "short"),
-        ("TTFT p50", 'histogram_quantile(0.5, sum by (le, replica) (rate(vllm:time_to_first_token_seconds_bucket{job="inkctl-engines"}[1m])))', "s"),
-        ("TTFT p99", 'histogram_quantile(0.99, sum by (le, replica) (rate(vllm:time_to_first_token_seconds_bucket{job="inkctl-engines"}[1m])))', "s"),
-        ("Requests finished/s", 'sum by (replica) (rate(vllm:request_success_total{job="inkctl-engines"}[1m]))', "reqps"),
-    ],
-    "sglang": [
-        ("Requests running", 'sum by (replica) (sglang:num_running_reqs{job="inkctl-engines"})', "short"),
-        ("Requests waiting", 'sum by (replica) (sglang:num_queue_reqs{job="inkctl-engines"})', "short"),
-        ("KV cache usage", 'max by (replica) (sglang:token_usage{job="inkctl-engines"})', "percentunit"),
-        ("Generation tokens/s", 'sum by (replica) (rate(sglang:generation_tokens_total{job="inkctl-engines"}[1m]))', "short"),
-        ("TTFT p50", 'histogram_quantile(0.5, sum by (le, replica) (rate(sglang:time_to_first_token_seconds_bucket{job="inkctl-engines"}[1m])))', "s"),
-        ("TTFT p99", 'histogram_quantile(0.99, sum by (le, replica) (rate(sglang:time_to_first_token_seconds_bucket{job="inkctl-engines"}[1m])))', "s"),
-        ("Requests finished/s", 'sum by (replica) (rate(sglang:e2e_request_latency_seconds_count{job="inkctl-engines"}[1m]))', "reqps"),
-    ],
-}
 _ROUTER_PANELS = [
     ("Router requests/s", 'sum by (model) (rate(smg_router_requests_total{job="inkctl-router"}[1m]))', "reqps"),
     ("Router: healthy replicas", 'sum(smg_worker_health{job="inkctl-router"})', "short"),
@@ -68,7 +47,10 @@ def scrape_config(name: str, engines: Sequence[tuple[str, str, str]], router: st
 def dashboard(name: str, kind: str, with_router: bool) -> dict:
     """A Grafana dashboard (schemaVersion 39) over a Prometheus data source chosen at import."""
     panels = []
-    rows = _ENGINE_PANELS[kind] + (_ROUTER_PANELS if with_router else []) + _HOST_PANELS
+    from inkctl.recipe.engine_registry import spec_of
+
+    # the engine's own panels: (panel title, PromQL over the engine job, unit)
+    rows = list(spec_of(kind).metrics.panels) + (_ROUTER_PANELS if with_router else []) + _HOST_PANELS
     for i, (title, expr, unit) in enumerate(rows):
         panels.append({
             "id": i + 1, "type": "timeseries", "title": title,

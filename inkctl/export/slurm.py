@@ -25,6 +25,7 @@ from inkctl.plan import runtime
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.quote import command_line, shell_words
 from inkctl.plan.step import EnvFile, Plan, Run, WaitFor, WaitHealth
+from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.fields import referenced_vars
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
@@ -114,7 +115,7 @@ def export_slurm(recipe: Recipe, options: SlurmOptions, *, hosts: list[Host] | N
     else:
         hosts_ = [h.model_copy(update={"state_dir": STATE}) for h in hosts]
         by_name = True
-    plan = build_plan(recipe, hosts_, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
+    plan = build_plan(recipe, hosts_, read_fabric=False, image=image, hotfix_pins=hotfix_pins, hotfix_files=hotfix_files,
                       weights_pinned=weights_pinned)
     checks: dict[int, tuple[tuple[str, int], ...]] = {}  # rank -> (path on its node, size) of every pinned file
     if weights is not None:
@@ -162,8 +163,8 @@ class _Script:
     def job(self) -> SlurmJob:
         if self.o.container != "runtime":
             eng = self.r.engine
-            if eng.kind == "vllm" and self.r.multinode and getattr(eng, "multinode", None) == "ray":
-                raise InkctlError(f"vLLM over Ray runs `vllm serve` inside the Ray head's container: --container "
+            if spec_of(eng.kind).serves_in_head(self.r):
+                raise InkctlError(f"{spec_of(eng.kind).name} over Ray runs `vllm serve` inside the Ray head's container: --container "
                                   f"{self.o.container} has no such container", exit_code=2,
                                   hint="use --container runtime (docker/podman on the nodes), or engine.multinode: native")
             for c in self.plan.containers:
@@ -297,9 +298,9 @@ class _Script:
             steps.append(f"check_image {command_line([self.image_pin])} {self.sh(inspect)}")
         for path, size in self.weights_check.get(rank, ()):
             steps.append(f"check_size {self.sh([path])} {size}")
-        eng = self.r.engine
-        if rank > 0 and eng.kind == "vllm" and self.r.multinode and getattr(eng, "multinode", None) == "ray":
-            steps.append(f'wait_tcp "$INK_HEAD_ADDR" {eng.ray_port} {int(self.r.health.timeout_s)}')
+        engine = spec_of(self.r.engine.kind)
+        if rank > 0 and engine.serves_in_head(self.r):  # the workers join a cluster the head opens first
+            steps += [f'wait_tcp "$INK_HEAD_ADDR" {port} {int(self.r.health.timeout_s)}' for port, _ in engine.ports(self.r)]
         for s in starts:
             if isinstance(s, WaitFor):
                 expect = command_line([s.expect or "", str(s.expect_count)])

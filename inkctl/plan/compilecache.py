@@ -17,13 +17,6 @@ from inkctl.recipe.model import Recipe
 
 CONTAINER_DIR = "/root/.cache/inkctl-compile"
 
-# each engine's (and its libraries') cache location variables, relative to CONTAINER_DIR
-_COMMON = (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
-           ("FLASHINFER_WORKSPACE_BASE", "flashinfer"), ("DG_JIT_CACHE_DIR", "deep_gemm"))
-ENV = {
-    "vllm": (("VLLM_CACHE_ROOT", "vllm"), *_COMMON),
-    "sglang": (*_COMMON, ("SGLANG_DG_CACHE_DIR", "deep_gemm")),
-}
 
 
 def key_fields(r: Recipe, image: str | None = None) -> dict:
@@ -54,4 +47,7 @@ def mount(r: Recipe, root: str, image: str | None = None) -> Mount:
 def env(r: Recipe) -> list[tuple[str, str]]:
     if not r.compile_cache.enabled:
         return []
-    return [(name, f"{CONTAINER_DIR}/{sub}") for name, sub in ENV[r.engine.kind]]
+    from inkctl.recipe.engine_registry import spec_of
+
+    # each engine's (and its libraries') cache location variables, relative to CONTAINER_DIR
+    return [(name, f"{CONTAINER_DIR}/{sub}") for name, sub in spec_of(r.engine.kind).compile_cache_env]

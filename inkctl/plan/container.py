@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from inkctl.plan import fabric
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec, Mount
 from inkctl.recipe.model import Recipe
@@ -26,7 +27,7 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
     env: list[tuple[str, str]] = [(k, ctx.expand(v, f"container.env.{k}")) for k, v in r.container.env.items()]
     n, h = r.network, ctx.host
     ifname = h.nccl_socket_ifname or n.socket_ifname
-    if ctx.placeholder and not ifname and r.multinode:
+    if ctx.placeholder and not ifname and r.multinode and not fabric.wanted(r):  # else read at up
         ifname = f"<host{ctx.rank}.nccl_socket_ifname>"
     if ifname:
         env += [("NCCL_SOCKET_IFNAME", ifname), ("GLOO_SOCKET_IFNAME", ifname)]
@@ -45,9 +46,9 @@ def rank_env(r: Recipe, ctx: HostContext) -> list[tuple[str, str]]:
 
     env += compilecache.env(r)
 
-    from inkctl.recipe.parallel import parallel_env
+    from inkctl.recipe.engine_registry import spec_of
 
-    env += parallel_env(r)
+    env += spec_of(r.engine.kind).env(r)
     if r.container.gpus == "rocm" and h.gpus:
         env.append(("ROCR_VISIBLE_DEVICES", h.gpus))
     return env

@@ -10,10 +10,11 @@ step (``Run.files``): one remote command writes them and starts the container.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import compilecache, container as ctr
+from inkctl.plan import compilecache, container as ctr, fabric
 from inkctl.plan import pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
@@ -22,8 +23,10 @@ from inkctl.plan.record import record_path, record_text
 from inkctl.plan.removal import removal
 from inkctl.plan.smoke import smoke_checks
 from inkctl.plan.stages import Launch, launch_stages
+from inkctl.plan.stages.launch import ENGINE_FILES
 from inkctl.plan.step import Container, EnvFile, Plan, PlannedHost, Put, Run, SecretRef, Smoke, Stage, WaitHealth
 from inkctl.recipe.hosts import Host
+from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.model import Recipe
 
 def placeholder_hosts(recipe: Recipe) -> list[Host]:
@@ -43,6 +46,7 @@ def build_plan(
     hotfix_files: dict[str, bytes] | None = None,
     weights_pinned: bool = False,
     extra_labels: tuple[tuple[str, str], ...] = (),
+    read_fabric: bool = True,
 ) -> Plan:
     """The whole deployment as stages of steps.
 
@@ -52,7 +56,9 @@ def build_plan(
     patches directory and lock file; without them the plan shows the hotfix steps unpinned.
     ``weights_pinned``: the lock pins the model's files, which up checks on every host before
     anything starts; the containers then get HF_HUB_OFFLINE=1. ``extra_labels``: more labels on
-    every container (a gateway's groups: which gateway they belong to).
+    every container (a gateway's groups: which gateway they belong to). ``read_fabric``: the NCCL
+    settings nothing pins are read from each host by up's preflight (``plan/fabric.py``); an
+    export (Slurm, Kubernetes) runs no preflight and leaves them to NCCL.
     """
     if weights_pinned and "HF_HUB_OFFLINE" not in recipe.container.env:
         # up checks every pinned file on every host first, so the engine never needs the Hub
@@ -66,19 +72,22 @@ def build_plan(
     rhash = recipe_hash(recipe, None if placeholder else hosts, image)
     ctxs = [HostContext(host=h, rank=i, head=hosts[0], placeholder=placeholder) for i, h in enumerate(hosts)]
     planned = tuple(PlannedHost(name=h.name, address=c.ssh_address, rank=c.rank, runtime=recipe.container.runtime,
-                                state_dir=deployment_dir(h, name), placeholder=placeholder) for h, c in zip(hosts, ctxs))
+                                state_dir=deployment_dir(h, name), placeholder=placeholder, cluster_address=c.rank_address)
+                    for h, c in zip(hosts, ctxs))
     containers = tuple(Container(host=c.name, rank=c.rank, name=ctr.container_name(name, c.rank),
                                  role="head" if c.rank == 0 else "worker") for c in ctxs)
 
+    reads = {c.rank: fabric.derived(recipe, c) if read_fabric else [] for c in ctxs}
+
     def run_step(c: HostContext, command: list[str], purpose: str) -> Run:
         return _start(recipe, c, planned[c.rank].state_dir, containers[c.rank], image, rhash, command, purpose,
-                      extra_labels)
+                      extra_labels, bool(reads[c.rank]))
 
     stages = _compile_cache_dirs(recipe, ctxs, image) + launch_stages(Launch(recipe, ctxs, containers, run_step))
     base = f"http://{_url_host(ctxs[0].ssh_address if placeholder else hosts[0].ssh_address)}:{api_port(recipe)}"
     stages += _serving(recipe, ctxs[0], containers, base)
     # the plan record (what runs where), so that the next up of a changed recipe can say what changes
-    prepare = _prepare(recipe, ctxs, planned, hotfix_pins or {}, hotfix_files or {})
+    prepare = _prepare(recipe, ctxs, planned, hotfix_pins or {}, hotfix_files or {}, reads)
     prepare += [Put(host=p.name, rank=None, purpose="record the planned commands", path=record_path(p.state_dir),
                     content=record_text(name, rhash, p.name, stages), mode=0o644) for p in planned]
     stages = _with_files(stages, prepare)
@@ -115,12 +124,14 @@ def check_hosts(recipe: Recipe, hosts: list[Host], placeholder: bool) -> None:
 
 
 def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container, image: str, rhash: str,
-           command: list[str], purpose: str, extra_labels: tuple[tuple[str, str], ...] = ()) -> Run:
+           command: list[str], purpose: str, extra_labels: tuple[tuple[str, str], ...] = (), reads: bool = False) -> Run:
     """One rank's container start: its spec (labels, env file, hotfix wrapper) and its argv."""
     hotfix_on = recipe.patches.mode == "at_start"
     mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
     if recipe.compile_cache.enabled:
         mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
+    if spec_of(recipe.engine.kind).files(recipe):
+        mounts += (runtime.Mount(f"{state_dir}/engine", ENGINE_FILES, True),)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -128,7 +139,8 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
         recipe, c, name=container.name, image=image,
         labels=[*ctr.labels(recipe.name, rhash, c.rank, c.name, container.role), *extra_labels],
         command=cmd, entrypoint=entry,
-        env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets else None, extra_mounts=mounts)
+        env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets or reads else None,
+        extra_mounts=mounts)
     return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(recipe.container.runtime, spec), container=spec)
 
 
@@ -190,13 +202,17 @@ def _url_host(address: str) -> str:
     return f"[{address}]" if ":" in address and not address.startswith("[") else address
 
 
-def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, str], files: dict[str, bytes]) -> list:
+def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, str], files: dict[str, bytes],
+             reads: dict[int, list]) -> list:
     steps: list = []
     for c in ctxs:
         d = planned[c.rank].state_dir
-        if recipe.secrets:
-            steps.append(Put(host=c.name, rank=c.rank, purpose="write the secrets env file (0600)", path=f"{d}/rank{c.rank}.env",
-                             content=EnvFile(tuple((k, SecretRef(k)) for k in recipe.secrets)), mode=0o600))
+        read = reads[c.rank]
+        if recipe.secrets or read:
+            what = ("the secrets env file" if recipe.secrets else "the env file") + (
+                ", with the NCCL settings read from the host's fabric at up" if read else "")
+            steps.append(Put(host=c.name, rank=c.rank, purpose=f"write {what} (0600)", path=f"{d}/rank{c.rank}.env",
+                             content=EnvFile((*((k, SecretRef(k)) for k in recipe.secrets), *read)), mode=0o600))
         if recipe.patches.mode == "at_start":
             for h in recipe.patches.hotfixes:
                 steps.append(Put(host=c.name, rank=c.rank, purpose=f"upload hotfix {h.name}", path=f"{d}/hotfix/{h.name}",
@@ -204,5 +220,13 @@ def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, s
             all_pins = {h.name: pins.get(h.name) or h.sha256 or "" for h in recipe.patches.hotfixes}
             steps.append(Put(host=c.name, rank=c.rank, purpose="upload the hotfix wrapper", path=f"{d}/hotfix/{ENTRY}",
                              content=entry_script(recipe.patches.hotfixes, {k: v for k, v in all_pins.items() if v}), mode=0o755))
+        steps += _engine_files(recipe, c, d)
     return steps
+
+
+def _engine_files(recipe: Recipe, c: HostContext, state_dir: str) -> list[Put]:
+    """The engine's own files (its spec's ``files``), mounted at ENGINE_FILES by ``_start``."""
+    return [Put(host=c.name, rank=c.rank, purpose=f"write the engine's {name}", path=f"{state_dir}/engine/{name}",
+                content=text, mode=0o644, sha256=hashlib.sha256(text.encode()).hexdigest())
+            for name, text in spec_of(recipe.engine.kind).files(recipe)]
 

@@ -28,6 +28,8 @@ _ADDED_LATER: dict[tuple[str, ...], object] = {
     ("hardware", "gfx_target"): None,
 }
 
+_CHECKS_ONLY = ("rail_gbps", "bandwidth_floor")
+
 
 def _drop_unused(data: dict) -> None:
     for path, unused in _ADDED_LATER.items():
@@ -44,6 +46,8 @@ def recipe_hash(recipe: Recipe, hosts: list[Host] | None = None, image: str | No
     if not recipe.compile_cache.enabled:  # off: the deployment is what it was before the field existed
         data.pop("compile_cache", None)
     _drop_unused(data)
+    for key in _CHECKS_ONLY:  # what preflight and doctor hold the fabric to: nothing that runs changes
+        data.get("network", {}).pop(key, None)
     data["__hosts"] = [h.model_dump(mode="json") for h in hosts or []]
     data["__image"] = image
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()

@@ -24,10 +24,23 @@ class SecretRef:
 
 
 @dataclass(frozen=True)
-class EnvFile:
-    """Content of a ``--env-file``: ``NAME=value`` lines; secret values stay references until upload."""
+class FabricRef:
+    """A value read from the host's RDMA fabric at ``up`` (``plan/fabric.py``), inside a file to
+    upload; the executor writes what the host's preflight read, or leaves the line out."""
 
-    entries: tuple[tuple[str, Union[str, SecretRef]], ...]
+    what: str  # gid_index | ib_hca | socket_ifname | host_ip
+    note: str  # what it is, for the plan
+
+    def __str__(self) -> str:
+        return f"<read at up: {self.note}>"
+
+
+@dataclass(frozen=True)
+class EnvFile:
+    """Content of a ``--env-file``: ``NAME=value`` lines; secret values and values read from the
+    host (the fabric) stay references until upload."""
+
+    entries: tuple[tuple[str, Union[str, SecretRef, FabricRef]], ...]
 
     def render(self) -> str:
         return "".join(f"{k}={v}\n" for k, v in self.entries)
@@ -174,6 +187,7 @@ class PlannedHost:
     runtime: str  # "docker" | "podman"
     state_dir: str  # inkctl's directory for this deployment on the host
     placeholder: bool = False  # True when no inventory was given
+    cluster_address: str = ""  # what the other ranks reach it on (the fabric is read for it)
 
 
 @dataclass(frozen=True)

@@ -79,6 +79,8 @@ class NetworkSpec(Strict):
     ib_disable: Optional[bool] = Field(None, description="Set NCCL_IB_DISABLE (1 disables InfiniBand/RoCE).")
     p2p_disable: Optional[bool] = Field(None, description="Set NCCL_P2P_DISABLE (the bundled RTX PRO 6000 recipe sets it: on an AM5 board NCCL init hung 26 min without it).")
     host_ip_env: Optional[EnvName] = Field(None, description="Variable that receives each host's own address, e.g. VLLM_HOST_IP.")
+    rail_gbps: Optional[float] = Field(None, gt=0, description="Link rate each RDMA rail should have (Gb/s): preflight refuses a rail below 90% of it, and doctor --network measures against it. Default: the fastest rail of the group.")
+    bandwidth_floor: float = Field(0.8, gt=0, le=1, description="Share of a rail's link rate that doctor --network's RDMA bandwidth test (ib_write_bw) must reach.")
     nccl_env: dict[EnvName, EnvValue] = Field(default_factory=dict, description="Further NCCL_* or transport variables, e.g. NCCL_P2P_LEVEL: SYS.")
 
 

@@ -1,14 +1,22 @@
-"""The engine section: vLLM or SGLang, one discriminated union.
+"""The engine section: what every engine shares (``EngineBase``, ``EngineArgs``, ``Image``) and
+``Engine``, the field that holds one of the registered engines' sections, chosen by ``kind``.
+
+Each engine's own section (``VLLM``, ``SGLang``...) is defined in its module
+(``inkctl/engines/<kind>.py``) and known through the registry (``engine_registry.py``):
+``Engine`` validates like a discriminated union on ``kind`` (the same errors, located the same
+way, the same JSON Schema) but imports only the engine module the recipe names.
 
 Arguments inkctl must reason about (parallelism, port, memory) are typed; the rest travel
 verbatim in ``extra``.
 """
 
 
-from typing import Annotated, Literal, Optional, Union
+from typing import TYPE_CHECKING, Annotated, Any, Optional, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, GetCoreSchemaHandler, GetJsonSchemaHandler, TypeAdapter, field_validator
+from pydantic_core import PydanticKnownError, SchemaValidator, core_schema
 
+from inkctl.recipe import engine_registry
 from inkctl.recipe.fields import ImageDigest, Strict, default_of, empty_list
 from inkctl.recipe.parallel import DataParallel, ExpertParallel
 
@@ -68,34 +76,60 @@ class Image(Strict):
     pull: bool = Field(False, description="May inkctl pull the image on a host that lacks it (otherwise preflight fails).")
 
 
-class _EngineBase(Strict):
+class EngineBase(Strict):
+    """What every engine's section has; an engine's own model adds ``kind: Literal[KIND]`` and its fields."""
+
+    if TYPE_CHECKING:
+        kind: str
+
     version: str = Field(description="Engine version as the recipe's provenance states it, e.g. 'v0.28.0'.")
     image: Image = Field(description="The image the engine runs from (after any build, see patches).")
     args: EngineArgs = Field(default_factory=default_of(EngineArgs), description="Engine arguments.")
     health_path: str = Field("/health", description="HTTP path that answers 200 once the engine serves.")
 
 
-class VLLM(_EngineBase):
-    """vLLM (``vllm serve``)."""
+class EngineUnion:
+    """The ``engine`` field's type: a union of the registered engines' sections, tagged by ``kind``,
+    resolved when a value arrives (not when the Recipe class is made): the value's kind picks
+    one module to import. Errors carry the tag in their loc as pydantic's tagged union does
+    (``engine.vllm.args...``); an unknown or missing kind is pydantic's own union_tag_* error."""
 
-    kind: Literal["vllm"] = Field(description="Engine kind.")
-    multinode: Literal["native", "ray"] = Field(
-        "native",
-        description="How ranks form one server across hosts: vLLM native (--nnodes/--node-rank/--master-addr/--master-port, --headless on workers) or Ray (head and workers, then vllm serve --distributed-executor-backend ray on the head).",
-    )
-    master_port: int = Field(29501, ge=1, le=65535, description="Rendezvous port on the head for native multi-node.")
-    ray_port: int = Field(6379, ge=1, le=65535, description="Ray GCS port on the head (multinode: ray).")
+    _validators: dict[tuple[str, type], SchemaValidator] = {}
+
+    def union(self) -> Any:
+        """The union of every registered engine's section (imports every engine module)."""
+        members = tuple(s.config for s in engine_registry.specs())
+        return Annotated[Union[members], Field(discriminator="kind")]
+
+    def _validator(self, kind: str) -> SchemaValidator:
+        config: Any = engine_registry.spec_of(kind).config
+        v = self._validators.get((kind, config))
+        if v is None:
+            config.model_rebuild()  # the models are built on first use (fields.Strict: defer_build)
+            schema = core_schema.tagged_union_schema({kind: config.__pydantic_core_schema__}, discriminator="kind")
+            v = self._validators[(kind, config)] = SchemaValidator(schema)
+        return v
+
+    def validate(self, value: Any, info: core_schema.ValidationInfo) -> Any:
+        if isinstance(value, EngineBase):
+            return value
+        kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+        if kind is None:
+            if not isinstance(value, dict):
+                raise PydanticKnownError("model_attributes_type")
+            raise PydanticKnownError("union_tag_not_found", {"discriminator": "'kind'"})
+        if not engine_registry.known(kind):
+            expected = ", ".join(f"'{k}'" for k in engine_registry.kinds())
+            raise PydanticKnownError("union_tag_invalid", {"discriminator": "'kind'", "tag": str(kind),
+                                                           "expected_tags": expected})
+        return self._validator(kind).validate_python(value, context=info.context)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        return core_schema.with_info_plain_validator_function(
+            self.validate, serialization=core_schema.simple_ser_schema("any"))
+
+    def __get_pydantic_json_schema__(self, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler) -> Any:
+        return handler(TypeAdapter(self.union()).core_schema)
 
 
-class SGLang(_EngineBase):
-    """SGLang (``python3 -m sglang.launch_server``)."""
-
-    kind: Literal["sglang"] = Field(description="Engine kind.")
-    dist_init_port: int = Field(20000, ge=1, le=65535, description="Port on the head for --dist-init-addr in multi-node runs.")
-    launcher: list[str] = Field(
-        default=["python3", "-m", "sglang.launch_server"],
-        description="Command that starts the server, before its arguments.",
-    )
-
-
-Engine = Annotated[Union[VLLM, SGLang], Field(discriminator="kind")]
+Engine = Annotated[EngineBase, EngineUnion()]

@@ -11,74 +11,18 @@ an older table has it), and a flag only the other engine has is an error whateve
 from __future__ import annotations
 
 import functools
-import json
-import re
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
 from inkctl.recipe.engine_flags import other_engines_flag
+from inkctl.recipe.engine_registry import name_of
+from inkctl.recipe.flag_tables import _RELEASE, INDEX, TABLES, FlagTable, index_of, release_key, tables
 
 if TYPE_CHECKING:
     from inkctl.recipe.model import Recipe
 
-TABLES = Path(__file__).resolve().parent / "engine_releases"
-_RELEASE = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)(?:\.?post(\d+))?")
-ENGINE_WORDS = {"vllm": "vLLM", "sglang": "SGLang"}
-
-
-@dataclass(frozen=True)
-class FlagTable:
-    """One release's flags. ``names`` comes from the small index (every check that asks only
-    whether a release has a flag); ``flags`` (help, choices, deprecation) reads the release's own
-    file, once, when asked: validate reads one or two of the tables, not all of them."""
-
-    engine: str
-    version: str
-    names: frozenset[str]
-    file: str
-
-    @property
-    def flags(self) -> dict[str, dict]:
-        return _flags(self.file)
-
-    @property
-    def key(self) -> tuple[int, ...]:
-        return release_key(self.version) or (0,)
-
-
-def release_key(text: str) -> tuple[int, ...] | None:
-    m = _RELEASE.match(text.strip())
-    if not m:
-        return None
-    return tuple(int(g) for g in m.groups(default="0"))
-
-
-@functools.lru_cache(maxsize=None)
-def _flags(file: str) -> dict[str, dict]:
-    return json.loads((TABLES / file).read_text())["flags"]
-
-
-def index_of(table_files) -> dict[str, dict]:
-    """What ``INDEX`` holds, from the tables themselves: per file, engine, version and flag names
-    (tools/engine_flags.py writes it; tests/unit/test_engine_flags.py checks it is current)."""
-    out = {}
-    for p in sorted(table_files):
-        doc = json.loads(p.read_text())
-        out[p.name] = {"engine": doc["engine"], "version": doc["version"], "names": sorted(doc["flags"])}
-    return out
-
-
-INDEX = "index.json"
-
-
-@functools.lru_cache(maxsize=None)
-def tables(engine: str) -> tuple[FlagTable, ...]:
-    index = json.loads((TABLES / INDEX).read_text())
-    out = [FlagTable(e["engine"], e["version"], frozenset(e["names"]), file)
-           for file, e in index.items() if e["engine"] == engine]
-    return tuple(sorted(out, key=lambda t: t.key))
+__all__ = ["INDEX", "TABLES", "FlagTable", "check_argv", "describe_target", "engine_flag_findings", "flag_of",
+           "index_of", "release_key", "table_for", "tables", "targeted_release"]
 
 
 def _release_text(text: str) -> str | None:
@@ -111,46 +55,64 @@ def flag_of(arg: str) -> str | None:
     return arg.split("=", 1)[0]
 
 
+@functools.lru_cache(maxsize=None)
+def names(engine: str) -> frozenset[str]:
+    """Every flag any table of ``engine`` has (empty without tables)."""
+    return frozenset().union(*(t.names for t in tables(engine)))
+
+
 def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
     """Problems with the flags of one engine command line; ``path_of(i)`` names the field of argv[i]."""
     engine = r.engine.kind
-    other = "sglang" if engine == "vllm" else "vllm"
     release = targeted_release(r)
     table, exact = table_for(engine, release) if release else (None, False)
-    mine = set().union(*(t.names for t in tables(engine))) if tables(engine) else set()
-    theirs = set().union(*(t.names for t in tables(other))) if tables(other) else set()
     out: list[Problem] = []
     for i, arg in enumerate(argv):
         flag = flag_of(arg)
-        if flag is None:
-            continue
-        if other_engines_flag(engine, flag) is not None:
-            continue  # rules._engine reports a flag its hand list knows as the other engine's
-        if mine and flag in theirs and flag not in mine:  # only with both engines' tables at hand
-            out.append(Problem(f"{flag} is an {ENGINE_WORDS[other]} flag, not a {ENGINE_WORDS[engine]} one",
-                               path=path_of(i), hint=_cross_hint(flag)))
-            continue
-        if table is None:
-            continue
-        where = f"{ENGINE_WORDS[engine]} {table.version}" + ("" if exact else f" (the closest table to {release})")
-        info = table.flags.get(flag)
-        if info is None:
-            had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
-            if had:
-                out.append(Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
-                                   path=path_of(i), hint=f"remove it, or target {ENGINE_WORDS[engine]} {had[-1].version}"))
-            else:
-                out.append(Problem(f"{flag} is not a flag of {where}", path=path_of(i),
-                                   hint="check the spelling against the engine's --help for this release"))
-        elif info.get("deprecated"):
-            out.append(Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path_of(i),
-                               hint=info.get("help") or "see the release's --help", severity="warning"))
-        else:
-            value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
-            choices = info.get("choices")
-            if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
-                out.append(Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path_of(i)))
+        if flag is None or other_engines_flag(engine, flag) is not None:
+            continue  # rules._engine reports a flag the engines' hand lists know as another engine's
+        found = _cross_engine(engine, flag, path_of(i))
+        if found is None and table is not None:
+            where = f"{name_of(engine)} {table.version}" + ("" if exact else f" (the closest table to {release})")
+            found = _against_table(engine, table, where, argv, i, path_of(i))
+        if found is not None:
+            out.append(found)
     return out
+
+
+def _cross_engine(engine: str, flag: str, path: str) -> Problem | None:
+    """A flag only another engine's tables have (only with this engine's tables at hand)."""
+    mine = names(engine)
+    if not mine or flag in mine:
+        return None
+    from inkctl.recipe.engine_registry import kinds
+
+    other = next((k for k in kinds() if k != engine and flag in names(k)), None)
+    if other is None:
+        return None
+    return Problem(f"{flag} is an {name_of(other)} flag, not a {name_of(engine)} one", path=path, hint=_cross_hint(flag))
+
+
+def _against_table(engine: str, table: FlagTable, where: str, argv: list[str], i: int, path: str) -> Problem | None:
+    """argv[i] against the targeted release's table: gone, not a flag, deprecated, or a value not among its choices."""
+    arg = argv[i]
+    flag = arg.split("=", 1)[0]
+    info = table.flags.get(flag)
+    if info is None:
+        had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
+        if had:
+            return Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
+                           path=path, hint=f"remove it, or target {name_of(engine)} {had[-1].version}")
+        return Problem(f"{flag} is not a flag of {where}", path=path,
+                       hint="check the spelling against the engine's --help for this release")
+    if info.get("deprecated"):
+        return Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path,
+                       hint=info.get("help") or "see the release's --help", severity="warning")
+    value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
+    choices = info.get("choices")
+    if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
+        return Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path)
+    return None
 
 
 def _adjacent(a: FlagTable, b: FlagTable) -> bool:

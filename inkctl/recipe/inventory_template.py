@@ -37,8 +37,8 @@ def inventory_for(recipe: Recipe, recipe_text: str, recipe_file: str) -> str:
     hw, net = recipe.hardware, recipe.network
     multinode = hw.nodes > 1
     gpus = ",".join(str(i) for i in range(hw.gpus_per_host))
-    own_ifname = multinode and not net.socket_ifname
-    own_hca = multinode and net.rdma and not net.ib_hca
+    read = multinode and net.rdma  # up reads the interface and the rails from each host (plan/fabric.py)
+    own_ifname = multinode and not net.socket_ifname and not read
     names = host_vars(recipe_text)
     out = [
         f"# The hosts for {recipe_file},",
@@ -49,6 +49,10 @@ def inventory_for(recipe: Recipe, recipe_text: str, recipe_file: str) -> str:
         hca = f", ib_hca {list(net.ib_hca)}" if net.ib_hca else ""
         out.append(f"# The recipe sets nccl_socket_ifname {net.socket_ifname!r}{hca}; set them on a host only where")
         out.append("# its names differ.")
+    if read:
+        out.append("# up reads each host's NCCL interface, RDMA rails and RoCE v2 GID index")
+        out.append("# from its sysfs, every time: pin nccl_socket_ifname or ib_hca on a host")
+        out.append("# only to override what it reads.")
     out.append("hosts:")
     for i in range(hw.nodes):
         out.append(f"  - name: gpu-{i}" + ("                  # or an alias from ~/.ssh/config" if i == 0 else ""))
@@ -59,8 +63,6 @@ def inventory_for(recipe: Recipe, recipe_text: str, recipe_file: str) -> str:
         out.append(f'    gpus: "{gpus}"' + ("                  # the GPU indices this deployment uses" if i == 0 else ""))
         if own_ifname:
             out.append("    nccl_socket_ifname: enp1s0f1np1" + ("   # your interface name (ip -br link)" if i == 0 else ""))
-        if own_hca:
-            out.append("    ib_hca: [rocep1s0f1]" + ("               # your RDMA adapters (ibv_devices)" if i == 0 else ""))
         if names:
             pairs = ", ".join(f"{n}: {EXAMPLE_VALUES.get(n, '/CHANGE/ME')}" for n in names)
             out.append(f"    vars: {{{pairs}}}")

@@ -9,7 +9,9 @@ the ``--set`` flag that caused it).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -58,11 +60,26 @@ def _raw(doc: Document):
     return raw
 
 
-def load_model(model: type[BaseModel], path: str | Path, overrides: list[str] | tuple = (), *, text: str | None = None):
+def _rules_of(obj: Any) -> Callable[[Any], list[Problem]] | None:
+    """The cross-field rules of what was loaded: a Recipe's (``rules.recipe_findings``; the
+    Recipe itself does not import its rules), else the object's own ``findings`` (an inventory)."""
+    from inkctl.recipe.model import Recipe
+
+    if isinstance(obj, Recipe):
+        from inkctl.recipe.rules import recipe_findings
+
+        return recipe_findings
+    own = getattr(obj, "findings", None)
+    return (lambda o: own()) if own is not None else None
+
+
+def load_model(model: type[BaseModel], path: str | Path, overrides: list[str] | tuple = (), *, text: str | None = None,
+               rules: Callable[[Any], list[Problem]] | None = None):
     """Parse ``path`` (or ``text``, reported as ``path``), apply ``--set`` overrides, validate as ``model``.
 
     Returns ``(instance, warnings)``. Raises RecipeInvalid with every problem found: YAML
-    problems, override problems, validation errors, and the errors of ``instance.findings()``.
+    problems, override problems, validation errors, and the errors of ``rules(instance)`` (the
+    cross-field rules; by default a Recipe's ``rules.recipe_findings``, else ``instance.findings()``).
     """
     doc = parse(Path(path) if text is None else text, str(path))
     problems = list(doc.problems)
@@ -89,8 +106,8 @@ def load_model(model: type[BaseModel], path: str | Path, overrides: list[str] | 
             file, line, col = _locate(doc, x.path, x.where, overridden)
             items.append((Problem(x.message, dotted(x.path), file, line, col, x.hint, code=x.code), x))
         raise RecipeInvalid(_ordered(problems + prune_unions(items))) from None
-    findings = getattr(obj, "findings", None)  # the Recipe's cross-field rules; an inventory has none
-    for p in findings() if findings is not None else ():
+    rules = rules or _rules_of(obj)
+    for p in rules(obj) if rules is not None else ():
         if p.file is None:
             pth = doc.normalized(p.path) or ()
             file, line, col = _locate(doc, pth, "value", overridden)

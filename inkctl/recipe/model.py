@@ -11,7 +11,6 @@ from typing import Annotated, Literal, Optional, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from inkctl.errors import Problem
 from inkctl.recipe.container import ContainerSpec, NetworkSpec, SecretSource
 from inkctl.recipe.engine import Engine
 from inkctl.recipe.fields import EnvName, HostPath, Name, Strict, default_of, empty_list
@@ -230,9 +229,9 @@ class Recipe(Strict):
     # --- derived -------------------------------------------------------------------------
     @property
     def world_gpus(self) -> int:
-        from inkctl.recipe.parallel import world_gpus
+        from inkctl.recipe.engine_registry import spec_of
 
-        return world_gpus(self)
+        return spec_of(self.engine.kind).world_gpus(self)
 
     @property
     def model_shards(self) -> int:
@@ -253,7 +252,3 @@ class Recipe(Strict):
     def health_path(self) -> str:
         return self.health.path or self.engine.health_path
 
-    def findings(self) -> list[Problem]:
-        from inkctl.recipe.rules import recipe_findings
-
-        return recipe_findings(self)

@@ -26,6 +26,10 @@ def _unwrap(t: Any, disc: Any = None) -> tuple[Any, Any]:
     while True:
         origin = get_origin(t)
         if origin is Annotated:
+            lazy = next((m for m in t.__metadata__ if callable(getattr(m, "union", None))), None)
+            if lazy is not None:  # a union resolved when a value arrives (recipe/engine.py: Engine)
+                t = lazy.union()
+                continue
             for meta in t.__metadata__:
                 disc = getattr(meta, "discriminator", None) or disc
             t = get_args(t)[0]
@@ -57,7 +61,10 @@ def _child(t: Any, seg: Any) -> tuple[Any, Any]:
     fields = _fields(t)
     if fields:
         f = fields.get(seg)
-        return (f.annotation, f.discriminator) if f else (None, None)
+        if f is None:
+            return None, None
+        lazy = [m for m in f.metadata if callable(getattr(m, "union", None))]  # recipe/engine.py: Engine
+        return (Annotated[f.annotation, lazy[0]] if lazy else f.annotation), f.discriminator
     origin, args = get_origin(t), get_args(t)
     if origin in (list, set, frozenset) or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         return (args[0] if args else None), None

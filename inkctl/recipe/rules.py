@@ -48,7 +48,7 @@ def recipe_findings(r: "Recipe") -> list[Problem]:
 
 
 def _parallelism(r: "Recipe") -> list[Problem]:
-    from inkctl.recipe.parallel import parallel_findings
+    from inkctl.recipe.parallel_rules import parallel_findings
 
     return parallel_findings(r)
 
@@ -210,41 +210,39 @@ def _pins(r: "Recipe") -> list[Problem]:
 
 
 def _engine(r: "Recipe") -> list[Problem]:
-    a, out = r.engine.args, []
+    from inkctl.recipe.engine_registry import spec_of
+
+    a, out, engine = r.engine.args, [], spec_of(r.engine.kind)
     if a.kv_cache_dtype and a.kv_cache_dtype not in KNOWN_KV_DTYPES:
         out.append(_warn("engine.args.kv_cache_dtype", f"unknown KV cache dtype {a.kv_cache_dtype!r}", f"known: {', '.join(sorted(KNOWN_KV_DTYPES))}"))
     if a.enforce_eager:
         out.append(_warn("engine.args.enforce_eager", "CUDA graphs are off: decode throughput drops"))
-    typed = {"--tensor-parallel-size", "--tp-size", "--tp", "--pipeline-parallel-size", "--pp-size", "--port", "--host",
-             "--nnodes", "--node-rank", "--master-addr", "--master-port", "--headless", "--dist-init-addr", "--model",
-             "--model-path", "--served-model-name", "--trust-remote-code", "--data-parallel-size", "-dp",
-             "--data-parallel-size-local", "--data-parallel-address", "--data-parallel-rpc-port",
-             "--data-parallel-start-rank", "--enable-expert-parallel", "--dp-size", "--dp", "--enable-dp-attention",
-             "--ep-size", "--ep", "--speculative-config", "--speculative-algorithm", "--speculative-draft-model-path"}
-    from inkctl.recipe.engine_flags import FLAG_OF, NAMES, other_engines_flag, typed_flags
+    out += [p for i, x in enumerate(a.extra) if (p := _extra_flag(r, i, x.split("=", 1)[0])) is not None]
+    return out + engine.engine_findings(r)
 
-    kind = r.engine.kind
-    passed = typed_flags(kind, a)
-    for i, x in enumerate(a.extra):
-        flag = x.split("=", 1)[0]
-        foreign = other_engines_flag(kind, flag)
-        if flag in typed:
-            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead"))
-        elif foreign is not None:
-            other, field = foreign
-            own = FLAG_OF[kind].get(field or "", [None])[0]
-            hint = (f"use engine.args.{field} ({NAMES[kind]}'s {own})" if field and own else
-                    f"remove it, or use {NAMES[kind]}'s own flag for this")
-            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is an {NAMES[other]} flag: {NAMES[kind]} refuses it at start"
-                            if other == "sglang" else f"{flag} is a {NAMES[other]} flag: {NAMES[kind]} refuses it at start", hint))
-        elif flag in passed:
-            out.append(_err(f"engine.args.extra[{i}]", f"{flag} is already passed by engine.args.{passed[flag]}: "
-                            "it would be in the argv twice", "remove it from extra"))
-    if r.engine.kind == "vllm" and r.engine.multinode == "ray" and not r.multinode:
-        out.append(_warn("engine.multinode", "Ray on a single node adds a moving part for nothing", "use multinode: native"))
-    if r.multinode and a.port in (getattr(r.engine, "master_port", None), getattr(r.engine, "ray_port", None), getattr(r.engine, "dist_init_port", None)):
-        out.append(_err("engine.args.port", f"port {a.port} is also the rendezvous port"))
-    return out
+
+def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
+    """engine.args.extra[i]: a flag inkctl writes itself, another engine's, or one a typed field passes already."""
+    from inkctl.recipe.engine_flags import other_engines_flag, set_by_inkctl, typed_flags
+    from inkctl.recipe.engine_registry import spec_of
+
+    kind, path = r.engine.kind, f"engine.args.extra[{i}]"
+    foreign = None if set_by_inkctl(kind, flag) else other_engines_flag(kind, flag)
+    passed = typed_flags(kind, r.engine.args)
+    if set_by_inkctl(kind, flag):
+        return _err(path, f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead")
+    if foreign is not None:
+        other, field = foreign
+        mine, theirs = spec_of(kind), spec_of(other)
+        own = mine.flag_of.get(field or "", (None,))[0]
+        hint = (f"use engine.args.{field} ({mine.name}'s {own})" if field and own else
+                f"remove it, or use {mine.name}'s own flag for this")
+        article = "an" if theirs.name[:1].upper() in "AEFHILMNORSX" else "a"
+        return _err(path, f"{flag} is {article} {theirs.name} flag: {mine.name} refuses it at start", hint)
+    if flag in passed:
+        return _err(path, f"{flag} is already passed by engine.args.{passed[flag]}: "
+                    "it would be in the argv twice", "remove it from extra")
+    return None
 
 
 def _engine_flags(r: "Recipe") -> list[Problem]:
@@ -260,15 +258,27 @@ def _version(r: "Recipe") -> list[Problem]:
     if r.engine.version.strip().lower().startswith("unknown"):
         out.append(_warn("engine.version", f"engine.version {r.engine.version!r} names no release: flags are not "
                          "checked against one", "set engine.version to the release the image runs, e.g. v0.19.1"))
-    if r.model.served_aliases and r.engine.kind != "vllm":
-        out.append(_err("model.served_aliases", "SGLang serves one name (--served-model-name)", "keep served_name only"))
+    from inkctl.recipe.engine_registry import spec_of
+
+    engine = spec_of(r.engine.kind)
+    if r.model.served_aliases and not engine.served_aliases:
+        out.append(_err("model.served_aliases", f"{engine.name} serves one name (--served-model-name)", "keep served_name only"))
     return out
 
 
 def _speculative(r: "Recipe") -> list[Problem]:
-    from inkctl.recipe.speculative import speculative_findings
+    from inkctl.recipe.engine_registry import spec_of
 
-    return speculative_findings(r)
+    spec = r.speculative
+    if spec is None:
+        return []
+    out = spec_of(r.engine.kind).speculative_findings(r)
+    needs_draft = spec.method.lower() in ("eagle", "eagle3", "draft_model", "standalone")
+    if needs_draft and spec.draft is None:
+        out.append(_err("speculative.draft", f"method {spec.method} needs a draft model", "set speculative.draft.repo"))
+    if spec.draft is not None and spec.draft.repo == r.model.repo:
+        out.append(_err("speculative.draft.repo", "the draft is the served model itself", "name the draft's own repository"))
+    return out
 
 
 def _disagg(r: "Recipe") -> list[Problem]:

@@ -13,13 +13,14 @@ from inkctl.recipe.model import Recipe
 
 def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), hosts_file: str | Path | None = None) -> Loaded:
     from inkctl.recipe.load import load_model
+    from inkctl.recipe.rules import recipe_findings
 
     path = recipe_path(path)
     # --set hosts[1].name=... changes the hosts in use: the inventory's when --hosts gives one
     for_hosts = [o for o in overrides if hosts_file is not None and _sets_hosts(o)]
     overrides = [o for o in overrides if o not in for_hosts]
     try:
-        recipe, warnings = load_model(Recipe, path, list(overrides))
+        recipe, warnings = load_model(Recipe, path, list(overrides), rules=recipe_findings)
     except RecipeInvalid as e:
         raise _swapped(path, e, expected="recipe") from None
     hosts, source = None, None

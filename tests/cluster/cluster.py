@@ -3,6 +3,7 @@ stop_runtime/start_runtime)."""
 
 import json
 import os
+import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -177,9 +178,33 @@ class Cluster:
         runtimes.ensure_control()
         runtimes.wait_control()
 
+    def fabric(self, name, tree=None):
+        """The host's RDMA fabric as its probe reads it: ``tree`` (a tests.sysfs_trees.HostTree)
+        written under its INKCTL_SYSFS_ROOT, or None: no RDMA device."""
+        from pathlib import Path
+
+        from tests import sysfs_trees
+
+        h = self.host(name)
+        old = Path(h.sys_dir, "class", "net")
+        for n in sorted(p.name for p in old.iterdir()) if old.is_dir() else ():
+            self.exec(name, ["ip", "link", "del", n])  # the netdevs of the tree before
+        shutil.rmtree(h.sys_dir, ignore_errors=True)
+        os.makedirs(h.sys_dir)
+        if tree is None:
+            return
+        sysfs_trees.write(Path(h.sys_dir), tree)
+        for r in tree.rails:  # each rail's netdev exists in the host's namespace, as on the host: a veth
+            peer = r.netdev[:13] + "-p"  # (pair: no dummy module here) whose peer stays in the namespace too
+            self.exec(name, ["ip", "link", "add", r.netdev, "mtu", str(r.mtu), "type", "veth", "peer", "name", peer],
+                      check=True)
+            if r.state.endswith("ACTIVE"):
+                for n in (peer, r.netdev):
+                    self.exec(name, ["ip", "link", "set", n, "up"], check=True)
+
     @staticmethod
     def _start_host(h, small_disk_size):
-        for d in (h.dir, h.state_dir, h.hf_dir):
+        for d in (h.dir, h.state_dir, h.hf_dir, h.sys_dir):
             os.makedirs(d, exist_ok=True)
         gpu.install(h.bin_dir, h.profile)
         net.wire_host(h.index, h.net_id)

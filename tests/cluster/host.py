@@ -52,6 +52,10 @@ class Host:
         return self.path("bin")
 
     @property
+    def sys_dir(self):
+        return self.path("sys")
+
+    @property
     def state_dir(self):
         """inkctl's remote state dir on this host (all hosts share one filesystem)."""
         return self.path("state")
@@ -79,7 +83,10 @@ class Host:
         # SHLVL=1: bash sources ~/.bashrc only when it starts at level 0, so a remote command
         # skips root's rc files (pyenv init here), as on real hosts; their cost and their locks
         # would otherwise land in every command of every simulated host
-        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "INKCTL_TEST_HOST": self.name, "SHLVL": "1"}
+        env = {"PATH": f"{self.bin_dir}:{STD_PATH}", "INKCTL_TEST_HOST": self.name, "SHLVL": "1",
+               # the RDMA fabric inkctl's probe reads: a sysfs tree of this host's own (empty: no
+               # RDMA device; Cluster.fabric writes one)
+               "INKCTL_SYSFS_ROOT": self.sys_dir}
         if self.runtime == "docker":
             env["DOCKER_HOST"] = f"unix://{self.socket}"
         else:

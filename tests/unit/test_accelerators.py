@@ -13,6 +13,7 @@ from inkctl.execute.state.gpu_amd import parse
 from inkctl.plan.container import gpu_args
 from inkctl.recipe.accelerators import KNOWN, lookup, normalize
 from inkctl.recipe.model import Recipe
+from inkctl.recipe.rules import recipe_findings
 
 AMD = Path(__file__).resolve().parents[1] / "fixtures" / "amd-smi"
 
@@ -26,7 +27,7 @@ def recipe(hardware: dict, **container) -> Recipe:
 
 
 def errors(r: Recipe) -> dict[str, str]:
-    return {p.path: p.message for p in r.findings() if p.severity == "error"}
+    return {p.path: p.message for p in recipe_findings(r) if p.severity == "error"}
 
 
 @pytest.mark.parametrize("name", ["A100", "H100", "H200", "H20", "L40S", "B200", "GB200", "GB10", "dgx-spark",
@@ -67,7 +68,7 @@ def test_an_unknown_gpu_declared_by_its_properties():
 
 def test_an_unknown_gpu_without_properties_is_located_with_a_suggestion():
     r = recipe({"accelerator": "h300"})
-    p = next(p for p in r.findings() if p.path == "hardware.accelerator")
+    p = next(p for p in recipe_findings(r) if p.path == "hardware.accelerator")
     assert p.message == "unknown accelerator 'h300' with no compute_capability to say what it is"
     assert p.hint.startswith("did you mean 'h200'?")
 

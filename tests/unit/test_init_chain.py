@@ -66,11 +66,23 @@ def test_the_inventory_keeps_the_recipes_own_nic_names(tmp_path):
     assert "enp1s0f1np1" not in p.stdout and "rocep1s0f1" not in p.stdout
 
 
-def test_the_inventory_asks_for_nic_names_where_the_recipe_leaves_them_to_hosts(tmp_path):
+def test_the_inventory_leaves_nic_names_to_what_up_reads_where_the_recipe_uses_rdma(tmp_path):
+    """A Spark pair over RoCE: the template pins no interface or HCA (one rail named alone tops out
+    near half the port); up reads them from each host, as the plan says."""
     assert inkctl(tmp_path, "init", "inkling-small-2x-dgx-spark-vllm").returncode == 0
     inv = (tmp_path / "hosts.yaml").read_text()
-    assert inv.count("nccl_socket_ifname:") == 2 and inv.count("ib_hca:") == 2 and inv.count("HF_CACHE:") == 2
-    assert all(len(ln) <= 80 for ln in inv.splitlines()), inv
+    assert "nccl_socket_ifname:" not in inv.replace("pin nccl_socket_ifname", "") and "ib_hca:" not in inv, inv
+    assert "up reads each host's NCCL interface, RDMA rails and RoCE v2 GID index\n# from its sysfs" in inv
+    assert inv.count("HF_CACHE:") == 2 and all(len(ln) <= 80 for ln in inv.splitlines()), inv
+    p = inkctl(tmp_path, "plan", "inkling-small-2x-dgx-spark-vllm.yaml", "--hosts", "hosts.yaml")
+    assert p.returncode == 0, p.stderr
+    assert "gpu-1  NCCL_IB_HCA=<read at up: every rail of the port that carries" in p.stdout, p.stdout
+
+
+def test_the_inventory_asks_for_the_interface_where_a_multinode_recipe_uses_sockets(tmp_path):
+    assert inkctl(tmp_path, "init", "gpt-oss-120b-2x-dgx-spark-vllm").returncode == 0
+    inv = (tmp_path / "hosts.yaml").read_text()
+    assert inv.count("nccl_socket_ifname:") == 2 and "ib_hca:" not in inv, inv
 
 
 def test_the_inventory_selects_the_recipes_gpus_per_host(tmp_path):

@@ -22,7 +22,7 @@ from inkctl.export.k8s import Cache, K8sOptions, export_k8s
 from inkctl.export.k8s_check import check_all
 from inkctl.export.k8s_yaml import dump
 from inkctl.plan.deploy import build_plan
-from inkctl.plan.stages.vllm_ray import SERVE_IN_HEAD
+from inkctl.plan.stages.launch import SERVE_IN_HEAD
 from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.inputs import plan_inputs
 from inkctl.plan.step import Run

@@ -12,6 +12,7 @@ import yaml
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
+from inkctl.recipe.rules import recipe_findings
 
 VLLM_DP = {
     "name": "dsv3",
@@ -52,7 +53,7 @@ def hosts(n: int) -> list[Host]:
 
 def test_vllm_multinode_data_parallel_plans_per_host_flags():
     r = Recipe.model_validate(VLLM_DP)
-    assert [p for p in r.findings() if p.severity == "error"] == []
+    assert [p for p in recipe_findings(r) if p.severity == "error"] == []
     argv = _engine_argv(r, hosts(2))
     head, worker = argv["h0"], argv["h1"]
     assert head[head.index("--data-parallel-size"):][:8] == [
@@ -73,7 +74,7 @@ def test_sglang_dp_attention_and_deepep():
                                           "expert": {"all2all_backend": "deepep", "deepep_mode": "auto",
                                                      "deepep_max_dispatch_tokens_per_rank": 256}}}}
     r = Recipe.model_validate(doc)
-    assert [p.message for p in r.findings() if p.severity == "error"] == []
+    assert [p.message for p in recipe_findings(r) if p.severity == "error"] == []
     plan = build_plan(r, hosts(2))
     run = next(s for st in plan.stages for s in st.steps if getattr(s, "container", None) is not None)
     a = list(run.container.command)
@@ -95,22 +96,22 @@ def test_dp_x_tp_arithmetic_error_is_located(tmp_path):
 def test_dp_must_split_over_hosts_and_ep_must_divide_tp():
     r = Recipe.model_validate({**VLLM_DP, "hardware": {"accelerator": "h200", "nodes": 2, "gpus_per_host": 3},
                                "engine": {**VLLM_DP["engine"], "args": {"tensor_parallel": 2, "data_parallel": {"size": 3}}}})
-    errs = {p.path: p.message for p in r.findings() if p.severity == "error"}
+    errs = {p.path: p.message for p in recipe_findings(r) if p.severity == "error"}
     assert errs["engine.args.data_parallel.size"] == "data_parallel 3 does not split evenly over 2 hosts (vLLM runs data_parallel / nodes ranks on each)"
     doc = {**VLLM_DP, "engine": {"kind": "sglang", "version": "0.5.20", "image": {"ref": "lmsysorg/sglang:v0.5.20"},
                                  "args": {"tensor_parallel": 16, "data_parallel": {"size": 6, "attention": True},
                                           "expert": {"size": 5}}}}
-    errs = {p.path: p.message for p in Recipe.model_validate(doc).findings() if p.severity == "error"}
+    errs = {p.path: p.message for p in recipe_findings(Recipe.model_validate(doc)) if p.severity == "error"}
     assert errs["engine.args.data_parallel.size"] == "data_parallel 6 does not divide tensor_parallel 16 (DP attention splits the tensor group)"
     assert errs["engine.args.expert.size"] == "expert size 5 does not divide tensor_parallel 16 (SGLang's expert ranks live inside the tensor group)"
 
 
 def test_deepep_across_hosts_needs_rdma_and_engine_specific_fields_are_refused():
     doc = {**VLLM_DP, "network": {"socket_ifname": "eth0"}}
-    errs = {p.path: p.message for p in Recipe.model_validate(doc).findings() if p.severity == "error"}
+    errs = {p.path: p.message for p in recipe_findings(Recipe.model_validate(doc)) if p.severity == "error"}
     assert errs["engine.args.expert.all2all_backend"].startswith("DeepEP between hosts runs over RDMA")
     doc = {**VLLM_DP, "engine": {**VLLM_DP["engine"], "args": {"tensor_parallel": 1, "data_parallel": {"size": 16, "attention": True},
                                                                "expert": {"deepep_mode": "auto"}}}}
-    errs = {p.path: p.message for p in Recipe.model_validate(doc).findings() if p.severity == "error"}
+    errs = {p.path: p.message for p in recipe_findings(Recipe.model_validate(doc)) if p.severity == "error"}
     assert errs["engine.args.data_parallel.attention"] == "DP attention is SGLang's (--enable-dp-attention)"
     assert errs["engine.args.expert.deepep_mode"] == "deepep_mode is SGLang's (--deepep-mode)"

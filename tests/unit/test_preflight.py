@@ -75,12 +75,13 @@ NET_SPARK = "enP7s7 up 0x1003\nenp1s0f1np1 up 0x1003\nlo unknown 0x9\n"
 
 def answer(*, containers=(OTHERS, "", 0), gpus=(H200x8, "", 0), meminfo=(MEMINFO, "", 0),
            image=None, listen=(TCP_HEADER + SSHD, "", 0), paths=("present\n", "", 0), net=(NET_CLUSTER, "", 0),
-           hcas=("", "", 0), gpuapps=None, amdgpus=("", "", 127), amdmem=("", "", 127), seconds=0.05) -> Result:
+           hcas=("", "", 0), gpuapps=None, amdgpus=("", "", 127), amdmem=("", "", 127), seconds=0.05,
+           fabric=("root|/sys\n", "", 0)) -> Result:
     gpuapps = gpuapps or (UUIDS8 + "@@apps\n", "", 0)
     image = image or (image_json(repo_digests=[f"vllm/vllm-openai@{DIGEST}"]), "", 0)
     out, err = [], []
     for sec, (o, e, rc) in (("containers", containers), ("gpus", gpus), ("gpuapps", gpuapps), ("amdgpus", amdgpus), ("amdmem", amdmem), ("meminfo", meminfo), ("image", image),
-                            ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths)):
+                            ("listen", listen), ("net", net), ("hcas", hcas), ("paths", paths), ("fabric", fabric)):
         out.append(f"@@inkctl {sec}\n{o}" + ("" if not o or o.endswith("\n") else "\n") + f"@@inkctl rc {rc}\n")
         err.append(f"@@inkctl {sec}\n{e}" + ("" if not e or e.endswith("\n") else "\n"))
     return Result(("sh",), 0, "".join(out).encode(), "".join(err).encode(), seconds)
@@ -158,12 +159,12 @@ def test_all_pass_in_one_round_trip():
     t = Replay("h1", preflight=answer())
     res = by_check(run(recipe(), [t]))
     assert {c: r.status for c, r in res.items()} == {c: "ok" for c in
-                                                    ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "name")}
+                                                    ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "fabric", "name")}
     assert len(t.calls) == 1
     argv = t.calls[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
     # values travel as positional arguments, never inside the script
-    assert argv[4:] == ("docker", ps_format("docker"), "vllm/vllm-openai:v0.28.0", "", "", "", "", "/data/hf1")
+    assert argv[4:] == ("docker", ps_format("docker"), "vllm/vllm-openai:v0.28.0", "", "", "", "", "", "10.231.0.11", "/data/hf1")
     assert "/data/hf1" not in HOST_PROBE and "vllm/vllm-openai" not in HOST_PROBE
     assert res["gpus"].detail == "8x NVIDIA H200, sm 9.0, 140.4 GiB (139.8 free) each, driver 580.159.04"
     assert res["runtime"].detail == "docker answering: 2 containers (1 running)"
@@ -492,7 +493,7 @@ def test_event_sink_gets_one_report_and_the_message_stays_short():
     got = Collect()
     run(recipe(), [Replay("h1", preflight=answer())], sink=got)
     (report,) = got.events
-    assert report.ok and len(report.results) == 10
+    assert report.ok and len(report.results) == 11
 
 
 def test_preflight_failed_is_an_inkctl_error_with_exit_1():
@@ -520,7 +521,7 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
         "*) exit 8;;",
         "esac", ""]))
     env = {"PATH": f"{bin_}:/usr/bin:/bin", "PSFMT": ps_format("docker"), "PS": OTHERS}
-    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", ps_format("docker"), "img:1", "", "", "", "",
+    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", ps_format("docker"), "img:1", "", "", "", "", "", "",
             str(tmp_path / "present"), str(tmp_path / "absent dir; rm -rf /")]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from inkctl.client.prometheus import E2E, TTFT, MetricsError, engine_load, parse
+from inkctl.client.prometheus import MetricsError, engine_load, parse
+from inkctl.recipe.engine_registry import spec_of
 from tests.cluster.fake_engine.metrics import Metrics
 
 # sglang-router 0.3.2's exporter, as it answered on the test machine (blank lines included)
@@ -27,7 +28,7 @@ def test_engine_load_from_two_scrapes(flavour):
         m.finished_one(10, ttft + 0.1, "stop")
     m.started(5)  # one still running
     now = parse(m.text(flavour, "fake"))
-    load = engine_load(now, before, 2.0)
+    load = engine_load(spec_of(flavour).metrics, now, before, 2.0)
     assert load.running == 1 and load.waiting == 0
     assert load.gen_tokens_per_s == pytest.approx(15.0)
     assert load.requests == 3
@@ -46,8 +47,8 @@ def test_names_are_the_engines_own():
                  "sglang:generation_tokens_total", "sglang:time_to_first_token_seconds_bucket"):
         assert s.has(name), name
     assert v.types["vllm:time_to_first_token_seconds"] == "histogram"
-    assert v.histogram(TTFT).buckets[-1][0] == float("inf")
-    assert s.histogram(E2E).count == 0
+    assert v.histogram(spec_of("vllm").metrics.ttft).buckets[-1][0] == float("inf")
+    assert s.histogram(spec_of("sglang").metrics.e2e).count == 0
 
 
 def test_router_exposition_and_labels():

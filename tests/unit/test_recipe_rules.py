@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from inkctl.recipe.model import Recipe
+from inkctl.recipe.rules import recipe_findings
 
 BASE = {
     "name": "t",
@@ -30,7 +31,7 @@ def recipe(**patch) -> Recipe:
 
 
 def findings(r: Recipe, severity: str | None = None) -> dict[str, str]:
-    return {p.path: p.message for p in r.findings() if severity in (None, p.severity)}
+    return {p.path: p.message for p in recipe_findings(r) if severity in (None, p.severity)}
 
 
 def test_base_is_clean():

@@ -51,7 +51,10 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
         if interrupt.is_set():
             raise Cancelled()
         launched = True
-        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt)
+        from inkctl.execute.deploy.preflight.fabric import values
+
+        runner = Runner(plan, transports, sink, secrets=secrets, health_timeout_s=timeout, cancel=interrupt,
+                        fabric=values(plan, answers))
         outcome = _launch(loaded, plan, transports, runner, sink, existing, keep=keep, detach=detach,
                           allow_socket_fallback=allow_socket_fallback)
         if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):

@@ -145,15 +145,16 @@ def diagnose(text: str, rdma_asked: bool = False) -> Diagnosis:
     return d
 
 
-def expected_gbs(link_gbps: float | None) -> float | None:
-    """Bus bandwidth a healthy link of this line rate (Gb/s) gives at large messages, in GB/s."""
-    return None if not link_gbps else link_gbps / 8 * EFFICIENCY
+def expected_gbs(link_gbps: float | None, efficiency: float = EFFICIENCY) -> float | None:
+    """Bus bandwidth a healthy link of this line rate (Gb/s) gives at large messages, in GB/s
+    (``efficiency``: the share of the line rate, network.bandwidth_floor)."""
+    return None if not link_gbps else link_gbps / 8 * efficiency
 
 
 # the host's link rates: each interface's speed (Mb/s), each RDMA port's rate ("200 Gb/sec (4X HDR)")
 LINKS = "\n".join([
     'for d in /sys/class/net/*; do s=$(cat "$d/speed" 2>/dev/null) && echo "net ${d##*/} $s"; done',
-    'for p in /sys/class/infiniband/*/ports/*; do [ -e "$p/rate" ] || continue; d=${p%/ports/*};'
+    'for p in "${INKCTL_SYSFS_ROOT:-/sys}"/class/infiniband/*/ports/*; do [ -e "$p/rate" ] || continue; d=${p%/ports/*};'
     ' echo "ib ${d##*/}:${p##*/} $(cat "$p/rate")"; done',
     "",
 ])
@@ -196,6 +197,7 @@ class PairResult:
     diagnoses: dict  # host -> Diagnosis
     link: tuple[str, float] | None = None
     error: str = ""
+    efficiency: float = EFFICIENCY
 
     @property
     def busbw_gbs(self) -> float | None:
@@ -203,7 +205,7 @@ class PairResult:
 
     @property
     def expected(self) -> float | None:
-        return expected_gbs(self.link[1]) if self.link else None
+        return expected_gbs(self.link[1], self.efficiency) if self.link else None
 
     @property
     def verdict(self) -> str:
@@ -256,7 +258,7 @@ def check_spec(plan, host: str, *, name: str, env: dict[str, str], command: tupl
 
 def run_pair(plan, transports, addresses: dict[str, str], pair: tuple[str, ...], *, port: int = PORT,
              sizes: tuple[int, int] = (1 << 20, 1 << 28), iters: int = 20, timeout: float = 180,
-             rdma: bool = False) -> PairResult:
+             rdma: bool = False, efficiency: float = EFFICIENCY) -> PairResult:
     """One container per host of ``pair`` (rank 0 first), all-reduce across them; then read."""
     from inkctl.execute.hosts.fanout import each
     from inkctl.execute.hosts.transport import HostError
@@ -300,7 +302,8 @@ def run_pair(plan, transports, addresses: dict[str, str], pair: tuple[str, ...],
     links = {h: lk for h, _, _, lk in got}
     rates = [r for r in (link_rate(links[h], diags[h]) for h in pair) if r is not None]
     link = min(rates, key=lambda r: r[1]) if rates else None
-    return PairResult(hosts=tuple(pair), probe=probe, diagnoses=diags, link=link, error="; ".join(errors))
+    return PairResult(hosts=tuple(pair), probe=probe, diagnoses=diags, link=link, error="; ".join(errors),
+                      efficiency=efficiency)
 
 
 @dataclass

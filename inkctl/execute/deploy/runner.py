@@ -92,9 +92,11 @@ class Outcome:
 
 class Runner:
     def __init__(self, plan: Plan, transports: dict[str, Transport], sink, *, secrets: dict | None = None,
-                 health_timeout_s: float | None = None, cancel: threading.Event | None = None):
+                 health_timeout_s: float | None = None, cancel: threading.Event | None = None,
+                 fabric: dict[str, dict[str, str]] | None = None):
         self.plan, self.transports, self.sink = plan, transports, sink
         self.secrets = secrets or {}
+        self.fabric = fabric or {}  # per host, what its preflight read for the plan's FabricRefs
         self.health_timeout_s = health_timeout_s
         # set by a failure on one host (the others stop) or by Ctrl-C/SIGTERM (the CLI's handler
         # sets it instead of raising at an arbitrary point: every wait checks it)
@@ -169,7 +171,7 @@ class Runner:
 
     def _content(self, step: Put) -> bytes:
         c = step.content
-        data = render_env_file(c, self.secrets) if isinstance(c, EnvFile) else c.encode() if isinstance(c, str) else c
+        data = render_env_file(c, self.secrets, self.fabric.get(step.host)) if isinstance(c, EnvFile) else c.encode() if isinstance(c, str) else c
         if step.sha256:
             got = hashlib.sha256(data).hexdigest()
             if got != step.sha256:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from inkctl.execute.state import gpu as gpu_probe
-from inkctl.execute.state import gpu_amd
+from inkctl.execute.state import fabric, gpu_amd
 from inkctl.execute.state.deploylock import PROBE_SECTION
 from inkctl.execute.state.deployed import ContainerState, parse_inspect
 from inkctl.execute.hosts.transport import HostError, Result, Transport
@@ -37,7 +37,8 @@ BY_LABEL = (
 # serves the deployment probe (by label) and the name check, and proves the runtime answers;
 # one ``image inspect`` serves the image check of ``ensure_image`` and of preflight.
 HOST_PROBE = "\n".join([
-    'rt="$1"; psfmt="$2"; image="$3"; lock_parent="$4"; lock_dir="$5"; lock_record="$6"; lock_token="$7"; shift 7',
+    'rt="$1"; psfmt="$2"; image="$3"; lock_parent="$4"; lock_dir="$5"; lock_record="$6"; lock_token="$7"; fab_root="$8";'
+    ' fab_addr="$9"; shift 9',
     'sec() { echo "@@inkctl $1"; echo "@@inkctl $1" >&2; }',
     'rc() { echo "@@inkctl rc $1"; }',
     'if [ -n "$lock_dir" ]; then',
@@ -68,10 +69,13 @@ HOST_PROBE = "\n".join([
     # another namespace would not show), each one's state from /sys/class/net
     "for n in $(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev); do d=/sys/class/net/$n;"
     ' echo "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/flags" 2>/dev/null || echo 0x0)"; done; rc 0',
-    "sec hcas",
-    "if [ -d /sys/class/infiniband ]; then ls -1 /sys/class/infiniband; fi; rc 0",
+    "sec hcas",  # under the same root as the fabric section (a test host's tree)
+    'ib="${fab_root:-${INKCTL_SYSFS_ROOT:-/sys}}/class/infiniband"; if [ -d "$ib" ]; then ls -1 "$ib"; fi; rc 0',
     "sec paths",
     'for p in "$@"; do if [ -e "$p" ]; then echo present; else echo missing; fi; done; rc 0',
+    "sec fabric",  # the RDMA rails from sysfs (execute/state/fabric.py)
+    fabric.SECTION,
+    "rc 0",
     "",
 ])
 
@@ -253,15 +257,18 @@ class HostAnswer:
 
 
 def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, str, str, str] | None = None,
-                      ) -> list[str]:
+                      *, sysfs: str = "", address: str = "") -> list[str]:
+    """``sysfs``: the root the fabric is read under (empty: $INKCTL_SYSFS_ROOT on the host, else
+    /sys); ``address``: the host's cluster address, resolved on the host."""
     return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtime.ps_format(rt), image,
-            *(lock or ("", "", "", "")), *mounts]
+            *(lock or ("", "", "", "")), sysfs, address, *mounts]
 
 
-def run_launch_probe(t: Transport, rt: str, image: str, mounts: list[str], lock=None) -> HostAnswer:
+def run_launch_probe(t: Transport, rt: str, image: str, mounts: list[str], lock=None, *, sysfs: str = "",
+                     address: str = "") -> HostAnswer:
     """HOST_PROBE on one host: its answer, or the error that cut it off (never raises HostError)."""
     try:
-        res = t.run(launch_probe_argv(rt, image, mounts, lock), timeout=PROBE_TIMEOUT_S)
+        res = t.run(launch_probe_argv(rt, image, mounts, lock, sysfs=sysfs, address=address), timeout=PROBE_TIMEOUT_S)
     except HostError as e:
         return HostAnswer(t.name, None, None, e)
     return HostAnswer(t.name, res, split_sections(res.text(), res.err_text()))

@@ -1,29 +1,9 @@
 """Where a boot's time went: the phases each rank's engine reports in its own log, and
 inkctl's own milestones (containers started, port open, health answering, first token).
 
-The engines print one line per phase with its duration; these are their format strings
-(vLLM v0.11-v0.28 worker/engine code, SGLang v0.5 model runner), matched as written:
-
-    vLLM    Loading weights took %.2f seconds
-            Model loading took %s GiB memory and %.6f seconds   (older: "GiB and")
-            Memory profiling takes %.2f seconds
-            Compiling a graph for compile range %s takes %.2f s            (a cold compile)
-            Directly load the compiled graph(s) for %s from the cache, took %.3f s   (warm)
-            torch.compile takes %.2f s in total                  (newer: "took")
-            Available KV cache memory: %s GiB
-            Graph capturing finished in %.0f secs, took %.2f GiB
-            init engine (profile, create kv cache, warmup model) took %.2f seconds
-                                                    (newer: "%.2f s (compilation: %.2f s)")
-    SGLang  Init torch distributed ends. [elapsed=%.2f s, ]mem usage=%.2f GB
-            Load weight begin. avail mem=%.2f GB
-            Load weight end. [elapsed=%.2f s, ]type=%s, ...
-            Capture cuda graph end. Time elapsed: %.2f s. ...   (nightlies: "Capture ... CUDA
-                                                                 graph end. elapsed=%.2f s")
-            The server is fired up and ready to roll!
-
-SGLang v0.5.0 prints no elapsed time on "Load weight end."; its log lines carry a timestamp
-(``[2026-11-29 16:21:24 TP0]``), and the phase is the time between begin and end. Any other
-line costs one substring test.
+Each engine prints one line per phase with its duration; the patterns are the engine's own
+(``EngineSpec.boot``, in ``inkctl/engines/<kind>.py``), matched as written. Any other line
+costs one substring test.
 """
 
 from __future__ import annotations
@@ -33,30 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-_NUM = r"(\d+(?:\.\d+)?)"
-
-# (key, regex, where the seconds are): in the order a boot goes through them
-VLLM = (
-    ("weights", re.compile(r"Loading weights took " + _NUM + r" seconds")),
-    ("model_load", re.compile(r"Model loading took [\d.]+ GiB (?:memory )?and " + _NUM + r" seconds")),
-    ("profile", re.compile(r"Memory profiling takes " + _NUM + r" seconds")),
-    ("compile", re.compile(r"torch\.compile (?:takes|took) " + _NUM + r" s in total")),
-    ("graphs", re.compile(r"Graph capturing finished in " + _NUM + r" secs")),
-    ("init_engine", re.compile(r"init engine \(profile, create kv cache, warmup model\) took " + _NUM
-                               + r" (?:s|seconds)")),
-)
-SGLANG = (
-    ("dist_init", re.compile(r"Init torch distributed ends\. elapsed=" + _NUM + r" s")),
-    ("weights", re.compile(r"Load weight end\. elapsed=" + _NUM + r" s")),
-    ("graphs", re.compile(r"Capture (?:[\w ]+ )?(?:cuda|CUDA) graph end\. (?:Time elapsed: |elapsed=)" + _NUM + r" s")),
-)
-_VLLM_COMPILED = re.compile(r"Compiling a graph for .* takes " + _NUM + r" s")
-_VLLM_CACHED = re.compile(r"Directly load the compiled graph\(s\) for .* from the cache, took " + _NUM + r" s")
-_VLLM_KV = re.compile(r"Available KV cache memory: " + _NUM + r" GiB")
-_SG_BEGIN = "Load weight begin."
-_SG_END = "Load weight end."
-_SG_STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)")
-_KEYWORDS = ("took", "takes", "elapsed", "Load weight", "Available KV", "Compiling a graph", "Directly load")
+from inkctl.recipe.engine_registry import spec_of
 
 LABELS = {
     "container": "container started", "port_open": "port open", "dist_init": "distributed init",
@@ -81,35 +38,19 @@ class RankPhases:
     _weights_begin: datetime | None = None
 
     def feed(self, line: str, engine: str) -> None:
-        if not any(k in line for k in _KEYWORDS):
+        boot = spec_of(engine).boot
+        if not any(k in line for k in boot.keywords):
             return
-        for key, rx in (VLLM if engine == "vllm" else SGLANG):
-            m = rx.search(line)
+        for key, rx in boot.phases:
+            m = re.search(rx, line)  # a compiled pattern, or its text (re keeps it compiled)
             if m:
                 self.seconds[key] = float(m.group(1))
                 return
-        if engine == "vllm":
-            if _VLLM_CACHED.search(line):
-                self.compile_cache = "warm"
-            elif _VLLM_COMPILED.search(line):
-                self.compile_cache = self.compile_cache or "cold"
-            elif m := _VLLM_KV.search(line):
-                self.kv_cache_gib = float(m.group(1))
-        elif _SG_BEGIN in line:
-            self._weights_begin = _stamp(line)
-        elif _SG_END in line and "weights" not in self.seconds:
-            end = _stamp(line)
-            if end is not None and self._weights_begin is not None:
-                self.seconds["weights"] = (end - self._weights_begin).total_seconds()
+        boot.feed(self, line)
 
     def as_dict(self) -> dict:
         return {"host": self.host, "rank": self.rank, "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
                 "compile_cache": self.compile_cache, "kv_cache_gib": self.kv_cache_gib}
-
-
-def _stamp(line: str) -> datetime | None:
-    m = _SG_STAMP.search(line)
-    return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S") if m else None
 
 
 def read_log(lines, engine: str, host: str = "", rank: int = 0) -> RankPhases:

@@ -25,6 +25,7 @@ polling back, since both mean the answer is near.
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import threading
 import time
@@ -146,14 +147,22 @@ class PollSchedule:
         return self.delay
 
 
-SERVER_STARTING = ("application startup complete", "uvicorn running", "starting vllm api server", "started server process",
-                   "waiting for application startup", "the server is fired up", "starting api server")
+# uvicorn's and the OpenAI-compatible servers' own lines; each engine adds its own (EngineSpec.server_lines)
+SERVER_STARTING = ("application startup complete", "uvicorn running", "started server process",
+                   "waiting for application startup", "starting api server")
+
+
+@functools.cache
+def _server_lines() -> tuple[str, ...]:
+    from inkctl.recipe.engine_registry import specs
+
+    return SERVER_STARTING + tuple(line.lower() for s in specs() for line in s.server_lines)
 
 
 def announces_server(line: str) -> bool:
     """A log line with which an engine says its HTTP server is (about to be) up."""
     low = line.lower()
-    return any(s in low for s in SERVER_STARTING)
+    return any(s in low for s in _server_lines())
 
 
 def phase_of(w: Watched, healthy: bool) -> str:

@@ -3,16 +3,13 @@
 
 Read from the head's ``/metrics`` (Prometheus text format): requests waiting or running, and
 the generated-token counter. Requests there and no token generated for ``stuck_after_s`` is a
-stuck engine. The engines' own metric names:
-
-    vLLM    vllm:num_requests_waiting  vllm:num_requests_running  vllm:generation_tokens_total
-    SGLang  sglang:num_queue_reqs      sglang:num_running_reqs    sglang:generation_tokens_total
-
-(labels such as ``model_name`` or ``engine`` are summed over).
+stuck engine. The names are the engines' own (``EngineSpec.metrics``: waiting, running,
+generated), every registered engine's, summed (labels such as ``model_name`` or ``engine`` too).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -20,9 +17,17 @@ from inkctl.client.prometheus import MetricsError, parse
 
 log = logging.getLogger(__name__)
 
-WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "sglang:num_requests_waiting")
-RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs", "sglang:num_requests_running")
-GENERATED = ("vllm:generation_tokens_total", "sglang:generation_tokens_total")
+
+
+@functools.cache
+def names() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(waiting, running, generated): every registered engine's names, in the registry's order."""
+    from inkctl.recipe.engine_registry import specs
+
+    ms = [s.metrics for s in specs()]
+    return (tuple(n for m in ms for n in m.waiting), tuple(n for m in ms for n in m.running),
+            tuple(n for m in ms for n in m.generated))
+
 
 @dataclass(frozen=True)
 class Reading:
@@ -39,8 +44,8 @@ def reading(text: str) -> Reading:
     except MetricsError as e:
         log.debug("metrics not readable for the progress check: %s", e)
         return Reading(waiting=0.0, running=0.0, generated=None)
-    return Reading(waiting=s.total(WAITING) or 0.0, running=s.total(RUNNING) or 0.0,
-                   generated=s.total(GENERATED))
+    waiting, running, generated = names()
+    return Reading(waiting=s.total(waiting) or 0.0, running=s.total(running) or 0.0, generated=s.total(generated))
 
 
 @dataclass

@@ -1,28 +1,18 @@
-"""How each engine starts its ranks: one module per engine (and launch mode), named after it.
+"""How an engine starts its ranks: the engine's own ``stages(b)`` (its spec, ``inkctl/engines/<kind>.py``).
 
-``launch_stages(b)`` imports the module for the recipe's engine (``engine.kind``; vLLM over Ray
-is ``vllm_ray``) and returns its ``stages(b)``. Adding an engine is adding a module here (with
-its command line in ``plan/engines.py`` and its member of the union in ``recipe/engine.py``);
-``plan/deploy.py`` adds what every engine shares: health, smoke, the record, the page cache
-and the teardown.
+``launch_stages(b)`` asks the registry for the recipe's engine and returns its stages;
+``launch.py`` has what the engines share (``Launch``, ``all_at_once``); ``plan/deploy.py``
+adds what every engine shares: health, smoke, the record, the page cache and the teardown.
 """
 
 from __future__ import annotations
 
-import importlib
-
 from inkctl.plan.stages.launch import Launch
 from inkctl.plan.step import Stage
+from inkctl.recipe.engine_registry import spec_of
 
-__all__ = ["Launch", "launch_stages", "module_name"]
-
-
-def module_name(b: Launch) -> str:
-    e = b.recipe.engine
-    if getattr(e, "multinode", None) == "ray" and b.nodes > 1:
-        return f"{e.kind}_ray"
-    return e.kind
+__all__ = ["Launch", "launch_stages"]
 
 
 def launch_stages(b: Launch) -> list[Stage]:
-    return importlib.import_module(f"{__name__}.{module_name(b)}").stages(b)
+    return spec_of(b.recipe.engine.kind).stages(b)

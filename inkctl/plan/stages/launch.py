@@ -10,6 +10,12 @@ from inkctl.plan.hostvars import HostContext
 from inkctl.plan.step import Container, Run, Stage
 from inkctl.recipe.model import Recipe
 
+# Runs an engine's server as a second process in the head's container (after a cluster the head's
+# first process opened, e.g. Ray), its output on the container's log: ``sh -c SERVE_IN_HEAD inkctl-serve ARGV``.
+SERVE_IN_HEAD = 'exec "$@" >/proc/1/fd/1 2>/proc/1/fd/2'
+# Where an engine's own files (``EngineSpec.files``: a config file its command line names) are, in every rank's container.
+ENGINE_FILES = "/inkctl/engine"
+
 
 @dataclass(frozen=True)
 class Launch:
