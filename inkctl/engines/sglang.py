@@ -260,6 +260,17 @@ METRICS = Metrics(
     ),
 )
 
+def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """A P/D replica: --disaggregation-mode; a prefill's bootstrap server (where a decode replica
+    meets it for the KV handshake) on ``port``."""
+    flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", transfer.backend or "nixl"]
+    if role == "prefill":
+        flags += ["--disaggregation-bootstrap-port", str(port)]
+    if transfer.ib_device:
+        flags += ["--disaggregation-ib-device", transfer.ib_device]
+    return flags, []
+
+
 SPEC = EngineSpec(
     kind=KIND, name="SGLang", config=SGLang,
     command=launch, stages=stages, env=env,
@@ -269,4 +280,5 @@ SPEC = EngineSpec(
     engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
     server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",),
+    disagg_backends=("nixl", "mooncake"), disagg_role=disagg_role,
 )

@@ -322,6 +322,18 @@ METRICS = Metrics(
     ),
 )
 
+NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
+
+
+def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """A P/D replica: the NixlConnector both ways (the router says which side a request is on);
+    NIXL's side channel, where a decode replica reads the prefill's block ids, on ``port``."""
+    env = [("VLLM_NIXL_SIDE_CHANNEL_PORT", str(port))]
+    if address:
+        env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", address))
+    return ["--kv-transfer-config", NIXL], env
+
+
 SPEC = EngineSpec(
     kind=KIND, name="vLLM", config=VLLM,
     command=serve, stages=stages, env=lambda r: [],
@@ -331,4 +343,5 @@ SPEC = EngineSpec(
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
     boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True, host_ip_env=("VLLM_HOST_IP",),
+    disagg_backends=("nixl",), disagg_role=disagg_role,
 )

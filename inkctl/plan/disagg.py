@@ -8,16 +8,16 @@ hosts a role lists): ``nodes`` hosts each, ``gpus_per_host`` GPUs of each; a hos
 ``gpus`` lists more indices is shared, with the engine's ports and the bootstrap port shifted
 by ``fleet.port_stride`` for every replica before it on that host.
 
-The engine flags of the roles: vLLM ``--kv-transfer-config`` with the NixlConnector (and its
-side channel port in VLLM_NIXL_SIDE_CHANNEL_PORT); SGLang ``--disaggregation-mode``,
-``--disaggregation-transfer-backend``, ``--disaggregation-bootstrap-port``. The router:
+The engine flags and environment of a role are the engine module's (``EngineSpec.disagg_role``:
+vLLM ``--kv-transfer-config`` with the NixlConnector and its side channel port; SGLang
+``--disaggregation-mode``, ``--disaggregation-transfer-backend``,
+``--disaggregation-bootstrap-port``). The router:
 sglang-router ``--pd-disaggregation --prefill URL BOOTSTRAP_PORT --decode URL``, vllm-router
 ``--vllm-pd-disaggregation --prefill URL --decode URL`` (their 0.3 / 0.1 releases).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
@@ -25,12 +25,11 @@ from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Plan, WaitHealth
 from inkctl.plan.fleet import FleetPlan, Replica, _renamed, _router_host, router_argv, router_plan, shifted
 from inkctl.recipe.disagg import ROLES, Disagg, Role
-from inkctl.recipe.fleet import Router
+from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
 PREFIX = {"prefill": "p", "decode": "d"}
-NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
 
 
 def role_name(name: str, role: str, index: int) -> str:
@@ -115,47 +114,29 @@ def role_recipe(recipe: Recipe, role: str, index: int, shift: int, hosts: tuple[
     r.engine.args.tensor_parallel = spec.tensor_parallel or r.engine.args.tensor_parallel
     d_port = shift * recipe.fleet.port_stride
     bport = d.transfer.bootstrap_port + d_port
-    r.engine.args.extra = [*r.engine.args.extra, *role_flags(r.engine.kind, role, d, bport), *spec.args]
-    if r.engine.kind == "vllm":  # NIXL's side channel: where a decode replica reads the prefill's block ids
-        env = dict(r.container.env)
-        env["VLLM_NIXL_SIDE_CHANNEL_PORT"] = str(bport)
-        if hosts:
-            env["VLLM_NIXL_SIDE_CHANNEL_HOST"] = hosts[0].ssh_address
-        r.container.env = env
+    flags, env = spec_of(r.engine.kind).disagg_role(role, d.transfer, bport, hosts[0].ssh_address if hosts else None)
+    r.engine.args.extra = [*r.engine.args.extra, *flags, *spec.args]
+    if env:
+        r.container.env = {**r.container.env, **dict(env)}
     return shifted(r, d_port)
 
 
-def role_flags(kind: str, role: str, d: Disagg, bootstrap_port: int) -> list[str]:
-    """The engine flags that make a replica one side of the split."""
-    t = d.transfer
-    if kind == "vllm":
-        return ["--kv-transfer-config", NIXL]
-    flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", t.backend or "nixl"]
-    if role == "prefill":
-        flags += ["--disaggregation-bootstrap-port", str(bootstrap_port)]
-    if t.ib_device:
-        flags += ["--disaggregation-ib-device", t.ib_device]
-    return flags
+def bootstrap_port(recipe: Recipe, rep: Replica) -> int:
+    """The bootstrap port of a prefill replica: shifted as far as its engine's port was."""
+    return disagg_of(recipe).transfer.bootstrap_port + rep.recipe.engine.args.port - recipe.engine.args.port
 
 
-def bootstrap_port(rep: Replica) -> int:
-    """The bootstrap port a prefill replica's plan gives it."""
-    r = rep.recipe
-    if r.engine.kind == "vllm":
-        return int(r.container.env["VLLM_NIXL_SIDE_CHANNEL_PORT"])
-    a = r.engine.args.extra
-    return int(a[len(a) - 1 - a[::-1].index("--disaggregation-bootstrap-port") + 1])
-
-
-def pd_router_argv(router: Router, replicas: list[Replica], model: str) -> list[str]:
+def pd_router_argv(recipe: Recipe, replicas: list[Replica]) -> list[str]:
     """The router in its P/D mode: every prefill replica (with its bootstrap port, for SGLang's
     KV handshake) and every decode replica, instead of --worker-urls."""
-    base = router_argv(router, [], model)
+    assert recipe.fleet is not None
+    router = recipe.fleet.router
+    base = router_argv(router, [], recipe.model.name)
     i = base.index("--worker-urls")
     pd = ["--pd-disaggregation" if router.kind == "sglang" else "--vllm-pd-disaggregation"]
     for rep in replicas:
         if rep.role == "prefill":
-            pd += ["--prefill", rep.url] + ([str(bootstrap_port(rep))] if router.kind == "sglang" else [])
+            pd += ["--prefill", rep.url] + ([str(bootstrap_port(recipe, rep))] if router.kind == "sglang" else [])
     for rep in replicas:
         if rep.role == "decode":
             pd += ["--decode", rep.url]
@@ -202,6 +183,6 @@ def build_disagg(recipe: Recipe, hosts: list[Host] | None = None, *, source: str
             replicas.append(Replica(index=i, recipe=r, hosts=group, plan=plan, role=role))
     assert recipe.fleet is not None
     router = router_plan(recipe, _router_host(recipe, hosts, source), replicas, placeholder=placeholder,
-                         argv=pd_router_argv(recipe.fleet.router, replicas, recipe.model.name))
+                         argv=pd_router_argv(recipe, replicas))
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=recipe.fleet.router,
                      url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()))

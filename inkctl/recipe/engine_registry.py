@@ -93,6 +93,10 @@ class EngineSpec:
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
+    # prefill/decode disaggregation (fleet.disagg): the KV transfer backends the engine's P/D takes (none: no P/D),
+    # and (role, transfer, bootstrap_port, address) -> (engine flags, container env) of one replica of a role
+    disagg_backends: tuple[str, ...] = ()
+    disagg_role: Callable[..., tuple[list[str], list[tuple[str, str]]]] = lambda role, t, port, address: ([], [])
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/

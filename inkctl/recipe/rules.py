@@ -282,7 +282,7 @@ def _speculative(r: "Recipe") -> list[Problem]:
 
 
 def _disagg(r: "Recipe") -> list[Problem]:
-    from inkctl.recipe.disagg import disagg_findings
+    from inkctl.recipe.disagg_rules import disagg_findings
 
     return disagg_findings(r)
 
