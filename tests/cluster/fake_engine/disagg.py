@@ -88,13 +88,26 @@ class Disagg:
             return {"role": self.role or "kv_both", "backend": self.backend, "engine_id": self.engine_id, **self.counts}
 
     # -- a request: before the engine answers it
-    def before(self, req, prefill_s):
+    def before(self, req, prefill_s, slots=None):
         """What the engine does with ``req`` before its tokens: the prefill's KV published, or the
         decode's fetched. Returns overrides for the answer ({'limit', 'ttft', 'extra'}); raises
-        Refused for a request this role cannot serve."""
+        Refused for a request this role cannot serve. ``slots``: the engine's batch (FAKE_MAX_RUNNING),
+        which a prefill's forward pass takes a place in."""
+        self.slots = slots
         if self.flavour == "sglang":
             return self._sglang(req, prefill_s)
         return self._vllm(req, prefill_s)
+
+    def _forward(self, seconds):
+        """The prompt's forward pass, in a place of the batch."""
+        slots = getattr(self, "slots", None)
+        if slots is not None:
+            slots.acquire()
+        try:
+            time.sleep(seconds)
+        finally:
+            if slots is not None:
+                slots.release()
 
     def _sglang(self, req, prefill_s):
         room = req.get("bootstrap_room")
@@ -104,7 +117,7 @@ class Disagg:
                           "bootstrap_port and bootstrap_room (send it through the P/D router)")
         key = str(room)
         if self.role == "prefill":
-            time.sleep(prefill_s)  # the prompt's forward pass
+            self._forward(prefill_s)
             with self.lock:
                 self.kv[key] = {"room": key, "from": self.engine_id, "prompt": req.get("messages") or req.get("prompt")}
             self._count("prefilled")
@@ -117,7 +130,7 @@ class Disagg:
     def _vllm(self, req, prefill_s):
         params = req.get("kv_transfer_params") or {}
         if params.get("do_remote_decode"):  # a prefill for a remote decode: KV kept for it
-            time.sleep(prefill_s)
+            self._forward(prefill_s)
             block = uuid.uuid4().hex
             with self.lock:
                 self.kv[block] = {"block": block, "from": self.engine_id}

@@ -208,7 +208,7 @@ class _Handler(BaseHTTPRequestHandler):
             from .disagg import Refused
 
             try:
-                o = s.pd.before(req, s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)))
+                o = s.pd.before(req, s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)), s.slots())
             except Refused as e:
                 return self._error(e.code, e.message)
             limit, self.ttft_override, extra = o.get("limit", limit), o.get("ttft"), o.get("extra", {})
