@@ -232,3 +232,28 @@ def test_fake_vllm_decode_reads_the_blocks_the_prefill_names():
     finally:
         p.close()
         d.close()
+
+
+def test_export_k8s_writes_one_leaderworkerset_per_role_and_a_pd_router(tmp_path):
+    from inkctl.export.k8s import K8sOptions
+    from inkctl.export.k8s_check import check_all
+    from inkctl.export.k8s_disagg import export_disagg
+
+    def edit(doc):
+        doc["fleet"]["disagg"]["decode"]["replicas"] = 3
+
+    m = export_disagg(_recipe(tmp_path, edit), K8sOptions())
+    docs = dict(m.documents)
+    assert {"prefill-leaderworkerset.yaml", "decode-leaderworkerset.yaml", "router-deployment.yaml"} <= set(docs)
+    p, d = docs["prefill-leaderworkerset.yaml"], docs["decode-leaderworkerset.yaml"]
+    assert (p["metadata"]["name"], p["spec"]["replicas"]) == ("e2e-pd-prefill", 1)
+    assert (d["metadata"]["name"], d["spec"]["replicas"]) == ("e2e-pd-decode", 3)
+    pod = p["spec"]["leaderWorkerTemplate"]["workerTemplate"]
+    assert pod["metadata"]["annotations"]["sglang.ai/bootstrap-port"] == "18998"
+    args = pod["spec"]["containers"][0]["args"]
+    assert args[args.index("--disaggregation-mode") + 1] == "prefill"
+    r = docs["router-deployment.yaml"]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--pd-disaggregation" in r and "--selector" not in r
+    assert r[r.index("--prefill-selector") + 1] == "leaderworkerset.sigs.k8s.io/name=e2e-pd-prefill"
+    assert r[r.index("--decode-selector") + 1] == "leaderworkerset.sigs.k8s.io/name=e2e-pd-decode"
+    assert check_all([doc for _, doc in m.documents]) == []
