@@ -9,7 +9,8 @@ with 8 H200s each.
   reports it and restores it alone (prefill and router containers untouched), completions
   flow again; ``down`` leaves nothing.
 - vLLM on h2 (NixlConnector) behind vllm-router --vllm-pd-disaggregation: completions through
-  the router touch both (kv_transfer_params handed from prefill to decode); ``down``.
+  the router touch both (kv_transfer_params handed from prefill to decode); kill the prefill
+  replica: ``watch --restart`` restores it alone; ``down``.
 """
 
 from __future__ import annotations
@@ -156,6 +157,24 @@ def test_vllm_pd_through_the_vllm_router(cluster, inkctl, inventory, recipe):
     assert _pd(pre)["prefilled"] >= 4 and _pd(dec)["decoded"] >= 4, (_pd(pre), _pd(dec))
     argv = json.loads(urllib.request.urlopen(dec + "/inkctl/fake/argv", timeout=5).read())["argv"]
     assert json.loads(argv[argv.index("--kv-transfer-config") + 1])["kv_connector"] == "NixlConnector"
+
+    # the prefill replica dies: reported, and brought back alone (decode and router untouched)
+    dec_ids, router_ids = _ids(cluster, "h2", "e2e-pdv-d0"), _ids(cluster, "h2", "e2e-pdv-router")
+    cluster.docker("h2", "kill", "inkctl-e2e-pdv-p0-r0", check=True)
+    events = _watch_until_restarted(inkctl, rec, inv)
+    kinds = [(e["event"], e["message"].split(":")[0]) for e in events if e["event"] in ("failure", "restarted")]
+    assert kinds[:2] == [("failure", "e2e-pdv-p0"), ("restarted", "e2e-pdv-p0 is up again")], events
+    assert _ids(cluster, "h2", "e2e-pdv-d0") == dec_ids and _ids(cluster, "h2", "e2e-pdv-router") == router_ids
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            assert "choices" in _chat(url, "after the restart")
+            break
+        except (urllib.error.URLError, AssertionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
+    assert _pd(pre)["prefilled"] >= 1  # the new prefill replica's KV
     d = inkctl("down", rec, "--hosts", inv, timeout=120)
     assert d.rc == 0, d
     assert containers(cluster, "h2") == []
