@@ -111,6 +111,15 @@ def spare_hosts(fleet: FleetPlan) -> list[str]:
     return spare(fleet)
 
 
+def retired_words(fleet: FleetPlan) -> str:
+    """Which replicas of an earlier fleet up and down remove, in words (``plan`` says it)."""
+    if fleet.disagg:
+        from inkctl.plan.disagg import retired_words as words
+
+        return words(fleet)
+    return f"containers labelled {fleet.name}-r<k>, k >= {len(fleet.replicas)}"
+
+
 def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None) -> list[tuple[str, str]]:
     """(host, command line) of the steps that remove ``deployment``'s containers from every host
     of the inventory (the one removal; the containers are found by label at run time)."""

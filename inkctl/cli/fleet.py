@@ -90,16 +90,16 @@ def _group_plans(out, loaded, fleet, *, full: bool, only_host: str | None) -> No
 def _print_retire(out, fleet, only_host: str | None) -> None:
     """What up and down do with replicas of an earlier, larger fleet: found by label on every
     host of the inventory, removed by these steps."""
-    from inkctl.api.fleet import retire_lines, spare_hosts
+    from inkctl.api.fleet import retire_lines, retired_words, spare_hosts
 
-    n = len(fleet.replicas)
     spare = spare_hosts(fleet)
     out.print("")
     out.print("[bold]replicas no longer in the recipe[/]")
     if spare:
         out.print(f"  spare hosts (no replica): {', '.join(spare)}", markup=False)
-    out.print(f"  on every host: containers labelled {fleet.name}-r<k>, k >= {n}, are removed:", markup=False)
-    for host, line in retire_lines(fleet, f"{fleet.name}-r<k>", only_host):
+    out.print(f"  on every host: {retired_words(fleet)}, are removed:", markup=False)
+    pattern = f"{fleet.name}-(p|d|r)<k>" if fleet.disagg else f"{fleet.name}-r<k>"
+    for host, line in retire_lines(fleet, pattern, only_host):
         out.print(f"    {host}: {line}", markup=False)
 
 

@@ -13,10 +13,10 @@ from inkctl.export.k8s import LWS_NAME_LABEL, ROLE_LABEL, Gap, K8sOptions, Manif
 from inkctl.export.k8s_fleet import router_manifests
 from inkctl.plan.disagg import disagg_of, role_recipe
 from inkctl.recipe.disagg import ROLES
+from inkctl.recipe.engine_registry import spec_of
+from inkctl.recipe.fleet import PD_MODE
 from inkctl.recipe.model import Recipe
 
-PD_FLAG = {"sglang": "--pd-disaggregation", "vllm": "--vllm-pd-disaggregation"}
-BOOTSTRAP_ANNOTATION = {"sglang": "sglang.ai/bootstrap-port", "vllm": "vllm.ai/bootstrap-port"}
 
 
 def export_disagg(recipe: Recipe, options: K8sOptions, **inputs) -> Manifests:
@@ -28,19 +28,22 @@ def export_disagg(recipe: Recipe, options: K8sOptions, **inputs) -> Manifests:
     gaps: list[Gap] = []
     selectors: dict[str, dict[str, str]] = {}
     port = recipe.engine.args.port
+    flag, _, annotation = PD_MODE[router.kind]
     for role in ROLES:
         r = role_recipe(recipe, role, 0, 0, None).model_copy(update={"name": f"{recipe.name}-{role}"})
         notes = tuple(options.annotations)
         if role == "prefill":
-            notes += ((BOOTSTRAP_ANNOTATION[router.kind], str(d.transfer.bootstrap_port)),)
+            notes += ((annotation, str(d.transfer.bootstrap_port)),)
         m = export_k8s(r, replace(options, replicas=getattr(d, role).replicas, annotations=notes), **inputs)
         docs += [(f"{role}-{f}", doc) for f, doc in m.documents]
         gaps += [g for g in m.gaps if g not in gaps]
         selectors[role] = {LWS_NAME_LABEL: m.name, ROLE_LABEL: "head"}
-    if recipe.engine.kind == "vllm":
-        gaps.append(Gap("fleet.disagg.transfer", "VLLM_NIXL_SIDE_CHANNEL_HOST",
-                        "not set on Kubernetes: NIXL's side channel advertises the pod by its hostname "
-                        "(set it to the pod IP through the downward API where that does not resolve)", expressed=False))
+    marker = "<the host's address>"  # a variable the engine fills with the host's address on hosts
+    for var, value in spec_of(recipe.engine.kind).disagg_role("prefill", d.transfer, d.transfer.bootstrap_port, marker)[1]:
+        if value == marker:
+            gaps.append(Gap("fleet.disagg.transfer", var, "not set on Kubernetes: the engine advertises the pod by "
+                            "its hostname (set it to the pod IP through the downward API where that does not resolve)",
+                            expressed=False))
 
     def meta(n: str) -> dict:
         out: dict = {"name": n, "labels": {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "inkctl"}}
@@ -54,7 +57,7 @@ def export_disagg(recipe: Recipe, options: K8sOptions, **inputs) -> Manifests:
             args = c["args"]
             at = args.index("--selector")
             end = args.index("--service-discovery-port")
-            c["args"] = (args[:at] + [PD_FLAG[router.kind]]
+            c["args"] = (args[:at] + [flag]
                          + ["--prefill-selector", *[f"{k}={v}" for k, v in selectors["prefill"].items()]]
                          + ["--decode-selector", *[f"{k}={v}" for k, v in selectors["decode"].items()]] + args[end:])
         docs.append((f, doc))

@@ -26,6 +26,7 @@ from inkctl.plan.step import Plan, WaitHealth
 from inkctl.plan.fleet import FleetPlan, Replica, _renamed, _router_host, router_argv, router_plan, shifted
 from inkctl.recipe.disagg import ROLES, Disagg, Role
 from inkctl.recipe.engine_registry import spec_of
+from inkctl.recipe.fleet import PD_MODE
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
@@ -133,10 +134,11 @@ def pd_router_argv(recipe: Recipe, replicas: list[Replica]) -> list[str]:
     router = recipe.fleet.router
     base = router_argv(router, [], recipe.model.name)
     i = base.index("--worker-urls")
-    pd = ["--pd-disaggregation" if router.kind == "sglang" else "--vllm-pd-disaggregation"]
+    flag, with_port, _ = PD_MODE[router.kind]
+    pd = [flag]
     for rep in replicas:
         if rep.role == "prefill":
-            pd += ["--prefill", rep.url] + ([str(bootstrap_port(recipe, rep))] if router.kind == "sglang" else [])
+            pd += ["--prefill", rep.url] + ([str(bootstrap_port(recipe, rep))] if with_port else [])
     for rep in replicas:
         if rep.role == "decode":
             pd += ["--decode", rep.url]
@@ -186,3 +188,22 @@ def build_disagg(recipe: Recipe, hosts: list[Host] | None = None, *, source: str
                          argv=pd_router_argv(recipe, replicas))
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=recipe.fleet.router,
                      url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()))
+
+
+def retired_role_replica(fleet: FleetPlan, deployment: str) -> bool:
+    """Is ``deployment`` a replica P/D fleet ``fleet`` no longer has: ``NAME-p<k>`` / ``NAME-d<k>``
+    beyond its role's count (a lowered replicas), or ``NAME-r<k>`` (a plain fleet's replica,
+    before the recipe split prefill from decode)?"""
+    for role, letter in (*PREFIX.items(), ("", "r")):
+        prefix = f"{fleet.name}-{letter}"
+        if deployment.startswith(prefix) and deployment[len(prefix):].isdigit():
+            keep = sum(1 for r in fleet.replicas if r.role == role) if role else 0
+            return int(deployment[len(prefix):]) >= keep
+    return False
+
+
+def retired_words(fleet: FleetPlan) -> str:
+    """What ``plan`` says is removed on every host."""
+    n = {role: sum(1 for r in fleet.replicas if r.role == role) for role in ROLES}
+    return (f"containers labelled {fleet.name}-p<k>, k >= {n['prefill']}, {fleet.name}-d<k>, k >= {n['decode']}, "
+            f"or {fleet.name}-r<k> (a fleet before fleet.disagg)")

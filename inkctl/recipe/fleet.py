@@ -21,6 +21,10 @@ POLICIES: dict[str, tuple[str, ...]] = {
 }
 # the image each router ships in, and how it starts; the PyPI wheels are Rust inside Python
 ROUTER_IMAGES = {"sglang": "lmsysorg/sglang:latest", "vllm": "vllm/vllm-router:latest"}
+# each router's P/D mode (fleet.disagg): its flag, whether --prefill takes the prefill's bootstrap port
+# after its URL, and the pod annotation its Kubernetes discovery reads that port from
+PD_MODE = {"sglang": ("--pd-disaggregation", True, "sglang.ai/bootstrap-port"),
+           "vllm": ("--vllm-pd-disaggregation", False, "vllm.ai/bootstrap-port")}
 
 
 class Router(Strict):

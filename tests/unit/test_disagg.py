@@ -257,3 +257,16 @@ def test_export_k8s_writes_one_leaderworkerset_per_role_and_a_pd_router(tmp_path
     assert r[r.index("--prefill-selector") + 1] == "leaderworkerset.sigs.k8s.io/name=e2e-pd-prefill"
     assert r[r.index("--decode-selector") + 1] == "leaderworkerset.sigs.k8s.io/name=e2e-pd-decode"
     assert check_all([doc for _, doc in m.documents]) == []
+
+
+def test_up_removes_the_role_replicas_the_recipe_no_longer_has(tmp_path):
+    from inkctl.plan.disagg import retired_role_replica
+
+    def edit(doc):
+        doc["fleet"]["disagg"]["decode"]["replicas"] = 2
+
+    f = build_disagg(_recipe(tmp_path, edit), [Host(name="a", address="192.0.2.1", gpus="0,1,2")])
+    gone = {d: retired_role_replica(f, d) for d in (
+        "e2e-pd-p0", "e2e-pd-p1", "e2e-pd-d1", "e2e-pd-d2", "e2e-pd-r0", "e2e-pd-router", "e2e-pdx-p3", "e2e-pd-pp")}
+    assert gone == {"e2e-pd-p0": False, "e2e-pd-p1": True, "e2e-pd-d1": False, "e2e-pd-d2": True,
+                    "e2e-pd-r0": True, "e2e-pd-router": False, "e2e-pdx-p3": False, "e2e-pd-pp": False}
