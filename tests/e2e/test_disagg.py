@@ -7,7 +7,8 @@ with 8 H200s each.
   room) and decoded by the decode replica; a replica asked directly refuses; ``status``,
   ``top`` per role, ``bench`` through the router; kill the decode replica: ``watch --restart``
   reports it and restores it alone (prefill and router containers untouched), completions
-  flow again; ``down`` leaves nothing.
+  flow again; a second decode replica added, then removed alone by ``up`` of the recipe with
+  one; ``down`` leaves nothing.
 - vLLM on h2 (NixlConnector) behind vllm-router --vllm-pd-disaggregation: completions through
   the router touch both (kv_transfer_params handed from prefill to decode); kill the prefill
   replica: ``watch --restart`` restores it alone; ``down``.
@@ -82,7 +83,7 @@ def _watch_until_restarted(inkctl, rec, inv) -> list[dict]:
 
 
 def test_sglang_pd_through_the_router_restart_decode_alone(cluster, inkctl, inventory, recipe, tmp_path):
-    inv = inventory("h1", h1={"gpus": "0,1"})
+    inv = inventory("h1", h1={"gpus": "0,1,2"})
     rec = recipe("disagg", name="e2e-pd", container={"env": {"FAKE_ITL": "0.01"}})
     r = inkctl("up", rec, "--hosts", inv, timeout=240)
     assert r.rc == 0, r
@@ -138,6 +139,22 @@ def test_sglang_pd_through_the_router_restart_decode_alone(cluster, inkctl, inve
                 raise
             time.sleep(1)
     assert _pd(dec)["decoded"] >= 1  # the new decode replica continues the prefill's rooms
+
+    # a second decode replica (GPU 2, ports one stride up), then back to one: up removes it alone
+    up2 = inkctl("up", rec, "--hosts", inv, "--set", "fleet.disagg.decode.replicas=2", timeout=240)
+    assert up2.rc == 0, up2
+    assert containers(cluster, "h1", "e2e-pd-d1") == ["inkctl-e2e-pd-d1-r0 running"]
+    d1 = f"http://{a}:18120"
+    before = _pd(d1)["decoded"]
+    for i in range(4):
+        assert "choices" in _chat(url, f"spread {i}")
+    assert _pd(d1)["decoded"] > before  # the router sends decodes to the new replica too
+    pre_ids, d0_ids = _ids(cluster, "h1", "e2e-pd-p0"), _ids(cluster, "h1", "e2e-pd-d0")
+    up1 = inkctl("up", rec, "--hosts", inv, timeout=240)
+    assert up1.rc == 0, up1
+    assert "e2e-pd-d1: no longer in the recipe, removed from h1" in up1.stdout, up1.stdout
+    assert containers(cluster, "h1", "e2e-pd-d1") == []
+    assert _ids(cluster, "h1", "e2e-pd-p0") == pre_ids and _ids(cluster, "h1", "e2e-pd-d0") == d0_ids
 
     d = inkctl("down", rec, "--hosts", inv, timeout=120)
     assert d.rc == 0, d
