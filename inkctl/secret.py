@@ -3,13 +3,16 @@
 A recipe names where each secret comes from (an environment variable or a file here), never
 its value. All are resolved up front on the control machine (``resolve_secrets``): a missing
 one fails ``up`` before the first connection, naming the secret and where it was looked for.
-The values then live only in ``Secret`` objects, revealed in one place: the bytes of a host's
-0600 env file (``execute.deploy.secrets``).
+The values then live only in ``Secret`` objects, revealed in two places: the bytes of a host's
+0600 env file (``execute.deploy.secrets``) and, for the recipe's ``api_key``, the Authorization
+header of inkctl's own requests to the endpoint (``execute.deploy.runner``), both behind the
+scrubber.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from inkctl.errors import InkctlError
@@ -55,8 +58,14 @@ class Secret:
 MIN_SECRET_LEN = 8  # shorter values cannot be masked without masking ordinary text
 
 
-def resolve_secrets(sources: dict, names: list[str] | tuple[str, ...] | None = None) -> dict[str, Secret]:
-    """name -> Secret for every name (default: all of ``sources``); every problem reported at once."""
+# RFC 6750's b64token: what an ``Authorization: Bearer`` header carries
+BEARER = re.compile(r"[A-Za-z0-9._~+/-]+=*")
+
+
+def resolve_secrets(sources: dict, names: list[str] | tuple[str, ...] | None = None, *,
+                    bearer: str | None = None) -> dict[str, Secret]:
+    """name -> Secret for every name (default: all of ``sources``); every problem reported at once.
+    ``bearer`` names the API key: its value must be a bearer token (letters, digits, ``-._~+/``)."""
     wanted = list(sources) if names is None else list(dict.fromkeys(names))
     out: dict[str, Secret] = {}
     problems: list[str] = []
@@ -75,6 +84,9 @@ def resolve_secrets(sources: dict, names: list[str] | tuple[str, ...] | None = N
                             f"{'s' if len(value) != 1 else ''}; inkctl masks every secret value in all it prints, and "
                             f"masking one shorter than {MIN_SECRET_LEN} characters would shred the output "
                             "(every occurrence of those letters becomes ***): use the real secret")
+        elif name == bearer and not BEARER.fullmatch(value):
+            problems.append(f"{name}: the value from {src.describe()} is the recipe's api_key but is not a bearer "
+                            "token (letters, digits and - . _ ~ + / only, as an Authorization header carries it)")
         else:
             out[name] = Secret(name, value)
     if problems:

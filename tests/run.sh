@@ -16,7 +16,7 @@ sh bootstrap.sh --test
 py=.venv/bin/python
 
 # the checks first (seconds, no root): types (mypy, settings in pyproject.toml) and lint (ruff)
-.venv/bin/ruff check inkctl tests bench
+.venv/bin/ruff check inkctl tests benchmarks
 .venv/bin/mypy
 
 cluster=1

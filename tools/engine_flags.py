@@ -66,7 +66,16 @@ if engine == "vllm":
     import vllm.platforms
     from vllm.platforms.cpu import CpuPlatform
     vllm.platforms._current_platform = CpuPlatform()
-    from vllm.entrypoints.openai.cli_args import make_arg_parser
+    # make_arg_parser moved: entrypoints.openai.cli_args up to 0.28, a launchers module in 0.29,
+    # a common module by 0.33; the module is found by the function's definition in the wheel
+    import importlib, pathlib
+    root = pathlib.Path(vllm.__file__).parent
+    homes = sorted(f for f in (root / "entrypoints").rglob("*.py") if "def make_arg_parser(" in f.read_text())
+    if not homes:
+        raise SystemExit("@@NOPARSER no module of this release defines make_arg_parser")
+    home = homes[0].relative_to(root.parent).with_suffix("")
+    print("@@PARSER " + ".".join(home.parts))
+    make_arg_parser = importlib.import_module(".".join(home.parts)).make_arg_parser
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:
@@ -89,6 +98,90 @@ for a in parser._actions:
                       "nargs": None if a.nargs is None else str(a.nargs),
                       "choices": sorted(str(c) for c in a.choices) if a.choices else None,
                       "help": " ".join(helptext.split())[:160]}
+print("@@FLAGS " + json.dumps(out, sort_keys=True))
+'''
+
+# TensorRT-LLM's trtllm-serve is a click command (tensorrt_llm/commands/serve.py). Its wheel comes
+# only from NVIDIA's index; the release's serve.py is executed here as it is, with click installed
+# and the modules it imports that need CUDA (tensorrt_llm itself, torch) or are not installed
+# (strenum) stubbed at the import boundary: click builds the real command from the real decorators.
+# A value the decorators take from a stubbed module (BuildConfig's defaults, the reasoning and tool
+# parser registries, the log levels) is not known here and is written as such ("unread").
+CLICK_DUMP = r'''
+import importlib.abc, importlib.machinery, importlib.metadata, json, sys, types
+STUBBED = ("tensorrt_llm", "torch", "strenum")
+
+
+class Unread:
+    """What a stubbed module hands out: any attribute, item or call gives another, named by the
+    expression that made it; iterating gives nothing (so click.Choice over it has no choices)."""
+    def __init__(self, expr):
+        self._expr = expr
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Unread(f"{self._expr}.{name}")
+    def __getitem__(self, key):
+        return Unread(f"{self._expr}[{key!r}]")
+    def __call__(self, *a, **k):
+        return Unread(f"{self._expr}()")
+    def __iter__(self):
+        return iter(())
+    def __mro_entries__(self, bases):
+        return (object,)
+    def __repr__(self):
+        return self._expr
+
+
+class Stub(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return Unread(f"{self.__name__}.{name}")
+
+
+class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in STUBBED:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+    def create_module(self, spec):
+        return Stub(spec.name)
+    def exec_module(self, module):
+        module.__path__ = []
+
+
+sys.meta_path.insert(0, Finder())
+import click
+source = sys.argv[1]
+ns = {"__name__": "trtllm_serve_source", "__file__": source}
+exec(compile(open(source).read(), source, "exec"), ns)
+cmd = ns["serve"]
+TAGS = ("stable", "beta", "prototype", "deprecated")
+out, positional = {}, []
+for p in cmd.params:
+    if isinstance(p, click.Argument):
+        positional.append(p.name)
+        continue
+    helptext = p.help or ""
+    stability = None
+    if helptext.startswith(":tag:`"):
+        stability, _, helptext = helptext[len(":tag:`"):].partition("` ")
+    choices = list(getattr(p.type, "choices", None) or ()) or None
+    aliases = getattr(p.type, "aliases", None)
+    unread = [f"default: {p.default!r}"] if type(p.default).__name__ == "Unread" else []
+    if isinstance(p.type, click.Choice) and not choices:
+        unread.append("choices: built at run time from a stubbed module")
+    default = None if unread and unread[0].startswith("default") else p.default
+    for s in p.opts:
+        out[s] = {"deprecated": stability == "deprecated", "takes_value": not p.is_flag,
+                  "nargs": "*" if p.multiple else None,
+                  "choices": sorted(str(c) for c in (choices or [])) + sorted(aliases or {}) if choices else None,
+                  "default": default if isinstance(default, (str, int, float, bool, type(None))) else str(default),
+                  "stability": stability, "unread": unread or None, "dest": p.name,
+                  "help": " ".join(helptext.split())[:160]}
+print("@@POSITIONAL " + json.dumps(positional))
+print("@@CLICK " + importlib.metadata.version("click"))
 print("@@FLAGS " + json.dumps(out, sort_keys=True))
 '''
 
@@ -141,8 +234,10 @@ def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, t
         line = next((ln for ln in p.stdout.splitlines() if ln.startswith("@@FLAGS ")), None)
         if line:
             flags = json.loads(line[len("@@FLAGS "):])
+            home = next((ln.split()[1] for ln in p.stdout.splitlines() if ln.startswith("@@PARSER ")), None)
+            where = f" ({home}.make_arg_parser)" if home and home != "vllm.entrypoints.openai.cli_args" else ""
             return {"engine": engine, "version": version, "source": f"{engine}=={version} wheel from PyPI, its own "
-                    "argument parser built on CPU (tools/engine_flags.py)", "modules_installed": missing_seen,
+                    f"argument parser{where} built on CPU (tools/engine_flags.py)", "modules_installed": missing_seen,
                     "pinned": {n: pins[n] for n in PINNED_FIRST if n in pins},
                     "flags": flags}
         m = re.search(r"No module named '([^'.]+)", p.stderr)
@@ -160,14 +255,45 @@ def dump(engine: str, version: str, wheel_dir: Path | None, venv: Path | None, t
     raise SystemExit(f"{engine} {version}: gave up after {tries} installs")
 
 
+def dump_click(version: str, source: Path, commit: str, venv: Path | None) -> dict:
+    """TensorRT-LLM: the ``serve`` command built by click from the release's own serve.py."""
+    import hashlib
+
+    if venv is None:
+        venv = Path(tempfile.mkdtemp(prefix=f"inkctl-trtllm-{version}-"))
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    _pip(py, "click", "pyyaml")
+    script = venv / "dump_click.py"
+    script.write_text(CLICK_DUMP)
+    p = subprocess.run([str(py), str(script), str(source)], capture_output=True, text=True)
+    lines = {ln.split(" ", 1)[0]: ln.split(" ", 1)[1] for ln in p.stdout.splitlines() if ln.startswith("@@")}
+    if "@@FLAGS" not in lines:
+        raise SystemExit(f"trtllm {version}: click did not build the serve command:\n{p.stderr[-3000:]}")
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    return {"engine": "trtllm", "version": version, "commit": commit, "source_sha256": digest,
+            "source": f"NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py at commit {commit}: its `serve` click "
+                      f"command built by click {lines['@@CLICK']} with tensorrt_llm and torch stubbed "
+                      "(tools/engine_flags.py)",
+            "positional": json.loads(lines["@@POSITIONAL"]), "flags": json.loads(lines["@@FLAGS"])}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("engine", choices=["vllm", "sglang"])
-    ap.add_argument("version")
+    ap.add_argument("engine", choices=["vllm", "sglang", "trtllm"])
+    ap.add_argument("version", help="the release ('0.33.0'), or for trtllm the label of the source's commit")
     ap.add_argument("--wheel-dir", type=Path)
     ap.add_argument("--venv", type=Path, help="reuse this venv (made if missing) instead of a new one")
+    ap.add_argument("--source", type=Path, help="trtllm: a copy of tensorrt_llm/commands/serve.py at the release")
+    ap.add_argument("--commit", help="trtllm: the commit (or tag) SOURCE was read at")
     a = ap.parse_args()
-    table = dump(a.engine, a.version, a.wheel_dir, a.venv)
+    if a.engine == "trtllm":
+        if not (a.source and a.commit):
+            ap.error("trtllm needs --source (serve.py of the release) and --commit (where it was read)")
+        table = dump_click(a.version, a.source, a.commit, a.venv)
+    else:
+        table = dump(a.engine, a.version, a.wheel_dir, a.venv)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / f"{a.engine}-{a.version}.json"
     path.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")

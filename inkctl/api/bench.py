@@ -91,7 +91,7 @@ class Bench:
         self.prompts: list[Prompt] = (
             load.file_prompts(opts.dataset, opts.output_len) if opts.dataset else
             load.random_prompts(max(self.n_prompts or 0, biggest, 16), opts.input_len, opts.output_len, opts.seed, tok))
-        self.server: Server = load.Target(where.base_url, where.model, api=opts.api, api_key=api_key,
+        self.server: Server = load.Target(where.base_url, where.model, api=opts.api, api_key=api_key or where.api_key,
                                           timeout_s=opts.timeout)
         self.provenance = provenance(where, opts.accept_new, opts.tokenizer, opts.results_dir)
         self.when: datetime = report.now()
@@ -101,7 +101,8 @@ class Bench:
     def url(self) -> str:
         return self.server.url
 
-    def measure(self, on_point: Callable[[dict], None]) -> Measured:
+    def measure(self, on_point: Callable[[dict], None],
+                on_request: Callable[[int | None, float | None, int, int], None] | None = None) -> Measured:
         """Run the sweep; each point is saved, recorded and handed to ``on_point`` as it comes.
         A point that completes nothing ends the sweep (InkctlError), and so does Ctrl-C: the
         points measured before stay a run; with none, the directory goes."""
@@ -115,7 +116,8 @@ class Bench:
         try:
             points = load.sweep(self.server, self.prompts, concurrencies=o.concurrencies, rates=o.rates,
                                 num_prompts=self.n_prompts, duration_s=o.duration, seed=o.seed,
-                                on_point=lambda point: self._done(point, saved, names, on_point))
+                                on_point=lambda point: self._done(point, saved, names, on_point),
+                                on_request=on_request)
         except KeyboardInterrupt:
             self._keep_or_drop(saved, names)
             raise

@@ -40,17 +40,19 @@ def doctor(target: Target, *, skip: Iterable[str] = (), network: bool = False, p
     """Run the preflight (``skip``: checks waived by name; a typo fails before any connection)
     and, with ``network``, the NCCL measurement on the rendezvous ``port``."""
     from inkctl.execute.deploy.preflight import PreflightFailed, check_names, run_preflight
+    from inkctl.recipe.lockfile import read_proofs
     from inkctl.weights.preflight import weights_check
 
     skipped = check_names(list(skip))  # a typo fails before any connection
     loaded, plan, image = load_target(target, "doctor")
     assert loaded.hosts is not None
+    secrets = secrets_check(loaded, plan)
     transports = connect(loaded.hosts, accept_new, on_accept)
     net = None
     try:
         try:
             results, ok = run_preflight(loaded.recipe, plan, transports, skip=skipped, image=image,
-                                        weights=weights_check(loaded)), True
+                                        weights=weights_check(loaded), proof_pins=read_proofs(loaded)), True
         except PreflightFailed as e:
             results, ok = e.results, False
         if network:
@@ -59,4 +61,23 @@ def doctor(target: Target, *, skip: Iterable[str] = (), network: bool = False, p
             net = measure(loaded, plan, transports, results, port)
     finally:
         close(transports)
+    if secrets is not None:
+        results, ok = [secrets, *results], ok and not secrets.failed
     return Diagnosis(plan, results, ok, net)
+
+
+def secrets_check(loaded, plan: Plan):
+    """The secrets ``up`` reads on this machine, read the same way (a CheckResult, host ``local``;
+    None when the recipe has none): ``up`` would stop on the first missing one before any host."""
+    from inkctl.api.secured import secrets_for
+    from inkctl.execute.deploy.preflight import FAIL, OK, CheckResult
+
+    if not loaded.recipe.secrets:
+        return None
+    try:
+        got = secrets_for(loaded, [plan])
+    except InkctlError as e:
+        lines = [ln.strip() for ln in e.message.splitlines()[1:]] or [e.message]
+        return CheckResult("local", None, "secrets", FAIL, "; ".join(lines), e.hint)
+    key = f"; the API key {loaded.recipe.api_key} is a bearer token" if loaded.recipe.api_key else ""
+    return CheckResult("local", None, "secrets", OK, f"{len(got)} read on this machine ({', '.join(got)}){key}")

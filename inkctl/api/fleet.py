@@ -239,7 +239,7 @@ def _sources(loaded: Any, fleet: FleetPlan) -> list:
 
 
 def _room_for_fds(hosts: int) -> None:
-    """A fleet holds ~4 file descriptors per host while it comes up (bench/fleet_scale.py): raise
+    """A fleet holds ~4 file descriptors per host while it comes up (benchmarks/fleet_scale.py): raise
     the soft limit towards the hard one when the usual 1024 would run out (about 250 hosts)."""
     import resource
 

@@ -19,6 +19,7 @@ class Locked:
     pins: dict[str, str]
     changed: list[str] = field(default_factory=list)  # what differs from the file before
     first: bool = True  # there was no lock file (or no pin in it) before
+    proofs: list[dict] = field(default_factory=list)  # the engine's verdicts on each rank's argv, pinned
 
 
 def lock(target: Target, *, local: bool = False, accept_new: bool = False) -> Locked:
@@ -36,7 +37,7 @@ def lock(target: Target, *, local: bool = False, accept_new: bool = False) -> Lo
     old = read_pins(loaded)
     model = pin_model(loaded)  # the Hub first: a refused token fails before any host is touched
     draft = pin_draft(loaded)
-    pins, per_host = _observed(loaded, local, accept_new, observe)
+    pins, per_host, proofs = _observed(loaded, local, accept_new, observe)
     if model is not None:
         pins[f"model:{model.repo}"] = model.revision
     if draft is not None:
@@ -44,8 +45,8 @@ def lock(target: Target, *, local: bool = False, accept_new: bool = False) -> Lo
     with editing(loaded):  # `build --push` and `cache --lock` pins are not observed here: kept as the file has them now
         pins.update({k: v for k, v in read_pins(loaded).items() if k.startswith(("push:", "compile-cache:"))})
         path = write_lock(loaded, pins, per_host, model=model.as_dict() if model else None,
-                          models={"draft": draft.as_dict()} if draft else None)
-    return Locked(path, pins, changes(old, pins) if old else [], first=not old)
+                          models={"draft": draft.as_dict()} if draft else None, proofs=proofs)
+    return Locked(path, pins, changes(old, pins) if old else [], first=not old, proofs=list(proofs.values()))
 
 
 def _observed(loaded, local: bool, accept_new: bool, observe):
@@ -53,6 +54,7 @@ def _observed(loaded, local: bool, accept_new: bool, observe):
     from inkctl.execute.hosts.connect import close_all
 
     transports: dict = {}
+    plan = None
     if local:
         from inkctl.execute.image.local_daemon import LocalDaemon
 
@@ -67,6 +69,33 @@ def _observed(loaded, local: bool, accept_new: bool, observe):
         transports = connect_all(list(hosts_in_use), accept_new=accept_new)
         stores = {h.name: HostImages(transports[h.name], h.runtime) for h in plan.hosts}
     try:
-        return observe(loaded, stores)
+        pins, per_host = observe(loaded, stores)
+        proofs = _proofs(loaded, plan, transports, per_host) if not local else {}
+        return pins, per_host, proofs
     finally:
         close_all(transports)
+
+
+def _proofs(loaded, plan, transports, per_host: dict[str, dict]) -> dict[str, dict]:
+    """The engine's own word on every rank's argv in the image each host has, pinned with it:
+    a refusal stops the lock (the recipe would not start), an unchecked argv is recorded as such."""
+    from inkctl.errors import InkctlError
+    from inkctl.execute.deploy.proof import prove_host
+    from inkctl.execute.hosts.fanout import each
+
+    from inkctl.execute.deploy.preflight import host_image
+
+    ref = host_image(loaded.recipe, plan)
+
+    def one(host: str):
+        image = per_host.get(host, {}).get("images", {}).get(ref) or {}
+        if not image.get("id"):
+            return None
+        return prove_host(loaded.recipe, plan, host, transports[host], image["id"], {})
+
+    found = [f for f in each(one, [h.name for h in plan.hosts], name="proof") if f is not None]
+    refused = [f for f in found if f.status == "fail"]
+    if refused:
+        f = refused[0]
+        raise InkctlError(f"{f.verdicts[0].host}: {f.detail}", hint=f.hint, exit_code=1)
+    return {v.key: v.record() for f in found for v in f.verdicts if v.key and v.verdict != "unchecked"}

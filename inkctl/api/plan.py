@@ -84,6 +84,23 @@ def check_hosts(loaded: Any) -> None:
     build_plan(loaded.recipe, loaded.hosts)
 
 
+def argv_verdicts(paper: OnPaper) -> dict[tuple[str, int], list[str]]:
+    """What the engine said of each rank's argv (``inkctl lock``, or an earlier ``up``/``doctor``
+    on this machine): (host, rank) -> one line per engine process; empty when never asked."""
+    if paper.plan is None or paper.gateway:
+        return {}
+    from inkctl.execute.deploy.proof import known, said
+    from inkctl.plan.proof import rank_argvs
+    from inkctl.recipe.lockfile import read_proofs
+
+    loaded = paper.loaded
+    pinned = read_proofs(loaded)
+    out: dict[tuple[str, int], list[str]] = {}
+    for r in rank_argvs(paper.plan, loaded.recipe):
+        v = known(r, loaded.recipe.engine.kind, pinned)
+        if v is not None:
+            out.setdefault((r.host, r.rank), []).append(("" if r.role != "serve" else "vllm serve: ") + said(v))
+    return out
 def nccl_settings(loaded: Any) -> list[tuple[str, list]]:
     """Per host, its NCCL settings (``plan.fabric.Setting``: the value, or what up reads from the
     host's fabric, and where it comes from); empty unless the recipe reads the fabric (RDMA on

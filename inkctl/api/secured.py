@@ -45,5 +45,7 @@ def secrets_for(loaded: Loaded, plans: Iterable[Plan]) -> dict[str, Secret]:
     from inkctl.plan.step import EnvFile
     from inkctl.secret import resolve_secrets
 
+    plans = list(plans)
     needed = [n for p in plans for s in p.puts() if isinstance(s.content, EnvFile) for n in s.content.secret_names]
-    return resolve_secrets(loaded.recipe.secrets, needed)
+    needed += [k for p in plans for s in p.steps() if (k := getattr(s, "api_key", None))]  # requests carry it
+    return resolve_secrets(loaded.recipe.secrets, needed, bearer=loaded.recipe.api_key)

@@ -3,7 +3,7 @@ answers on), a fleet's router, or any OpenAI-compatible server (``--url``, ``--m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -26,6 +26,7 @@ class Where:
     loaded: Optional[Loaded] = None
     plan: Optional[Plan] = None
     fleet: Optional[dict] = None  # a fleet's router: replicas, router kind, policy
+    api_key: Optional[str] = field(default=None, repr=False)  # the key requests carry (the recipe's api_key)
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -51,12 +52,24 @@ def where(target: Target | None, url: str | None, model: str | None, command: st
         base = _base_url(url)
     if base is None:
         raise UsageError(f"{command}: the plan has no server URL; pass --url")
+    if api_key is None and loaded is not None:
+        api_key = recipe_api_key(loaded.recipe)
     name = model or (loaded.recipe.model.name if loaded else None)
     if not name:
         from inkctl.client.models import the_one_model
 
         name = the_one_model(base, command, api_key)
-    return Where(base, name, loaded, plan, fleet_info)
+    return Where(base, name, loaded, plan, fleet_info, api_key)
+
+
+def recipe_api_key(recipe) -> str | None:
+    """The value of the recipe's ``api_key`` secret, read on this machine where the recipe says
+    (env or file), or None without one; a missing one fails naming where it was looked for."""
+    if recipe.api_key is None:
+        return None
+    from inkctl.secret import resolve_secrets
+
+    return resolve_secrets(recipe.secrets, [recipe.api_key], bearer=recipe.api_key)[recipe.api_key].reveal()
 
 
 def _deployment(target: Target, command: str):

@@ -192,8 +192,9 @@ def up(target: Target, opts: SlurmUpOptions, sink: Sink, *, cancel: threading.Ev
     job_id, script, secrets_file = sr.submit(job, options, part, secrets=secrets, hidden=hidden, say=say)
     try:
         pending = PENDING_S if opts.pending_timeout is None else (opts.pending_timeout or None)
+        key = secrets[r.api_key].reveal() if r.api_key else None
         run = sr.follow_up(job, job_id, r, timeout=opts.timeout or r.health.timeout_s, say=say, cancel=cancel,
-                           pending_timeout=pending)
+                           pending_timeout=pending, api_key=key)
     except (InkctlError, Cancelled) as e:
         _failed(job_id, secrets_file, r, target, opts, say, interrupted=isinstance(e, Cancelled))
         raise
@@ -209,7 +210,7 @@ def _armed_secrets(r: Recipe) -> dict:
     from inkctl.scrub import arm
     from inkctl.secret import resolve_secrets, secret_values
 
-    secrets = resolve_secrets(r.secrets) if r.secrets else {}
+    secrets = resolve_secrets(r.secrets, bearer=r.api_key) if r.secrets else {}
     arm(secret_values(secrets))
     return secrets
 

@@ -55,7 +55,7 @@ def smoke(where: Where, ask: Ask, *, timeout_s: float, api_key: Optional[str] = 
 
     checks = checks_for(where, ask)
     url = where.base_url + CHAT
-    return Checked(url, run_checks(url, where.model, checks, timeout_s=timeout_s, api_key=api_key))
+    return Checked(url, run_checks(url, where.model, checks, timeout_s=timeout_s, api_key=api_key or where.api_key))
 
 
 def checks_for(where: Where, ask: Ask) -> list[SmokeCheck]:

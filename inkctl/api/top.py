@@ -15,26 +15,34 @@ if TYPE_CHECKING:
 ROUTER_REQUESTS = ("smg_router_requests_total", "sgl_router_requests_total", "vllm_router_requests_total")
 
 
-def scrape(url: str, timeout: float = 3.0) -> tuple[Scrape | None, str]:
-    """GET url (a /metrics endpoint) -> (Scrape | None, error text)."""
-    import urllib.error
-    import urllib.request
+def scrape(url: str, timeout: float = 3.0, api_key: str | None = None) -> tuple[Scrape | None, str]:
+    """GET url (a /metrics endpoint) -> (Scrape | None, error text), with the recipe's API key. The same HTTP client and
+    settings as ``watch``'s scrape of the head's /metrics (httpx, the environment's proxies not
+    used, one TLS context), so a fleet's endpoints answer ``top`` as they answer ``watch``."""
+    import httpx
 
     from inkctl.client.prometheus import MetricsError, parse
+    from inkctl.execute.supervise.health import tls_context
 
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - the fleet's own hosts
-            return parse(r.read().decode("utf-8", "replace")), ""
-    except (OSError, urllib.error.URLError) as e:
-        return None, str(getattr(e, "reason", e))[:60]
+        r = httpx.get(url, timeout=timeout, trust_env=False, verify=tls_context(),
+                      headers={"Authorization": f"Bearer {api_key}"} if api_key else None)
+    except httpx.HTTPError as e:
+        return None, (str(e) or type(e).__name__)[:60]
+    if r.status_code != 200:
+        return None, f"HTTP {r.status_code} {r.reason_phrase}"[:60]
+    try:
+        return parse(r.text), ""
     except MetricsError as e:
         return None, str(e)[:60]
 
 
 def metrics_targets(fleet: FleetPlan) -> list[tuple[str, str, str]]:
     """(group, kind, metrics URL) for every replica's engine head and the router's exporter."""
-    out: list[tuple[str, str, str]] = [(rep.label, rep.recipe.engine.kind, rep.url + "/metrics")
-                                       for rep in fleet.replicas]
+    from inkctl.recipe.engine_registry import spec_of
+
+    out: list[tuple[str, str, str]] = [(rep.label, rep.recipe.engine.kind,
+                                        rep.url + spec_of(rep.recipe.engine.kind).metrics.path) for rep in fleet.replicas]
     host = fleet.router.hosts[0].address
     out.append(("gateway" if fleet.gateway else "router", "router",
                 f"http://{host}:{fleet.router_spec.prometheus_port}/metrics"))
@@ -70,7 +78,8 @@ def top_rows(targets: list[tuple[str, str, str]], before: dict, now: dict, secon
 class Sampler:
     """Scrapes a fleet's targets again and again; each ``rows()`` compares with the scrape before."""
 
-    def __init__(self, fleet: FleetPlan):
+    def __init__(self, fleet: FleetPlan, api_key: str | None = None):
+        self.api_key = api_key
         self.targets = metrics_targets(fleet)
         self.urls = [u for _, _, u in self.targets]
         self.before: dict[str, Any] = {}
@@ -80,7 +89,7 @@ class Sampler:
         from inkctl.execute.hosts.fanout import each
 
         t_now = time.monotonic()
-        now = dict(zip(self.urls, each(scrape, self.urls, name="top")))
+        now = dict(zip(self.urls, each(lambda u: scrape(u, api_key=self.api_key), self.urls, name="top")))
         rows = top_rows(self.targets, self.before, now, (t_now - self.t_before) if self.t_before else 0.0)
         self.before, self.t_before = now, t_now
         return rows
@@ -89,3 +98,13 @@ class Sampler:
         """Sleep until ``interval`` seconds after the last scrape began."""
         t = self.t_before if self.t_before is not None else time.monotonic()
         time.sleep(max(0.0, interval - (time.monotonic() - t)))
+
+
+def sampler(loaded: Any, fleet: FleetPlan) -> Sampler:
+    """A Sampler for what ``load_any`` loaded, sending the recipe's API key (a gateway file: none)."""
+    recipe = getattr(loaded, "recipe", None)
+    if recipe is None:
+        return Sampler(fleet)
+    from inkctl.api.serving import recipe_api_key
+
+    return Sampler(fleet, recipe_api_key(recipe))

@@ -1,5 +1,5 @@
 """``validate``: a verdict on each recipe, gateway or inventory file, every problem located.
-What CI runs on every push, so light to import (bench/startup.py): everything it needs is
+What CI runs on every push, so light to import (benchmarks/startup.py): everything it needs is
 imported where it is used; a verdict on a file alone is kept (``validate_cache.py``)."""
 
 from __future__ import annotations

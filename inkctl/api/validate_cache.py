@@ -1,6 +1,6 @@
 """What ``inkctl validate`` found in a recipe file, kept under the user's cache directory
 (``$XDG_CACHE_HOME/inkctl/validate``, else ``~/.cache/inkctl/validate``), so that validating
-an unchanged file again costs neither pydantic's model classes nor YAML (bench/startup.py
+an unchanged file again costs neither pydantic's model classes nor YAML (benchmarks/startup.py
 reports runs with and without it). ``INKCTL_VALIDATE_CACHE=0`` turns it off.
 
 An entry is found only by everything its verdict was made of; a change in any of them is

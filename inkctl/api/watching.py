@@ -194,8 +194,10 @@ def supervise(loaded: Loaded, plan: Plan, accept_new: bool, interval: float, say
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
+        from inkctl.api.serving import recipe_api_key
+
         sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval, stuck_after_s=stuck_after or None,
-                         on_state=lambda text: say("ok", text))
+                         on_state=lambda text: say("ok", text), api_key=recipe_api_key(loaded.recipe))
         if stop is not None:
             _linked(stop, sup)
         return sup.run()

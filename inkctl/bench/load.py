@@ -13,6 +13,7 @@ import asyncio
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,9 +128,11 @@ class Target:
 
 
 async def run_point(target: Target, prompts: list[Prompt], *, concurrency: int | None, rate: float | None,
-                    num_prompts: int | None, duration_s: float | None, seed: int = 0, warmup: bool = True) -> Point:
+                    num_prompts: int | None, duration_s: float | None, seed: int = 0, warmup: bool = True,
+                    on_request: Callable[[int, int], None] | None = None) -> Point:
     """Measure one point. Stops after ``num_prompts`` requests or, with ``duration_s``, at the
-    first request that would start after the duration (requests in flight finish)."""
+    first request that would start after the duration (requests in flight finish).
+    ``on_request(done, failed)`` after each request (progress inside a point)."""
     slots = concurrency or 256
     point = Point(max_concurrency=concurrency, request_rate=rate)
     bodies = [target.body(p) for p in prompts]
@@ -165,6 +168,8 @@ async def run_point(target: Target, prompts: list[Prompt], *, concurrency: int |
                                             timeout_s=timeout))
             finally:
                 in_flight -= 1
+            if on_request is not None:
+                on_request(len(outputs), sum(1 for o in outputs if not o.ok))
 
         cpu0 = time.process_time()
         t0 = time.perf_counter()
@@ -194,8 +199,10 @@ async def run_point(target: Target, prompts: list[Prompt], *, concurrency: int |
 
 
 def sweep(target: Target, prompts: list[Prompt], *, concurrencies: list[int] | None, rates: list[float] | None,
-          num_prompts: int | None, duration_s: float | None, on_point=None, seed: int = 0) -> list[Point]:
-    """Every point in order; ``on_point(point)`` after each (to print and save as it goes)."""
+          num_prompts: int | None, duration_s: float | None, on_point=None, seed: int = 0,
+          on_request: Callable[[int | None, float | None, int, int], None] | None = None) -> list[Point]:
+    """Every point in order; ``on_point(point)`` after each (to print and save as it goes);
+    ``on_request(concurrency, rate, done, failed)`` after each request inside a point."""
     points = []
     settings: list[tuple[int | None, float | None]]
     if rates:
@@ -204,8 +211,9 @@ def sweep(target: Target, prompts: list[Prompt], *, concurrencies: list[int] | N
     else:
         settings = [(c, None) for c in (concurrencies or [1])]
     for c, r in settings:
+        tick = None if on_request is None else (lambda done, failed, c=c, r=r: on_request(c, r, done, failed))
         p = asyncio.run(run_point(target, prompts, concurrency=c, rate=r, num_prompts=num_prompts,
-                                  duration_s=duration_s, seed=seed))
+                                  duration_s=duration_s, seed=seed, on_request=tick))
         points.append(p)
         if on_point:
             on_point(p)

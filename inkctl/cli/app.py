@@ -77,7 +77,7 @@ def _debug_on() -> None:
 
 
 # Each command lives in one module; only the module of the command being run is imported, so
-# `inkctl validate` never pays for what `inkctl up` needs (measured by bench/startup.py).
+# `inkctl validate` never pays for what `inkctl up` needs (measured by benchmarks/startup.py).
 COMMAND_MODULES = {
     "validate": "inkctl.cli.commands", "plan": "inkctl.cli.commands", "schema": "inkctl.cli.commands",
     "recipes": "inkctl.cli.commands", "up": "inkctl.cli.deploy", "down": "inkctl.cli.deploy",
@@ -94,9 +94,16 @@ COMMAND_MODULES = {
 
 def _light(args: list[str]) -> Callable[[], int] | None:
     """The command, ready to run without typer, when ARGS need no parser: ``validate`` with paths,
-    --strict, -o (what CI runs on every push). Anything else: None, and typer parses ARGS."""
-    if not args or args[0] != "validate":
+    --strict, -o (what CI runs on every push), ``plan`` with a recipe and its plain options.
+    Anything else: None, and typer parses ARGS."""
+    if not args or args[0] not in ("validate", "plan"):
         return None
+    if args[0] == "plan":
+        from inkctl.cli.plan import plain_arguments as plan_arguments
+        from inkctl.cli.plan import plan
+
+        plan_kwargs = plan_arguments(args[1:])
+        return None if plan_kwargs is None else (lambda: plan(**plan_kwargs))
     from inkctl.cli.validate import plain_arguments, validate
 
     kwargs = plain_arguments(args[1:])
@@ -185,7 +192,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # pydantic looks for plugins (observability hooks such as logfire) by reading the metadata of
     # every installed distribution when the first model is built: a third of `validate`'s own
-    # time (bench/startup.py). A recipe needs none; set the variable to "" to have them back.
+    # time (benchmarks/startup.py). A recipe needs none; set the variable to "" to have them back.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _no_plugin_loader()
     args = sys.argv[1:] if argv is None else list(argv)
@@ -228,7 +235,7 @@ def _fold_pipes(args: list[str]) -> None:
     words = [a for a in args if not a.startswith("-")]
     if not words or words[0] not in FOLDED or _machine_format(args):
         return
-    from inkctl.cli.render import Folded, _isatty, screen_width
+    from inkctl.cli.terminal import Folded, _isatty, screen_width
 
     width = screen_width()
     if not _isatty(sys.stdout):
@@ -316,7 +323,7 @@ def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:
-        from inkctl.cli.render import print_error
+        from inkctl.cli.errors_view import print_error
 
         print_error(e)
         _failed(e.message, e.hint)

@@ -138,12 +138,56 @@ def bench(
     run = api_bench.prepare(where, opts, _api_key(api_key_env))
     from inkctl.cli.benchtable import point_header, point_line
 
+    slo = bool(goodput)
     if fmt == "text":
         print(f"bench {where.model} at {run.url}")
         print(f"prompts: {'random, ' + str(input_len) + ' tokens in / ' + str(output_len) + ' out' if not dataset else dataset}")
-        print(point_header())
-    measured = run.measure(lambda data: print(point_line(data), flush=True) if fmt == "text" else None)
+        print(point_header(slo))
+    progress = _Progress(run.n_prompts) if fmt == "text" else None
+    measured = run.measure(lambda data: _point(progress, point_line(data, slo)) if fmt == "text" else None,
+                           on_request=progress)
     _say_measured(measured, fmt)
+
+
+class _Progress:
+    """Progress inside a point, on a terminal's stderr only: one line rewritten in place, at most
+    every half second, cleared before the point's row prints."""
+
+    def __init__(self, total: Optional[int]):
+        import sys
+
+        from inkctl.cli.terminal import _isatty
+
+        self.total, self.on = total, _isatty(sys.stderr)
+        self.last = 0.0
+        self.shown = False
+
+    def __call__(self, conc, rate, done: int, failed: int) -> None:
+        import sys
+        import time
+
+        if not self.on or time.monotonic() - self.last < 0.5:
+            return
+        from inkctl.cli.benchtable import progress_text
+
+        self.last = time.monotonic()
+        sys.stderr.write("\r" + progress_text(conc, rate, done, failed, self.total) + "\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            import sys
+
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _point(progress: Optional[_Progress], line: str) -> None:
+    if progress is not None:
+        progress.clear()
+    print(line, flush=True)
 
 
 def _concurrencies(concurrency: Optional[str], rates) -> Optional[list]:
@@ -158,7 +202,7 @@ def _say_measured(measured, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": measured.points}, indent=2))
     else:
-        from inkctl.cli.render import relative
+        from inkctl.cli.terminal import relative
 
         print(f"saved {relative(str(run_dir.resolve()))} ({len(measured.names)} point file(s)"
               f"{', ' + ', '.join(extra) if extra else ''})")
@@ -276,7 +320,7 @@ def _against_recipe(run, recipe: Path, fmt: str) -> None:
 
     cmp = api_results.against_recipe(run, recipe)
     if not cmp.same_model and fmt == "text":
-        from inkctl.cli.render import plain
+        from inkctl.cli.terminal import plain
 
         plain(stderr=True).print(f"note: {run.name} measured {run.meta.get('model')}; the recipe serves "
                                  f"{cmp.recipe_model}: the numbers below compare two models", markup=False)
@@ -293,9 +337,10 @@ def _show(run, fmt: str) -> None:
         print(json.dumps({"run": run.name, **meta, "results": run.points}, indent=2))
         return
     print(f"{run.name}: {meta.get('model')} at {meta.get('url')}")
-    print(point_header())
+    slo = any(p.get("request_goodput") is not None for p in run.points)
+    print(point_header(slo))
     for p in run.points:
-        print(point_line(p))
+        print(point_line(p, slo))
     boot = (meta.get("provenance") or {}).get("boot")
     if boot:  # how the deployment it measured had booted (up's latest boot record then)
         from inkctl.cli.boottable import boot_table

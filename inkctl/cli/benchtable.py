@@ -5,17 +5,39 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def point_header() -> str:
-    return (f"{'conc':>6} {'rate':>6} {'done':>5} {'fail':>4} {'req/s':>6} {'out tok/s':>10}"
+def point_header(goodput: bool = False) -> str:
+    head = (f"{'conc':>6} {'rate':>6} {'done':>5} {'fail':>4} {'req/s':>6} {'out tok/s':>10}"
             f" {'TTFT med/p99 ms':>17} {'TPOT med/p99 ms':>17}")
+    if goodput:  # a second line per point: 80 columns hold no more
+        head += f"\n{'':>6} {'ITL med/p99 ms':>17} {'goodput req/s':>14}"
+    return head
 
 
-def point_line(p: dict) -> str:
+def _ms(p: dict, name: str, digits: int) -> str:
+    """A latency; ``-`` where no request completed (an all-failed point measured nothing)."""
+    v = p.get(name)
+    return "-" if v is None or not p.get("completed") else f"{v:.{digits}f}"
+
+
+def point_line(p: dict, goodput: bool = False) -> str:
     conc = p.get("max_concurrency")
     rate = p.get("request_rate")
-    return (f"{conc if conc is not None else '-':>6} {rate if isinstance(rate, str) else f'{rate:g}':>6}"
+    line = (f"{conc if conc is not None else '-':>6} {rate if isinstance(rate, str) else f'{rate:g}':>6}"
             f" {p['completed']:>5} {p['failed']:>4} {p['request_throughput']:>6.2f} {p['output_throughput']:>10.1f}"
-            f" {p['median_ttft_ms']:>8.1f}/{p['p99_ttft_ms']:<8.1f} {p['median_tpot_ms']:>8.2f}/{p['p99_tpot_ms']:<8.2f}").rstrip()
+            f" {_ms(p, 'median_ttft_ms', 1):>8}/{_ms(p, 'p99_ttft_ms', 1):<8}"
+            f" {_ms(p, 'median_tpot_ms', 2):>8}/{_ms(p, 'p99_tpot_ms', 2):<8}").rstrip()
+    if goodput:
+        good = p.get("request_goodput")
+        itl = f"{_ms(p, 'median_itl_ms', 2):>8}/{_ms(p, 'p99_itl_ms', 2):<8}"
+        line += f"\n{'':>6} {itl} {('-' if good is None else f'{good:.2f}'):>14}"
+    return line
+
+
+def progress_text(conc: int | None, rate: float | None, done: int, failed: int, total: int | None) -> str:
+    """``  c=64: 23/64 done, 0 failed`` for a terminal's line while a point runs."""
+    where = f"c={conc}" if rate is None else f"rate={rate:g}" + (f" c<={conc}" if conc else "")
+    of = f"/{total}" if total else ""
+    return f"  {where}: {done}{of} done, {failed} failed"
 
 
 def runs_table(runs: list[dict], base: Path) -> str:

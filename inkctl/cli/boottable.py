@@ -17,6 +17,10 @@ def boot_table(record: dict, slower: tuple[str, ...] | list[str] = ()) -> str:
     many = len(ranks) > MAX_RANK_COLUMNS
     heads = ["fastest", "slowest"] if many else [f"r{r['rank']} {r['host']}"[:11] for r in ranks]
     lines = [f"{'boot phase (s)':<22}{'at':>7}  " + "".join(f"{h:>12}" for h in heads)]
+    proof = record.get("proof")
+    if proof:  # before the launch, in preflight: not on the boot's clock
+        said = "engine asked" if proof.get("asked") else "kept verdict, 0 asked"
+        lines.append(f"{'argv proof (before)':<22}{proof.get('seconds', 0.0):>7.1f}  {said}")
     for key in ORDER:
         if key in INKCTL_PHASES:
             if key in marks:

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format, overrides
+from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 
 @app.command()
@@ -47,46 +47,21 @@ def plan(
 ) -> None:
     """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
     A gateway file (with --hosts): every model's group and the gateway's steps."""
-    from inkctl.api.plan import check_host, on_paper, up_command
-    from inkctl.api.target import Target
-    from inkctl.cli.render import print_problems
+    from inkctl.cli.plan import plan as run_plan
 
-    fmt = output_format(output)
-    target = Target.of(recipe, hosts, overrides(set_))
-    paper = on_paper(target)
-    if fmt == "json":
-        print(json.dumps({**_plan_json(paper), "warnings": [w.as_dict() for w in paper.loaded.warnings]}, indent=2))
-        return
-    check_host(paper, host)
-    print_problems(paper.loaded.warnings, strict=False, stream=sys.stderr)
-    _print_paper(paper, host, full, up_command(paper, target))
-
-
-def _plan_json(paper) -> dict:
-    from inkctl.cli.fleet import fleet_json
-    from inkctl.cli.render import plan_json
-
-    return plan_json(paper.plan) if paper.plan is not None else fleet_json(paper.fleet)
-
-
-def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> None:
-    from inkctl.cli.fleet import print_fleet_plan
-    from inkctl.cli.render import plain, print_plan
-
-    if paper.plan is not None:
-        print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command)
-    else:
-        print_fleet_plan(paper.loaded, paper.fleet, full=full, only_host=host, next_command=next_command)
+    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full)
 
 
 @app.command()
 def schema(
-    format_: str = typer.Option("json", "--format", help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    output: str = typer.Option("json", "--output", "-o", metavar="json|markdown",
+                               help="json (JSON Schema for editors) or markdown (the recipe reference)."),
+    format_: Optional[str] = typer.Option(None, "--format", hidden=True, help="The old name of --output."),
 ) -> None:
-    """Print the recipe JSON Schema, or the recipe reference in Markdown."""
+    """Print the recipe JSON Schema, or the recipe reference in Markdown (-o markdown)."""
     from inkctl.api.recipes import schema as schema_text
 
-    sys.stdout.write(schema_text(format_))
+    sys.stdout.write(schema_text(format_ or output))
 
 
 @app.command()
@@ -98,7 +73,7 @@ def recipes(
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
     from inkctl.api.recipes import listing
-    from inkctl.cli.render import recipe_listing
+    from inkctl.cli.listing import recipe_listing
 
     fmt = output_format(output)
     found = listing(directory, from_, ref)

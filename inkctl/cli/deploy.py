@@ -140,7 +140,7 @@ def _said(result, fmt: str, recipe: Path) -> None:
 
 
 def _summary(r) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, plan, outcome = console(), r.plan, r.outcome
     if r.already:
@@ -232,13 +232,13 @@ def _say_down(result, fmt: str) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         console().print(result.summary(), markup=False)
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out, plan, report = console(), result.plan, result.report
     for text in report.notices:

@@ -115,7 +115,7 @@ def _item(text: str) -> str:
 def _next(manifests, out_dir: Path, recipe: Path) -> None:
     """What to run once the files are written: apply, reach the endpoint, prove it answers (the
     smoke that Kubernetes does not run). The endpoint is the router's Service for a fleet."""
-    from inkctl.cli.render import relative
+    from inkctl.cli.terminal import relative
 
     services = [d for _, d in manifests.documents if d.get("kind") == "Service"]
     if not services:

@@ -27,8 +27,8 @@ def placeholder(param: Any) -> str:
         return NAMED[long]
     kind = _kind(param)
     word = long.lstrip("-")
-    if "path" in kind:
-        return "DIR" if "dir" in word else "FILE"
+    if "path" in kind:  # --out DIR (export k8s: out_dir) or --out FILE (export slurm: out)
+        return "DIR" if "dir" in word or "dir" in (getattr(param, "name", "") or "") else "FILE"
     if "float" in kind:
         return "SECONDS" if re.search(r"timeout|seconds|interval|wait", word) else "NUMBER"
     if "int" in kind:
@@ -86,10 +86,11 @@ LISTING = {
 }
 
 
-def polish(command: Any) -> None:
-    """Walk the command tree once, before parsing."""
+def polish(command: Any, root: bool = True) -> None:
+    """Walk the command tree once, before parsing. LISTING is the top level's only: a group's own
+    commands (``lease status``) keep their own summaries."""
     subs = getattr(command, "commands", None)
-    if subs is not None and set(subs) & set(LISTING):
+    if root and subs is not None and set(subs) & set(LISTING):
         order = [n for n in LISTING if n in subs] + sorted(n for n in subs if n not in LISTING)
         command.list_commands = lambda ctx: order
         for name, line in LISTING.items():
@@ -97,7 +98,7 @@ def polish(command: Any) -> None:
                 subs[name].short_help = line
     for cmd in [command, *getattr(command, "commands", {}).values()]:
         if cmd is not command and hasattr(cmd, "commands"):
-            polish(cmd)
+            polish(cmd, root=False)
         if cmd.help and not cmd.short_help:
             cmd.short_help = summary(cmd.help)
         for p in cmd.params:

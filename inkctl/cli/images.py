@@ -48,7 +48,7 @@ def build(
         return
     _summary(done)
     if done.pushed:
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         console().print(f"pushed {done.pushed} (pinned in the lock file)", markup=False)
 
@@ -60,7 +60,7 @@ def _live():
 
 
 def _summary(report) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     out.print(f"image {report.image}: context {report.context_bytes} bytes "
@@ -75,7 +75,7 @@ def _say(fmt: str, doc: dict) -> None:
     if fmt == "json":
         print(json.dumps(doc, indent=2))
     else:
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         console().print(doc["message"], markup=False)
 
@@ -106,7 +106,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     if fmt == "json":
         print(json.dumps({"lock": str(done.path), "pins": done.pins, "changed": done.changed}, indent=2, sort_keys=True))
         return
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     out.print(f"wrote {done.path}: {counted(len(done.pins), 'pin')}"

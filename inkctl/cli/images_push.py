@@ -65,7 +65,7 @@ class _Lines:
     """Text progress: a line when a host starts, then every 25% of what the source sent."""
 
     def __init__(self):
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         self.out = console()
 
@@ -97,7 +97,7 @@ def _mib(n: int) -> str:
 
 
 def _summary(out) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     c = console()
     c.print(f"{out.image}: {out.image_id[:19]} from {out.source}", markup=False)

@@ -26,7 +26,8 @@ def import_(
 ) -> None:
     """Turn another tool's recipe into an inkctl recipe, validate it, and list what did not map."""
     from inkctl.api.importing import import_recipe
-    from inkctl.cli.render import console, print_problems
+    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.terminal import console
 
     result = import_recipe(file, out=out, name=name, model=model, accelerator=accelerator,
                            gpus_per_host=gpus_per_host, nodes=nodes, image=image, variant=variant)

@@ -49,7 +49,7 @@ def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) 
     if fmt == "json":
         print(json.dumps(got.as_dict(), indent=2))
         return
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     for line in got.lines():
         console().print(f"{got.deployment} {line}", markup=False)

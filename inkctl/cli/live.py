@@ -46,7 +46,7 @@ class LiveDisplay:
                 self._stop_live()
             line = self._line(event)
             if line is not None:
-                from inkctl.cli.render import relative
+                from inkctl.cli.terminal import relative
 
                 self.out.print(relative(line), markup=False, highlight=False)
 

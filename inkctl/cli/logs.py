@@ -84,7 +84,7 @@ class _LinePrinter:
 
         from rich.text import Text
 
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         out = console()
         # the terminal's width: a long line goes on under its prefix, never under the one before

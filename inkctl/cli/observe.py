@@ -81,7 +81,7 @@ def doctor(
 
 
 def _print_doctor(d) -> None:
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     out.print(preflight_table(d.results))
@@ -146,7 +146,8 @@ def _say_status(st, fmt: str) -> None:
 def _print_status(plan, rows: list[dict], health: dict, recipe=None) -> None:
     from rich.text import Text
 
-    from inkctl.cli.render import console, identity
+    from inkctl.cli.plan_text import identity
+    from inkctl.cli.terminal import console
 
     t, notes = _status_table(plan, rows)
     out = console()

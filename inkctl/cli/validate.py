@@ -1,5 +1,5 @@
 """``inkctl validate``'s work, without typer: the command a CI job runs on every push, and the
-one start-up matters most for (bench/startup.py). ``cli/commands.py`` declares the command;
+one start-up matters most for (benchmarks/startup.py). ``cli/commands.py`` declares the command;
 ``cli/app.py`` runs it straight from here when its arguments need no parsing (``plain_arguments``),
 without importing typer or building the command tree."""
 
@@ -32,7 +32,8 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
 
 
 def _text(results: list, strict: bool) -> None:
-    from inkctl.cli.render import plain, print_problems
+    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.terminal import plain
 
     out = plain()
     for path, ok, problems, warnings in results:

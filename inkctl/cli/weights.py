@@ -86,7 +86,7 @@ def _said(fmt: str, report) -> None:
     if fmt == "json":
         print(json.dumps({"event": "weights", **report.as_dict()}))
         return
-    from inkctl.cli.render import console
+    from inkctl.cli.terminal import console
 
     out = console()
     for line in report.lines():

@@ -18,7 +18,7 @@ class WeightsView:
         from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn,
                                    TransferSpeedColumn)
 
-        from inkctl.cli.render import console
+        from inkctl.cli.terminal import console
 
         self.out = console()
         self.progress = Progress(TextColumn("{task.fields[host]:<12}"), TextColumn("{task.fields[source]:<10}"),

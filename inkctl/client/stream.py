@@ -6,8 +6,9 @@ generated output (content, reasoning or a tool call). Every later such chunk add
 inter-token latency (ITL), as ``vllm bench serve`` counts them.
 
 The hot path is kept short on purpose (the client must not be what is measured): HTTP chunks
-come from ``inkctl.client.wire`` (asyncio streams, not httpx: see there why), are split on the
-SSE event separator, one ``json.loads`` per event, one clock read per chunk.
+come from ``inkctl.client.wire`` (asyncio streams, not httpx: see there why), are framed into
+events by ``inkctl.client.sse`` (the SSE standard's framing, LF first), one ``json.loads`` per
+event, one clock read per chunk.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from inkctl.client.sse import Events
 from inkctl.client.wire import Endpoint, Pool, WireError, body_pieces, read_head, request_bytes
 
 try:  # optional: 3-5x faster per stream event where it is installed; the standard library otherwise
@@ -95,15 +97,9 @@ async def stream(pool, body: dict, *, headers: dict | None = None, keep_text: bo
 
 
 async def _exchange(pool, body: dict, headers: dict | None, keep_text: bool, out: Output) -> None:
-    clock = time.perf_counter
-    t0 = out.start
-    text: list[str] = []
-    reasoning: list[str] = []
-    tools: dict[int, dict] = {}
-    last = 0.0
-    done = False
     reader, writer = await pool.get()
     reusable = False
+    take = _Take(out, keep_text)
     try:
         writer.write(request_bytes(pool.endpoint, body, headers))
         status, head = await read_head(reader)
@@ -111,91 +107,101 @@ async def _exchange(pool, body: dict, headers: dict | None, keep_text: bool, out
         if status != 200:
             raw = b"".join([p async for p in body_pieces(reader, head)])
             out.error = f"HTTP {status}: {_excerpt(raw)}"
-            reusable = head.get("connection", "").lower() != "close"
-            return
-        buf = b""
-        async for data in body_pieces(reader, head):
-            now = clock()
-            buf += data
-            if b"\n\n" not in buf:
-                continue
-            events = buf.split(b"\n\n")
-            buf = events.pop()
-            for ev in events:
-                payload = _payload(ev)
-                if payload is None:
-                    continue
-                if payload == b"[DONE]":
-                    done = True
-                    continue
-                try:
-                    msg = _loads(payload)
-                except ValueError:
-                    out.error = f"a stream event is not JSON: {_excerpt(payload)}"
-                    continue
-                if msg.get("error"):
-                    out.error = f"error in stream: {_excerpt(json.dumps(msg['error']).encode())}"
-                    continue
-                usage = msg.get("usage")
-                if usage:
-                    out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
-                    out.output_tokens = usage.get("completion_tokens", out.output_tokens)
-                choices = msg.get("choices")
-                if not choices:
-                    continue
-                ch = choices[0]
-                if ch.get("finish_reason"):
-                    out.finish_reason = ch["finish_reason"]
-                delta = ch.get("delta")
-                generated = False
-                if delta is None:  # completions API
-                    piece = ch.get("text")
-                    if piece:
-                        generated = True
-                        if keep_text:
-                            text.append(piece)
-                else:
-                    piece = delta.get("content")
-                    if piece:
-                        generated = True
-                        if keep_text:
-                            text.append(piece)
-                    for name in ("reasoning_content", "reasoning"):
-                        piece = delta.get(name)
-                        if piece:
-                            generated = True
-                            out.reasoning_field = name
-                            if keep_text:
-                                reasoning.append(piece)
-                    calls = delta.get("tool_calls")
-                    if calls:
-                        generated = True
-                        _merge_tool_calls(tools, calls)
-                if generated:
-                    if out.chunks == 0:
-                        out.ttft = now - t0
-                    else:
-                        out.itl.append(now - last)
-                    last = now
-                    out.chunks += 1
+        else:
+            await _read_events(reader, head, take)
         reusable = head.get("connection", "").lower() != "close"
-        if not done and not out.error:
-            out.error = f"the stream ended without [DONE] after {out.chunks} chunk(s)"
     finally:
-        out.text, out.reasoning = "".join(text), "".join(reasoning)
-        out.tool_calls = [tools[i] for i in sorted(tools)]
+        take.close()
         if reusable:
             pool.put((reader, writer))
         else:
             writer.close()
 
 
-def _payload(event: bytes) -> bytes | None:
-    for line in event.split(b"\n"):
-        line = line.strip()
-        if line.startswith(b"data:"):
-            return line[5:].strip()
-    return None
+async def _read_events(reader, head: dict[str, str], take: "_Take") -> None:
+    """The stream's events, one clock read per HTTP chunk (the time every event in it arrived)."""
+    clock, feed, event = time.perf_counter, Events().feed, take.event
+    async for data in body_pieces(reader, head):
+        now = clock()
+        for payload in feed(data):
+            event(payload, now)
+    out = take.out
+    if not take.done and not out.error:
+        out.error = f"the stream ended without [DONE] after {out.chunks} chunk(s)"
+
+
+class _Take:
+    """What one stream's events add up to: text, reasoning, tool calls, usage and the timings."""
+
+    __slots__ = ("out", "keep_text", "text", "reasoning", "tools", "last", "done")
+
+    def __init__(self, out: Output, keep_text: bool):
+        self.out, self.keep_text = out, keep_text
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.tools: dict[int, dict] = {}
+        self.last = 0.0
+        self.done = False
+
+    def event(self, payload: bytes, now: float) -> None:
+        out = self.out
+        try:
+            msg = _loads(payload)
+        except ValueError:  # "[DONE]" lands here too: once a stream, never a test per event
+            if payload.strip() == b"[DONE]":
+                self.done = True
+            else:
+                out.error = f"a stream event is not JSON: {_excerpt(payload)}"
+            return
+        if msg.get("error"):
+            out.error = f"error in stream: {_excerpt(json.dumps(msg['error']).encode())}"
+            return
+        usage = msg.get("usage")
+        if usage:
+            out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
+            out.output_tokens = usage.get("completion_tokens", out.output_tokens)
+        choices = msg.get("choices")
+        if choices and self.choice(choices[0]):
+            if out.chunks == 0:
+                out.ttft = now - out.start
+            else:
+                out.itl.append(now - self.last)
+            self.last = now
+            out.chunks += 1
+
+    def choice(self, ch: dict) -> bool:
+        """Takes in one choice; True when it carried generated output."""
+        if ch.get("finish_reason"):
+            self.out.finish_reason = ch["finish_reason"]
+        delta = ch.get("delta")
+        if delta is None:  # completions API
+            piece = ch.get("text")
+            if piece and self.keep_text:
+                self.text.append(piece)
+            return bool(piece)
+        generated = False
+        piece = delta.get("content")
+        if piece:
+            generated = True
+            if self.keep_text:
+                self.text.append(piece)
+        for name in ("reasoning_content", "reasoning"):
+            piece = delta.get(name)
+            if piece:
+                generated = True
+                self.out.reasoning_field = name
+                if self.keep_text:
+                    self.reasoning.append(piece)
+        calls = delta.get("tool_calls")
+        if calls:
+            generated = True
+            _merge_tool_calls(self.tools, calls)
+        return generated
+
+    def close(self) -> None:
+        out = self.out
+        out.text, out.reasoning = "".join(self.text), "".join(self.reasoning)
+        out.tool_calls = [self.tools[i] for i in sorted(self.tools)]
 
 
 def _merge_tool_calls(tools: dict[int, dict], calls: list[dict]) -> None:

@@ -1,6 +1,6 @@
 """A small HTTP/1.1 client on asyncio streams, for streamed completions only.
 
-Why not httpx here: measured with bench/client.py, httpx's layers (httpcore's pool scan per
+Why not httpx here: measured with benchmarks/client.py, httpx's layers (httpcore's pool scan per
 request, anyio and h11 per chunk) cost ~400 us of CPU per streamed token on this project's
 machines, so at 64 streams the client, not the server, set the inter-token latency. This
 client reads one chunk per token with two buffered reads and no per-chunk objects (~10x less

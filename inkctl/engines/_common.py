@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
@@ -47,3 +49,89 @@ def gpu_count_finding(r: Recipe, world: int) -> Problem | None:
                    f"{hw.nodes} x {hw.gpus_per_host} = {have}",
                    "make tensor_parallel x pipeline_parallel" + (" x data_parallel" if dp.size > 1 else "")
                    + " equal hardware.nodes x hardware.gpus_per_host")
+
+
+PROOF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proof")
+PROOF_SHARED = re.compile(r"^from inkctl\.engines\.proof\.common import \([^)]*\)\n", re.M)
+
+
+def proof_program(name: str):
+    """The spec's ``proof_program``: ``inkctl/engines/proof/<name>.py`` with the shared part
+    (``common.py``) inlined where the program imports it: one file the image's python3 runs."""
+    def read() -> bytes:
+        with open(os.path.join(PROOF_DIR, f"{name}.py")) as f:
+            text = f.read()
+        with open(os.path.join(PROOF_DIR, "common.py")) as f:
+            shared = f.read()
+        return PROOF_SHARED.sub(lambda _: shared + "\n", text, count=1).encode()
+
+    return read
+
+
+def extra_args(r, ctx) -> list[str]:
+    """``engine.args.extra`` for every rank, then ``head_extra`` on the head or ``worker_extra``
+    on the others, each value expanded for the rank's host."""
+    a = r.engine.args
+    own = ("engine.args.head_extra", a.head_extra) if ctx.rank == 0 else ("engine.args.worker_extra", a.worker_extra)
+    return [ctx.expand(x, "engine.args.extra") for x in a.extra] + [ctx.expand(x, own[0]) for x in own[1]]
+
+
+MARK = "--inkctl-extra-goes-here"
+
+
+def planned_flags(r) -> dict[str, set[int]]:
+    """Every flag the plan itself writes on the engine processes that take ``engine.args.extra``:
+    flag -> the ranks it is on. Read off the plan ``up`` runs (on placeholder hosts), each engine
+    process as the argv proof reads it (the Ray head's ``vllm serve`` included; a ``ray start``,
+    which never takes extra, not)."""
+    from inkctl.plan.deploy import build_plan
+    from inkctl.plan.proof import rank_argvs
+
+    args = r.engine.args.model_copy(update={"extra": [MARK], "head_extra": [], "worker_extra": []})
+    bare = r.model_copy(update={"engine": r.engine.model_copy(update={"args": args})})
+    out: dict[str, set[int]] = {}
+    for ra in rank_argvs(build_plan(bare, None), bare):
+        if MARK in ra.argv:
+            for tok in ra.argv:
+                if tok.startswith("--") and tok != MARK:
+                    out.setdefault(tok.split("=", 1)[0], set()).add(ra.rank)
+    return out
+
+
+def may_plan(spec) -> set[str]:
+    """Every flag the engine's plan may write: set from typed fields, or named in ``planned_by``."""
+    return set(spec.set_by_inkctl) | set(spec.planned_by) | {f for flags in spec.flag_of.values() for f in flags}
+
+
+def flag_findings(r) -> list[Problem]:
+    """What the engine would refuse or read twice in ``engine.args.extra``/``head_extra``/
+    ``worker_extra``: a flag the plan already writes (argparse keeps the last one, silently: a
+    ``--distributed-executor-backend mp`` after the plan's ``ray`` breaks a two-host Ray boot), and
+    a flag a headless worker refuses given to the workers (``engine.args.head_extra`` takes it)."""
+    from inkctl.recipe.engine_flags import typed_flags
+    from inkctl.recipe.engine_registry import spec_of
+
+    spec = spec_of(r.engine.kind)
+    a = r.engine.args
+    given = {x.split("=", 1)[0] for x in (*a.extra, *a.head_extra, *a.worker_extra)}
+    # the plan is built (and read) only when a given flag is one the engine's plan can write: what
+    # every flag of every bundled plan is, the test holds (tests/unit/test_argv_flags.py)
+    planned = planned_flags(r) if given & may_plan(spec) else {}
+    told = set(spec.set_by_inkctl) | set(typed_flags(r.engine.kind, a))  # rules.py says those already
+    field_of = {**{f: f"engine.args.{k}" for k, flags in spec.flag_of.items() for f in flags}, **spec.planned_by}
+    out = []
+    for name, items in (("extra", a.extra), ("head_extra", a.head_extra), ("worker_extra", a.worker_extra)):
+        for i, x in enumerate(items):
+            flag = x.split("=", 1)[0]
+            if not flag.startswith("--"):
+                continue
+            path = f"engine.args.{name}[{i}]"
+            ranks = planned.get(flag, set())
+            if ranks and (flag not in told or name != "extra") and (name == "extra" or (0 in ranks) == (name == "head_extra")):
+                use = f"set {field_of[flag]} instead" if flag in field_of else "the plan writes it from the recipe's fields"
+                out.append(problem(path, f"{flag} is already in the planned argv: given again, {spec.name} keeps "
+                                   "the last one without a word", f"remove it; {use}"))
+            elif flag in spec.worker_refuses and r.multinode and name != "head_extra":
+                out.append(problem(path, f"{flag} goes to the head only: {spec.name} refuses it on a headless worker "
+                                   "rank", "move it to engine.args.head_extra"))
+    return out

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from inkctl.engines._common import COMPILE_CACHE_COMMON, expert_on, gpu_count_finding, opt, port_clash, problem
+from inkctl.engines._common import (COMPILE_CACHE_COMMON, expert_on, extra_args, flag_findings, gpu_count_finding, opt,
+                                    port_clash, problem, proof_program)
 from inkctl.errors import Problem
 from inkctl.recipe.engine import EngineBase
 from inkctl.recipe.engine_registry import BootPhases, EngineSpec, Metrics
@@ -73,7 +74,7 @@ def launch(r: Recipe, ctx: HostContext, nodes: int) -> list[str]:
     if nodes > 1:
         argv += ["--nnodes", str(nodes), "--node-rank", str(ctx.rank),
                  "--dist-init-addr", f"{ctx.head_address}:{e.dist_init_port}"]
-    argv += [ctx.expand(x, "engine.args.extra") for x in a.extra]
+    argv += extra_args(r, ctx)
     argv += ["--host", a.bind_host, "--port", str(a.port)]
     return argv
 
@@ -201,6 +202,11 @@ ONLY = {  # flags vLLM does not have -> the typed field that has the same meanin
     "--disable-radix-cache": None, "--enable-torch-compile": None, "--dp-size": None, "--ep-size": None,
     "--schedule-policy": None, "--enable-dp-attention": None, "--mem-fraction": None,
 }
+# flags a release replaced (sglang#38375; the tables date the removals: gone by 0.5.20)
+RENAMED = {"--cuda-graph-max-bs": "--cuda-graph-max-bs-decode",
+           "--disable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=disabled",
+           "--enable-piecewise-cuda-graph": "--cuda-graph-backend-prefill=tc_piecewise",
+           "--stream-output": "--incremental-streaming-output"}
 SET_BY_INKCTL = frozenset({
     "--tp-size", "--tp", "--pp-size", "--port", "--host", "--nnodes", "--node-rank", "--dist-init-addr",
     "--model-path", "--served-model-name", "--trust-remote-code", "--dp-size", "--dp", "--enable-dp-attention",
@@ -271,14 +277,25 @@ def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[li
     return flags, []
 
 
+# the flags the plan writes that no typed engine.args field passes, and the recipe field behind each
+PLANNED_BY = {"--nnodes": "hardware.nodes", "--node-rank": "hardware.nodes (each host's rank)",
+              "--dist-init-addr": "engine.dist_init_port and the head's cluster_address", "--host": "engine.args.bind_host",
+              "--port": "engine.args.port", "--tp-size": "engine.args.tensor_parallel", "--pp-size": "engine.args.pipeline_parallel",
+              "--dp-size": "engine.args.data_parallel.size", "--ep-size": "engine.args.expert",
+              "--model-path": "model.repo", "--served-model-name": "model.served_name", "--revision": "model.revision",
+              "--trust-remote-code": "model.trust_remote_code", "--speculative-algorithm": "speculative"}
+
 SPEC = EngineSpec(
     kind=KIND, name="SGLang", config=SGLang,
     command=launch, stages=stages, env=env,
     compile_cache_env=(*COMPILE_CACHE_COMMON, ("SGLANG_DG_CACHE_DIR", "deep_gemm")),
     flag_of=FLAG_OF, only_flags=ONLY, set_by_inkctl=SET_BY_INKCTL,
     world_gpus=world_gpus, parallel_findings=parallel_findings, expert_findings=expert_findings,
-    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port), speculative_findings=speculative_findings,
+    engine_findings=lambda r: port_clash(r, _engine(r).dist_init_port) + flag_findings(r),
+    speculative_findings=speculative_findings,
     ports=ports, serves_in_head=lambda r: False, variant=lambda r: None, boot=BOOT, metrics=METRICS,
-    server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",),
+    renamed=RENAMED,
+    server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",), proof_program=proof_program("sglang"),
+    planned_by=PLANNED_BY, api_key_env=("INKCTL_API_KEY",), api_key_config=True,
     disagg_backends=("nixl", "mooncake"), disagg_role=disagg_role,
 )

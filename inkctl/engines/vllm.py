@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from inkctl.engines._common import COMPILE_CACHE_COMMON, expert_on, gpu_count_finding, opt, port_clash, problem
+from inkctl.engines._common import (COMPILE_CACHE_COMMON, expert_on, extra_args, flag_findings, gpu_count_finding, opt,
+                                    port_clash, problem, proof_program)
 from inkctl.errors import Problem
 from inkctl.recipe.engine import EngineBase
 from inkctl.recipe.engine_registry import BootPhases, EngineSpec, Metrics
@@ -85,7 +86,7 @@ def serve(r: Recipe, ctx: HostContext, nodes: int, *, ray: bool = False) -> list
                  "--master-addr", ctx.head_address, "--master-port", str(e.master_port)]
         if ctx.rank > 0:
             argv.append("--headless")
-    argv += [ctx.expand(x, "engine.args.extra") for x in a.extra]
+    argv += extra_args(r, ctx)
     return argv
 
 
@@ -237,7 +238,7 @@ def engine_findings(r: Recipe) -> list[Problem]:
     if e.multinode == "ray" and not r.multinode:
         out.append(Problem("Ray on a single node adds a moving part for nothing", path="engine.multinode",
                            hint="use multinode: native", severity="warning"))
-    return out + port_clash(r, e.master_port, e.ray_port)
+    return out + port_clash(r, e.master_port, e.ray_port) + flag_findings(r)
 
 
 def speculative_findings(r: Recipe) -> list[Problem]:
@@ -334,6 +335,53 @@ def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[li
     return ["--kv-transfer-config", NIXL], env
 
 
+# what a headless rank (--headless: every rank but the head, native multi-node or data parallel)
+# refuses, in vLLM's own serve command: "--api-server-count=N cannot be used with --headless"
+# (0.29 on; "api_server_count can't be set in headless mode" before), and "data_parallel_hybrid_lb
+# is not applicable in headless mode"
+WORKER_REFUSES = frozenset({"--api-server-count", "--data-parallel-hybrid-lb"})
+
+# the flags the plan writes that no typed engine.args field passes, and the recipe field behind each
+PLANNED_BY = {"--distributed-executor-backend": "engine.multinode", "--nnodes": "hardware.nodes",
+              "--node-rank": "hardware.nodes (each host's rank)", "--headless": "hardware.nodes",
+              "--master-addr": "the head's cluster_address (inventory)", "--master-port": "engine.master_port",
+              "--host": "engine.args.bind_host", "--port": "engine.args.port",
+              "--tensor-parallel-size": "engine.args.tensor_parallel", "--pipeline-parallel-size": "engine.args.pipeline_parallel",
+              "--data-parallel-size": "engine.args.data_parallel.size", "--enable-expert-parallel": "engine.args.expert",
+              "--served-model-name": "model.served_name", "--revision": "model.revision",
+              "--trust-remote-code": "model.trust_remote_code", "--speculative-config": "speculative",
+              "--all2all-backend": "engine.args.expert.all2all_backend", "--enable-eplb": "engine.args.expert.eplb",
+              "--data-parallel-size-local": "engine.args.data_parallel.size", "--data-parallel-address": "the head's cluster_address",
+              "--data-parallel-rpc-port": "engine.args.data_parallel.rpc_port", "--data-parallel-start-rank": "hardware.nodes"}
+
+
+# vLLM: the environment variable older releases read, and the expert field whose flag replaced it
+_VLLM_ENV_OF_FIELD = {"VLLM_ALL2ALL_BACKEND": "all2all_backend"}
+
+
+def overlap_findings(r: Recipe) -> list[Problem]:
+    out: list[Problem] = []
+    ep, a = r.engine.args.expert, r.engine.args
+    if ep is None:
+        return out
+    for var, field in _VLLM_ENV_OF_FIELD.items():
+        typed, env = getattr(ep, field), r.container.env.get(var)
+        if typed is None or env is None:
+            continue
+        same = env == typed
+        out.append(Problem(f"{var}={env} in the environment beside expert.{field}: {typed} (--all2all-backend): "
+                           + ("the same setting twice" if same else "two different backends; the flag wins in "
+                              "releases that have it, the variable in older ones"),
+                           path=f"container.env.{var}", severity="warning" if same else "error",
+                           hint=f"keep expert.{field} and remove {var} from container.env"))
+    size = a.tensor_parallel * a.data_parallel.size
+    if ep.size is not None and ep.size == size:
+        out.append(Problem(f"vLLM takes no expert size: it spreads the experts over tensor_parallel x data_parallel = "
+                           f"{size} ranks itself, so size: {ep.size} is not passed (the same number)",
+                           path="engine.args.expert.size", severity="warning", hint="remove size"))
+    return out
+
+
 SPEC = EngineSpec(
     kind=KIND, name="vLLM", config=VLLM,
     command=serve, stages=stages, env=lambda r: [],
@@ -343,5 +391,7 @@ SPEC = EngineSpec(
     engine_findings=engine_findings, speculative_findings=speculative_findings,
     ports=ports, serves_in_head=over_ray, variant=lambda r: _engine(r).multinode if r.multinode else None,
     boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True, host_ip_env=("VLLM_HOST_IP",),
+    proof_program=proof_program("vllm"), worker_refuses=WORKER_REFUSES, planned_by=PLANNED_BY,
+    overlap_findings=overlap_findings, api_key_env=("VLLM_API_KEY",),
     disagg_backends=("nixl",), disagg_role=disagg_role,
 )

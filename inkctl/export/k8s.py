@@ -19,6 +19,7 @@ from inkctl.export.k8s_pod import (DOWNWARD, GROUP_SIZE, LEADER, POD_IP, POD_NAM
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.stages.launch import SERVE_IN_HEAD
 from inkctl.plan.hotfix import MOUNT
+from inkctl.plan.stages.launch import ENGINE_FILES
 from inkctl.plan.quote import command_line
 from inkctl.plan.step import EnvFile, Plan, Put, Run, SecretRef, Smoke, WaitFor, WaitHealth
 from inkctl.recipe.fields import referenced_vars
@@ -125,6 +126,7 @@ class _Export:
         self.secret = options.secret_name or f"{self.name}-secrets"
         self.cache = options.cache or Cache("pvc", f"{self.name}-hf-cache")
         self.configmap: dict | None = None
+        self.engine_configmap: dict | None = None
         self.nodes = recipe.hardware.nodes
 
     # --- the plan's steps --------------------------------------------------------------------
@@ -152,6 +154,8 @@ class _Export:
         docs: list[tuple[str, dict]] = []
         if self.configmap is not None:
             docs.append(("configmap-hotfix.yaml", self.configmap))
+        if self.engine_configmap is not None:
+            docs.append(("configmap-engine.yaml", self.engine_configmap))
         docs += [("leaderworkerset.yaml", lws), ("service.yaml", self._service())]
         if self.r.fleet is not None:  # the router in front of the groups, finding their leaders by label
             from inkctl.export.k8s_fleet import router_manifests
@@ -365,12 +369,17 @@ class _Export:
                 self.gaps.append(Gap("container.ipc", what, "/dev/shm is a memory-backed emptyDir (no host IPC namespace)"))
         cache_mounted = False
         hotfix_dir = f"{self.plan.host(self._runs(rank)[0].host).state_dir}/hotfix"
+        engine_dir = f"{self.plan.host(self._runs(rank)[0].host).state_dir}/engine"
         named = {v.name for v in r.container.volumes}
         for i, (src, dst, ro) in enumerate(run.volumes):
             if src == hotfix_dir and dst == MOUNT:
                 self._hotfix_configmap(hotfix_dir)
                 volumes.append({"name": "hotfix", "configMap": {"name": f"{self.name}-hotfix", "defaultMode": 0o755}})
                 mounts.append({"name": "hotfix", "mountPath": dst, "readOnly": True})
+            elif src == engine_dir and dst == ENGINE_FILES:
+                self._engine_configmap(engine_dir)
+                volumes.append({"name": "engine-files", "configMap": {"name": f"{self.name}-engine"}})
+                mounts.append({"name": "engine-files", "mountPath": dst, "readOnly": True})
             elif self._is_cache(src, dst):
                 if not cache_mounted:
                     volumes.append({"name": "model-cache", **self.cache.volume(ro)})
@@ -401,6 +410,17 @@ class _Export:
         env = dict(self.r.container.env)
         return dst.rstrip("/").endswith(("/.cache/huggingface", "/.cache/huggingface/hub")) or dst in (
             env.get("HF_HOME"), env.get("HF_HUB_CACHE"))
+
+    def _engine_configmap(self, engine_dir: str) -> None:
+        """The engine's own files (its spec's ``files``: text, each a key), in a ConfigMap of their own."""
+        if self.engine_configmap is not None:
+            return
+        data = {s.path[len(engine_dir) + 1:]: str(s.content) for s in self.plan.puts()
+                if s.rank == 0 and s.path.startswith(engine_dir + "/")}
+        self.engine_configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": self._meta(f"{self.name}-engine"),
+                                 "data": data}
+        self.gaps.append(Gap("engine", f"--volume {engine_dir}:{ENGINE_FILES}:ro",
+                             f"ConfigMap {self.name}-engine mounted at {ENGINE_FILES} ({', '.join(sorted(data))})"))
 
     def _hotfix_configmap(self, hotfix_dir: str) -> None:
         if self.configmap is not None:

@@ -27,13 +27,21 @@ def _host_port(url: str) -> str:
     return url.split("://", 1)[-1].split("/", 1)[0]
 
 
+def _path_label(kind: str) -> dict[str, str]:
+    """An engine that serves its metrics elsewhere than the job's path says so per target."""
+    from inkctl.recipe.engine_registry import spec_of
+
+    path = spec_of(kind).metrics.path
+    return {} if path == "/metrics" else {"__metrics_path__": path}
+
+
 def scrape_config(name: str, engines: Sequence[tuple[str, str, str]], router: str | None, hosts: Sequence[str],
                   interval_s: float = 5.0) -> dict:
     """prometheus.yml: ``engines`` (replica label, kind, base URL), the router's exporter
     (host:port), the hosts' node_exporter addresses."""
     jobs = [{"job_name": "inkctl-engines", "scrape_interval": f"{interval_s:g}s", "metrics_path": "/metrics",
              "static_configs": [{"targets": [_host_port(url)],
-                                 "labels": {"deployment": name, "replica": replica, "engine": kind}}
+                                 "labels": {"deployment": name, "replica": replica, "engine": kind, **_path_label(kind)}}
                                 for replica, kind, url in engines]}]
     if router:
         jobs.append({"job_name": "inkctl-router", "scrape_interval": f"{interval_s:g}s",

@@ -24,7 +24,7 @@ from inkctl.export.slurm_rank import RANK_FUNCTIONS, STATUS_DIR, batch_functions
 from inkctl.plan import runtime
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.quote import command_line, shell_words
-from inkctl.plan.step import EnvFile, Plan, Run, WaitFor, WaitHealth
+from inkctl.plan.step import EnvFile, Plan, Run, SecretRef, WaitFor, WaitHealth
 from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.fields import referenced_vars
 from inkctl.recipe.hosts import Host
@@ -175,13 +175,22 @@ class _Script:
         return SlurmJob(self.name, "\n".join(lines) + "\n", self.plan, tuple(self.r.secrets), tuple(self.env_vars),
                         tuple(self.notes))
 
+    def _recipe_alone(self) -> str:
+        """The recipe's own hash, as `inkctl plan RECIPE` (no inventory) shows it."""
+        from inkctl.plan.identity import recipe_hash
+
+        image = next((s.container.image for s in self.plan.steps() if isinstance(s, Run) and s.container), None)
+        return recipe_hash(self.r, None, image)
+
     # --- the header: what a reviewer needs before submitting -----------------------------------
     def _header(self) -> list[str]:
         r = self.r
         out = ["#!/bin/bash",
                f"# {self.name}: {r.name} under Slurm, written by `inkctl export slurm`.",
-               f"# Recipe hash {self.plan.recipe_hash}. Every rank runs the plan's own argv",
-               "# (`inkctl plan RECIPE`); one srun step starts them all.",
+               f"# Job hash {self.plan.recipe_hash} (its --comment; `up --slurm` compares it), "
+               f"recipe hash {self._recipe_alone()}",
+               "# (what `inkctl plan RECIPE` shows). Every rank runs the plan's own argv;",
+               "# one srun step starts them all.",
                "#",
                "# Rendezvous from the allocation: the head (rank 0) is the first host of",
                "# $SLURM_JOB_NODELIST, a rank is " + ("chosen by node name (the inventory's order)." if self.by_name
@@ -232,13 +241,19 @@ class _Script:
                 'echo "inkctl: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST; head $INK_HEAD_HOST ($INK_HEAD_ADDR)"',
                 *batch_functions()]
 
-    # --- files every rank reads: hotfixes and their wrapper, sha256 checked --------------------
+    # --- files every rank reads: hotfixes and their wrapper, the engine's own files, sha256 checked
     def _files(self) -> list[str]:
-        puts = [p for p in self.plan.puts() if p.rank in (0, None) and not isinstance(p.content, EnvFile)
-                and "/hotfix/" in p.path]
+        def shared(p) -> bool:
+            d = self.plan.host(p.host).state_dir
+            return p.path.startswith((f"{d}/hotfix/", f"{d}/engine/"))
+
+        puts = [p for p in self.plan.puts() if p.rank in (0, None) and not isinstance(p.content, EnvFile) and shared(p)]
         if not puts:
             return []
-        out = ["", "# hotfixes: written here, each checked against its pin (and again in the container)"]
+        if all("/engine/" not in p.path for p in puts):
+            out = ["", "# hotfixes: written here, each checked against its pin (and again in the container)"]
+        else:
+            out = ["", "# files the ranks read (hotfixes, the engine's own): written here, each checked against its sha256"]
         dirs = list(dict.fromkeys(p.path.rsplit("/", 1)[0] for p in puts))
         out.append(f"mkdir -p {self.sh(dirs)} || exit 1")
         seen = set()
@@ -274,6 +289,17 @@ class _Script:
         return ["", "# the rank script: every rank's steps from the plan", f'cat > "$INK_DIR/rank.sh" <<\'{_EOF_RANK}\'',
                 *body, _EOF_RANK, 'chmod 755 "$INK_DIR/rank.sh"']
 
+    def _secret_specs(self, env: EnvFile) -> list[str]:
+        """``VAR=SECRET:env:NAME`` / ``VAR=SECRET:file:PATH`` for ``secret_env``: each value read
+        where the recipe says, as ``up`` reads it (the job's environment or a file on the node)."""
+        out = []
+        for var, ref in env.entries:
+            if not isinstance(ref, SecretRef):
+                continue
+            src = self.r.secrets[ref.name]
+            out.append(f"{var}={ref.name}:env:{src.env}" if src.env else f"{var}={ref.name}:file:{src.file}")
+        return out
+
     def _rank_body(self, c) -> list[str]:
         rank, rt, mode = c.rank, self.rt, self.o.container
         out = [f"INK_RANK={rank}", f"INK_CONTAINER={c.name}"]
@@ -286,7 +312,7 @@ class _Script:
         env = next((p for p in self.plan.puts() if p.rank == rank and isinstance(p.content, EnvFile)), None)
         if env is not None:
             out.insert(2, f"INK_ENV_FILE={self.sh([env.path])}")
-            steps.append('secret_env "$INK_ENV_FILE" ' + " ".join(env.content.secret_names))
+            steps.append('secret_env "$INK_ENV_FILE" ' + self.sh(self._secret_specs(env.content)))
         if mode != "runtime":
             return out + ["  " + x for x in steps + self._foreground(rank)] + ["}"]
         steps.append("remove_container")

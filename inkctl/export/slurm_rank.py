@@ -27,21 +27,27 @@ stop_rank() {  # scancel, the time limit, or another rank's failure: take the co
   note "stopped"
   exit 143
 }
-secret_env() {  # FILE NAME...: 0600, each value from $INKCTL_SECRETS_FILE, else the environment
-  local file=$1 name value line
+secret_env() {  # FILE VAR=SECRET:env:NAME|VAR=SECRET:file:PATH...: 0600; $INKCTL_SECRETS_FILE, else as the recipe says
+  local file=$1 spec var secret how src value line
   shift
   mkdir -p "$(dirname "$file")" && (umask 077 && : > "$file") || fail "cannot write $file"
-  for name in "$@"; do
+  for spec in "$@"; do
+    var=${spec%%=*}; spec=${spec#*=}; secret=${spec%%:*}; spec=${spec#*:}; how=${spec%%:*}; src=${spec#*:}
     value=
     if [ -n "${INKCTL_SECRETS_FILE:-}" ]; then
       [ -r "$INKCTL_SECRETS_FILE" ] || fail "cannot read \$INKCTL_SECRETS_FILE ($INKCTL_SECRETS_FILE)"
       while IFS= read -r line; do
-        case "$line" in "$name="*) value=${line#*=}; break ;; esac
+        case "$line" in "$secret="*) value=${line#*=}; break ;; esac
       done < "$INKCTL_SECRETS_FILE"
     fi
-    [ -n "$value" ] || value=${!name:-}
-    [ -n "$value" ] || fail "secret $name is not set (\$INKCTL_SECRETS_FILE or the job's environment)"
-    printf '%s=%s\n' "$name" "$value" >> "$file"
+    if [ -z "$value" ]; then
+      case "$how" in
+        env) value=${!src:-} ;;
+        file) src=${src/#\~/${HOME:-}}; [ -r "$src" ] && { read -r value < "$src" || true; } ;;
+      esac
+    fi
+    [ -n "$value" ] || fail "secret $secret is not set (\$INKCTL_SECRETS_FILE, or the recipe's $how $src on this node)"
+    printf '%s=%s\n' "$var" "$value" >> "$file"
   done
 }
 check_image() {  # PIN ARGV...: the image on this node is the pinned one (image id or repo digest)

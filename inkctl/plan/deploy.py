@@ -14,7 +14,7 @@ import hashlib
 from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import compilecache, container as ctr, fabric
+from inkctl.plan import apikey, compilecache, container as ctr, fabric
 from inkctl.plan import pagecache, runtime
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
@@ -132,6 +132,7 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
         mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
     if spec_of(recipe.engine.kind).files(recipe):
         mounts += (runtime.Mount(f"{state_dir}/engine", ENGINE_FILES, True),)
+    command = apikey.wrap(recipe, command)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
         entry, cmd = "/bin/sh", [f"{MOUNT}/{ENTRY}", *command]
@@ -163,12 +164,12 @@ def _serving(recipe: Recipe, head: HostContext, containers: tuple[Container, ...
     stages = [Stage("health", f"wait for {recipe.health_path} on the head", (WaitHealth(
         host=head.name, rank=0, purpose=f"wait for {recipe.engine.kind} to serve", url=base + recipe.health_path,
         timeout_s=recipe.health.timeout_s, interval_s=recipe.health.interval_s, watch=watch,
-        answer_url=base + "/v1/chat/completions", model=recipe.model.name),))]
+        answer_url=base + "/v1/chat/completions", model=recipe.model.name, api_key=recipe.api_key),))]
     if recipe.smoke.enabled:
         checks = smoke_checks(recipe)
         stages.append(Stage("smoke", "prove the server answers", (Smoke(
             host=head.name, rank=0, purpose=f"{len(checks)} smoke check(s)", url=base + "/v1/chat/completions",
-            model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s),)))
+            model=recipe.model.name, checks=checks, timeout_s=recipe.smoke.timeout_s, api_key=recipe.api_key),)))
     return stages
 
 
@@ -212,7 +213,8 @@ def _prepare(recipe: Recipe, ctxs: list[HostContext], planned, pins: dict[str, s
             what = ("the secrets env file" if recipe.secrets else "the env file") + (
                 ", with the NCCL settings read from the host's fabric at up" if read else "")
             steps.append(Put(host=c.name, rank=c.rank, purpose=f"write {what} (0600)", path=f"{d}/rank{c.rank}.env",
-                             content=EnvFile((*((k, SecretRef(k)) for k in recipe.secrets), *read)), mode=0o600))
+                             content=EnvFile((*((k, SecretRef(k)) for k in recipe.secrets), *apikey.env_entries(recipe),
+                                              *read)), mode=0o600))
         if recipe.patches.mode == "at_start":
             for h in recipe.patches.hotfixes:
                 steps.append(Put(host=c.name, rank=c.rank, purpose=f"upload hotfix {h.name}", path=f"{d}/hotfix/{h.name}",

@@ -310,7 +310,7 @@ def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placehol
         Stage("health", "wait for the router, then one streamed completion through it", (WaitHealth(
             host=host.name, rank=0, purpose="wait for the router to serve", url=base + "/health",
             timeout_s=120, interval_s=1.0, watch=((host.name, cname, 0),),
-            answer_url=base + "/v1/chat/completions", model=recipe.model.name),)),
+            answer_url=base + "/v1/chat/completions", model=recipe.model.name, api_key=recipe.api_key),)),
     )
     teardown = (Run(host=host.name, rank=0, purpose="remove the router", argv=runtime.remove(rt, cname), ok_codes=(0, 1)),
                 Run(host=host.name, rank=0, purpose="remove inkctl's files for the router", argv=("rm", "-rf", "--", state)))

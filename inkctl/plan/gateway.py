@@ -173,7 +173,8 @@ def gateway_plan(name: str, gw: Gateway, host: Host, groups: list[Replica], rt: 
             workers=workers),)),
         Stage("answer", "one streamed completion per model through the one endpoint", tuple(WaitHealth(
             host=host.name, rank=0, purpose=f"a completion of {g.model} through the gateway", url=base + "/health",
-            timeout_s=120, interval_s=1.0, watch=watch, answer_url=base + "/v1/chat/completions", model=g.model)
+            timeout_s=120, interval_s=1.0, watch=watch, answer_url=base + "/v1/chat/completions", model=g.model,
+            api_key=g.recipe.api_key)
             for g in groups)),
     )
     teardown = (Run(host=host.name, rank=0, purpose="remove the gateway", argv=runtime.remove(rt, cname), ok_codes=(0, 1)),

@@ -24,8 +24,11 @@ _ADDED_LATER: dict[tuple[str, ...], object] = {
     ("speculative",): None,
     ("speculative", "config"): {},
     ("model", "served_aliases"): [],
+    ("engine", "args", "head_extra"): [],
+    ("engine", "args", "worker_extra"): [],
     ("hardware", "vendor"): "nvidia",
     ("hardware", "gfx_target"): None,
+    ("api_key",): None,
 }
 
 _CHECKS_ONLY = ("rail_gbps", "bandwidth_floor")
@@ -48,7 +51,8 @@ def recipe_hash(recipe: Recipe, hosts: list[Host] | None = None, image: str | No
     _drop_unused(data)
     for key in _CHECKS_ONLY:  # what preflight and doctor hold the fabric to: nothing that runs changes
         data.get("network", {}).pop(key, None)
-    data["__hosts"] = [h.model_dump(mode="json") for h in hosts or []]
+    # local (added later): left out when false, so an inventory that does not use it keeps its hash
+    data["__hosts"] = [h.model_dump(mode="json", exclude=None if h.local else {"local"}) for h in hosts or []]
     data["__image"] = image
     blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
     return hashlib.sha256(blob).hexdigest()[:12]

@@ -115,6 +115,8 @@ class WaitHealth:
     # readiness means it answers: after the 200, one chat completion to answer_url must stream back
     answer_url: str = ""
     model: str = ""
+    # the secret (its name) the answer is asked with; a request without it must then get 401
+    api_key: str | None = None
     kind: str = "health"
 
 
@@ -129,6 +131,7 @@ class Smoke:
     checks: tuple[SmokeCheck, ...]
     timeout_s: float = 120.0
     rank: int | None = None
+    api_key: str | None = None  # the secret (its name) every check is sent with
     kind: str = "smoke"
 
 

@@ -37,7 +37,13 @@ class Accelerator:
 KNOWN: tuple[Accelerator, ...] = (
     Accelerator("a100", "nvidia", "8.0", 80, aliases=("a100-80gb", "a100-sxm4-80gb"), what="NVIDIA A100 80GB"),
     Accelerator("a100-40gb", "nvidia", "8.0", 40, aliases=("a100-sxm4-40gb",), what="NVIDIA A100 40GB"),
+    Accelerator("a10g", "nvidia", "8.6", 24, aliases=("a10g-24gb",), what="NVIDIA A10G (AWS G5)"),
+    Accelerator("rtx-3090", "nvidia", "8.6", 24, aliases=("geforce-rtx-3090",), what="NVIDIA GeForce RTX 3090"),
+    Accelerator("rtx-a6000", "nvidia", "8.6", 48, aliases=("a6000",), what="NVIDIA RTX A6000"),
+    Accelerator("l4", "nvidia", "8.9", 24, what="NVIDIA L4"),
+    Accelerator("l40", "nvidia", "8.9", 48, what="NVIDIA L40"),
     Accelerator("l40s", "nvidia", "8.9", 48, what="NVIDIA L40S"),
+    Accelerator("rtx-4090", "nvidia", "8.9", 24, aliases=("geforce-rtx-4090",), what="NVIDIA GeForce RTX 4090"),
     Accelerator("h100", "nvidia", "9.0", 80, aliases=("h100-80gb", "h100-sxm"), what="NVIDIA H100 80GB"),
     Accelerator("h200", "nvidia", "9.0", 141, what="NVIDIA H200 141GB"),
     Accelerator("h20", "nvidia", "9.0", 96, what="NVIDIA H20 96GB"),

@@ -156,6 +156,74 @@ def _read(source: str | bytes | Path, filename: str | None) -> tuple[str, str]:
     return text, file
 
 
+class _Composer:
+    """The state of one document's composition: anchors, the open collections, the running count
+    of values (aliases expanded). ``feed`` takes one event and returns the node it completes, or
+    None while a collection stays open."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.anchors: dict[str, _Node] = {}
+        self.opened: set[str] = set()  # anchors of collections not yet closed: an alias to one is a cycle
+        self.stack: list[tuple[_Node, str | None]] = []
+        self.total = 0
+
+    @property
+    def parent(self) -> _Node | None:
+        return self.stack[-1][0] if self.stack else None
+
+    def feed(self, ev, line: int, col: int) -> _Node | None:
+        if isinstance(ev, yaml.AliasEvent):
+            return self._alias(ev, line, col)
+        if isinstance(ev, yaml.ScalarEvent):
+            self.total += 1
+            parent = self.parent
+            is_key = parent is not None and parent.kind == "map" and len(parent.value) % 2 == 0
+            node = _scalar(ev, line, col, is_key)
+            if ev.anchor:
+                self.anchors[ev.anchor] = node
+            return node
+        if isinstance(ev, yaml.CollectionStartEvent):
+            self._open(ev, line, col)
+            return None
+        return self._close()  # CollectionEndEvent
+
+    def _alias(self, ev, line: int, col: int) -> _Node:
+        node = self.anchors.get(ev.anchor or "")
+        if node is None and ev.anchor in self.opened:
+            raise _fatal("bad-alias", self.file, f"alias '*{ev.anchor}' refers to a node that contains it (recursive alias)",
+                         line, col)
+        if node is None:
+            raise _fatal("bad-alias", self.file, f"alias '*{ev.anchor}' is not defined", line, col,
+                         f"define '&{ev.anchor}' before using it")
+        self.total += node.size
+        if len(self.stack) + node.height > MAX_DEPTH:
+            raise _fatal("too-large", self.file, f"nesting deeper than {MAX_DEPTH} levels after expanding alias '*{ev.anchor}'",
+                         line, col)
+        return node
+
+    def _open(self, ev, line: int, col: int) -> None:
+        self.total += 1
+        if len(self.stack) >= MAX_DEPTH:
+            raise _fatal("too-large", self.file, f"nesting deeper than {MAX_DEPTH} levels", line, col)
+        kind = "map" if isinstance(ev, yaml.MappingStartEvent) else "seq"
+        node = _Node(kind, [], line, col)
+        if ev.tag not in (None, "!", _CORE + kind):
+            node.error = _tag_error(ev.tag)
+        if ev.anchor:
+            self.opened.add(ev.anchor)
+        self.stack.append((node, ev.anchor))
+
+    def _close(self) -> _Node:
+        node, anchor = self.stack.pop()
+        node.size = 1 + sum(c.size for c in node.value)
+        node.height = 1 + max((c.height for c in node.value), default=0)
+        if anchor:
+            self.opened.discard(anchor)
+            self.anchors[anchor] = node
+        return node
+
+
 def _compose(text: str, file: str) -> _Node | None:
     """Build the node tree of the single document in ``text`` (None when empty), iteratively."""
     loader = _Loader(text)
@@ -164,59 +232,7 @@ def _compose(text: str, file: str) -> _Node | None:
         if loader.check_event(yaml.StreamEndEvent):
             return None
         loader.get_event()  # DocumentStart
-        anchors: dict[str, _Node] = {}
-        opened: set[str] = set()  # anchors of collections not yet closed: an alias to one is a cycle
-        stack: list[tuple[_Node, str | None]] = []
-        total, root = 0, None
-        while root is None:
-            ev = loader.get_event()
-            line, col = ev.start_mark.line + 1, ev.start_mark.column + 1
-            parent = stack[-1][0] if stack else None
-            if isinstance(ev, yaml.AliasEvent):
-                node = anchors.get(ev.anchor or "")
-                if node is None and ev.anchor in opened:
-                    raise _fatal("bad-alias", file, f"alias '*{ev.anchor}' refers to a node that contains it (recursive alias)",
-                                 line, col)
-                if node is None:
-                    raise _fatal("bad-alias", file, f"alias '*{ev.anchor}' is not defined", line, col,
-                                 f"define '&{ev.anchor}' before using it")
-                total += node.size
-                if len(stack) + node.height > MAX_DEPTH:
-                    raise _fatal("too-large", file, f"nesting deeper than {MAX_DEPTH} levels after expanding alias '*{ev.anchor}'",
-                                 line, col)
-            elif isinstance(ev, yaml.ScalarEvent):
-                total += 1
-                is_key = parent is not None and parent.kind == "map" and len(parent.value) % 2 == 0
-                node = _scalar(ev, line, col, is_key)
-                if ev.anchor:
-                    anchors[ev.anchor] = node
-            elif isinstance(ev, yaml.CollectionStartEvent):
-                total += 1
-                if len(stack) >= MAX_DEPTH:
-                    raise _fatal("too-large", file, f"nesting deeper than {MAX_DEPTH} levels", line, col)
-                kind = "map" if isinstance(ev, yaml.MappingStartEvent) else "seq"
-                node = _Node(kind, [], line, col)
-                if ev.tag not in (None, "!", _CORE + kind):
-                    node.error = _tag_error(ev.tag)
-                if ev.anchor:
-                    opened.add(ev.anchor)
-                stack.append((node, ev.anchor))
-                continue
-            else:  # CollectionEndEvent
-                node, anchor = stack.pop()
-                node.size = 1 + sum(c.size for c in node.value)
-                node.height = 1 + max((c.height for c in node.value), default=0)
-                if anchor:
-                    opened.discard(anchor)
-                    anchors[anchor] = node
-                parent = stack[-1][0] if stack else None
-            if total > MAX_NODES:
-                raise _fatal("too-large", file, f"the document expands to more than {MAX_NODES} values through aliases", line, col,
-                             "this looks like an alias bomb; remove the nested '*' references")
-            if parent is None:
-                root = node
-            else:
-                parent.value.append(node)  # a map keeps [key, value, key, value, ...]
+        root = _tree(loader, _Composer(file))
         loader.get_event()  # DocumentEnd
         if not loader.check_event(yaml.StreamEndEvent):
             mark = loader.peek_event().start_mark
@@ -229,6 +245,23 @@ def _compose(text: str, file: str) -> _Node | None:
         raise _fatal("yaml-syntax", file, f"invalid YAML: {e}", 1, 1) from None
     finally:
         loader.dispose()
+
+
+def _tree(loader, c: _Composer) -> _Node:
+    """The document's root: events fed to the composer until the outermost node is complete."""
+    while True:
+        ev = loader.get_event()
+        line, col = ev.start_mark.line + 1, ev.start_mark.column + 1
+        node = c.feed(ev, line, col)
+        if node is None:
+            continue
+        if c.total > MAX_NODES:
+            raise _fatal("too-large", c.file, f"the document expands to more than {MAX_NODES} values through aliases",
+                         line, col, "this looks like an alias bomb; remove the nested '*' references")
+        parent = c.parent
+        if parent is None:
+            return node
+        parent.value.append(node)  # a map keeps [key, value, key, value, ...]
 
 
 # The node trees of the last few documents composed, by file name and text. `inkctl validate`
@@ -309,7 +342,7 @@ def _resolve(v: str) -> Any:
             if _FLOAT.fullmatch(v):
                 return float(v.lower().replace(".inf", "inf").replace(".nan", "nan"))
         except ValueError as e:  # e.g. more digits than int() accepts: keep the text
-            import logging  # here: loading a recipe imports no logging (start-up, bench/startup.py)
+            import logging  # here: loading a recipe imports no logging (start-up, benchmarks/startup.py)
 
             logging.getLogger(__name__).debug("%.40s stays text: %s", v, e)
     return v

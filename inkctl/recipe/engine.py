@@ -46,9 +46,11 @@ class EngineArgs(Strict):
     max_running_requests: Optional[int] = Field(None, ge=1, description="Concurrent requests (vLLM --max-num-seqs, SGLang --max-running-requests).")
     enforce_eager: bool = Field(False, description="Disable CUDA graphs (vLLM --enforce-eager). The bundled recipes keep graphs on: decode throughput lives there.")
     extra: list[str] = Field(default_factory=empty_list, description="Further engine arguments, passed verbatim and in order after the typed ones, e.g. [--max-num-batched-tokens, 8192]: a number may be written bare (8192 passes as '8192'; true/false must be quoted).")
+    head_extra: list[str] = Field(default_factory=empty_list, description="Further engine arguments for the head (rank 0) only, after extra: flags a headless or worker rank refuses, such as vLLM's --api-server-count.")
+    worker_extra: list[str] = Field(default_factory=empty_list, description="Further engine arguments for every rank but the head, after extra.")
     unresolved: list[UnresolvedFlag] = Field(default_factory=empty_list, description="Flags a source mentions without a value: reported by validate, never passed.")
 
-    @field_validator("extra", mode="before")
+    @field_validator("extra", "head_extra", "worker_extra", mode="before")
     @classmethod
     def _bare_numbers(cls, v: object) -> object:
         """[--max-num-batched-tokens, 8192]: YAML reads 8192 as a number; an argv has only text.

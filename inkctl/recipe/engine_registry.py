@@ -20,7 +20,7 @@ import importlib
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 PACKAGE = "inkctl.engines"
@@ -31,7 +31,7 @@ FIRST = ("vllm", "sglang")
 
 @dataclass(frozen=True)
 class Metrics:
-    """The Prometheus names an engine serves on ``/metrics`` (several where releases renamed one)."""
+    """The Prometheus names an engine serves on ``path`` (several where releases renamed one)."""
 
     running: tuple[str, ...]  # requests running (a gauge)
     waiting: tuple[str, ...]  # requests queued (a gauge)
@@ -40,6 +40,7 @@ class Metrics:
     ttft: tuple[str, ...]  # time to first token (a histogram)
     e2e: tuple[str, ...]  # request latency (a histogram)
     panels: tuple[tuple[str, str, str], ...]  # Grafana: (title, PromQL over job="inkctl-engines", unit)
+    path: str = "/metrics"  # where the engine serves them in the Prometheus format
 
 
 @dataclass(frozen=True)
@@ -90,13 +91,21 @@ class EngineSpec:
     # slots added after the first engines (a default each: an engine written before them still loads)
     files: Callable[[Any], list[tuple[str, str]]] = lambda r: []  # (r) -> (name, text) files the engine reads:
     # put on each rank's host (hashed, shown by `plan`) and mounted read-only at plan.stages.launch.ENGINE_FILES
+    renamed: Mapping[str, str] = field(default_factory=dict)  # flag a release replaced -> what replaces it (a flag, or flag=value): validate names it
     server_lines: tuple[str, ...] = ()  # log lines (any case) with which the engine says its HTTP server is up
+    overlap_findings: Callable[[Any], list[Any]] = lambda r: []  # (r) -> a setting given twice in two ways (env and field)
+    api_key_env: tuple[str, ...] = ()  # the variable a rank's env file gives the recipe's api_key under
+    api_key_config: bool = False  # the engine reads its key from a --config file (written inside the container)
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
     # prefill/decode disaggregation (fleet.disagg): the KV transfer backends the engine's P/D takes (none: no P/D),
     # and (role, transfer, bootstrap_port, address) -> (engine flags, container env) of one replica of a role
     disagg_backends: tuple[str, ...] = ()
     disagg_role: Callable[..., tuple[list[str], list[tuple[str, str]]]] = lambda role, t, port, address: ([], [])
+    # () -> the program that has the engine in the image read a rank's argv (inkctl/engines/proof/), None: none
+    proof_program: Callable[[], bytes | None] = lambda: None
+    worker_refuses: frozenset[str] = frozenset()  # flags a headless or worker rank refuses (head_extra takes them)
+    planned_by: Mapping[str, str] = field(default_factory=dict)  # a flag the plan writes -> the recipe field behind it
 
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/

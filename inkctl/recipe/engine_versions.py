@@ -3,14 +3,18 @@
 
 A recipe targets a release by ``engine.version`` when it starts with one ('v0.28.0', '0.5.20'),
 else by its image tag ('vllm/vllm-openai:v0.28.0', 'lmsysorg/sglang:v0.5.20-cu129'). Against
-the table of that release (or, without one, the closest older release that has a table, said so):
-a flag the release marks deprecated is a warning, a flag it does not have is an error (gone when
-an older table has it), and a flag only the other engine has is an error whatever the release.
+the table of that release: a flag the release marks deprecated is a warning, a flag it does not
+have is an error (gone when an older table has it, with the release that removed it and the
+flag that replaced it where one did), and a flag only the other engine has is an error whatever
+the release. A release without a table of its own is judged only where the tables know: a flag
+an older table shows removed is still gone, a deprecation still warns; every other flag is
+named in one warning as not checked (as is everything where no release is found at all).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import TYPE_CHECKING
 
 from inkctl.errors import Problem
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
     from inkctl.recipe.model import Recipe
 
 __all__ = ["INDEX", "TABLES", "FlagTable", "check_argv", "describe_target", "engine_flag_findings", "flag_of",
-           "index_of", "release_key", "table_for", "tables", "targeted_release"]
+           "index_of", "release_key", "replacement", "table_for", "tables", "targeted_release"]
 
 
 def _release_text(text: str) -> str | None:
@@ -49,6 +53,32 @@ def table_for(engine: str, release: str) -> tuple[FlagTable | None, bool]:
     return older[-1], older[-1].key == want
 
 
+# Flags a release replaced by another spelling: the engine's spec says (``renamed``, from the
+# engines' own changes); a replacement holds the whole argument where the new spelling moved the
+# meaning into a value. Where it does not say, the last table with the flag may: SGLang helps its
+# deprecated aliases with "Deprecated alias for --new-flag", and vLLM 0.33 spells the negation of
+# a boolean --enable-X as --disable-X where 0.32 had --no-enable-X.
+_ALIAS_FOR = re.compile(r"(?:alias for|use|replaced by|renamed to) [`']?(--[A-Za-z0-9][\w-]*)", re.I)
+
+
+def replacement(engine: str, flag: str, table: FlagTable) -> str | None:
+    """What ``table``'s release takes instead of ``flag`` (a flag it no longer has), when known."""
+    from inkctl.recipe.engine_registry import known, spec_of
+
+    named = spec_of(engine).renamed.get(flag) if known(engine) else None
+    if named and (flag_of(named) or named) in table.names:
+        return named
+    older = [t for t in tables(engine) if flag in t.names]
+    if older:
+        m = _ALIAS_FOR.search(older[-1].flags[flag].get("help") or "")
+        if m and m.group(1) in table.names:
+            return m.group(1)
+    for old, new in (("--no-enable-", "--disable-"), ("--no-disable-", "--enable-")):
+        if flag.startswith(old) and new + flag[len(old):] in table.names:
+            return new + flag[len(old):]
+    return None
+
+
 def flag_of(arg: str) -> str | None:
     if not arg.startswith("--") or arg == "--":
         return None
@@ -67,21 +97,38 @@ def check_argv(r: "Recipe", argv: list[str], path_of) -> list[Problem]:
     release = targeted_release(r)
     table, exact = table_for(engine, release) if release else (None, False)
     out: list[Problem] = []
+    unchecked: list[tuple[int, str]] = []
+    from inkctl.recipe.engine_registry import known, spec_of
+
+    refused = spec_of(engine).set_by_inkctl if known(engine) else frozenset()
     for i, arg in enumerate(argv):
         flag = flag_of(arg)
-        if flag is None or other_engines_flag(engine, flag) is not None:
-            continue  # rules._engine reports a flag the engines' hand lists know as another engine's
-        found = _cross_engine(engine, flag, path_of(i))
-        if found is None and table is not None:
-            where = f"{name_of(engine)} {table.version}" + ("" if exact else f" (the closest table to {release})")
-            found = _against_table(engine, table, where, argv, i, path_of(i))
-        if found is not None:
+        if flag is None:
+            continue
+        if other_engines_flag(engine, flag) is not None or flag in refused:
+            continue  # rules._engine reports a flag the hand lists know as another engine's, or one inkctl sets
+        cross = _cross_engine(engine, flag, path_of(i))
+        if cross is not None:
+            out.append(cross)
+            continue
+        if table is None:
+            unchecked.append((i, flag))
+            continue
+        found = _against(r, table, exact, release or table.version, argv, i, path_of(i))
+        if found is _UNCHECKED:
+            unchecked.append((i, flag))
+        elif found is not None:
             out.append(found)
+    if unchecked:
+        out.append(_unchecked(engine, release, table, unchecked, path_of))
     return out
 
 
+_UNCHECKED = Problem("not checked")
+
+
 def _cross_engine(engine: str, flag: str, path: str) -> Problem | None:
-    """A flag only another engine's tables have (only with this engine's tables at hand)."""
+    """FLAG is only another engine's, by the tables (with tables of both at hand)."""
     mine = names(engine)
     if not mine or flag in mine:
         return None
@@ -90,29 +137,65 @@ def _cross_engine(engine: str, flag: str, path: str) -> Problem | None:
     other = next((k for k in kinds() if k != engine and flag in names(k)), None)
     if other is None:
         return None
-    return Problem(f"{flag} is an {name_of(other)} flag, not a {name_of(engine)} one", path=path, hint=_cross_hint(flag))
+    article = "an" if name_of(other)[0] in "AEIOSU" else "a"
+    return Problem(f"{flag} is {article} {name_of(other)} flag, not a {name_of(engine)} one", path=path,
+                   hint=_cross_hint(flag))
 
 
-def _against_table(engine: str, table: FlagTable, where: str, argv: list[str], i: int, path: str) -> Problem | None:
-    """argv[i] against the targeted release's table: gone, not a flag, deprecated, or a value not among its choices."""
-    arg = argv[i]
-    flag = arg.split("=", 1)[0]
+def _against(r: "Recipe", table: FlagTable, exact: bool, release: str, argv: list[str], i: int, path: str):
+    """argv[i] judged by ``table``: a Problem, None (fine), or _UNCHECKED (a release without its
+    own table, and a flag its closest older table cannot speak for)."""
+    engine, arg = r.engine.kind, argv[i]
+    flag = flag_of(arg) or arg
+    word = name_of(engine)
+    where = f"{word} {release}"
     info = table.flags.get(flag)
     if info is None:
         had = [t for t in tables(engine) if flag in t.names and t.key < table.key]
-        if had:
-            return Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}",
-                           path=path, hint=f"remove it, or target {name_of(engine)} {had[-1].version}")
-        return Problem(f"{flag} is not a flag of {where}", path=path,
-                       hint="check the spelling against the engine's --help for this release")
+        if not had:
+            return _UNCHECKED if not exact else Problem(
+                f"{flag} is not a flag of {where}", path=path,
+                hint=_instead(engine, flag, table) or "check the spelling against the engine's --help for this release")
+        instead = replacement(engine, flag, table)
+        said = f"; {instead} replaces it" if instead else ""
+        return Problem(f"{flag} is gone in {where}: {removed_in(engine, flag, had[-1])}{said}", path=path,
+                       hint=(f"use {instead}" if instead else "remove it") + f", or target {word} {had[-1].version}")
     if info.get("deprecated"):
         return Problem(f"{flag} is deprecated in {where} ({deprecated_since(engine, flag, table)})", path=path,
                        hint=info.get("help") or "see the release's --help", severity="warning")
+    if not exact:
+        return None
     value = argv[i + 1] if "=" not in arg and i + 1 < len(argv) else arg.partition("=")[2]
     choices = info.get("choices")
     if choices and info.get("takes_value") and value and not value.startswith("--") and value not in choices:
         return Problem(f"{flag} {value}: {where} accepts {', '.join(choices)}", path=path)
     return None
+
+
+def _instead(engine: str, flag: str, table: FlagTable) -> str | None:
+    instead = replacement(engine, flag, table)
+    return f"{name_of(engine)} {table.version} spells it {instead}" if instead else None
+
+
+def _unchecked(engine: str, release: str | None, table: FlagTable | None, found: list[tuple[int, str]], path_of) -> Problem:
+    """One warning naming the flags no table could speak for, and why."""
+    word = name_of(engine)
+    flags = ", ".join(f for _, f in found)
+    if release is None:
+        why = "no release found in engine.version or the image tag"
+        hint = f"set engine.version to the {word} release the image holds"
+    elif table is None:
+        oldest = tables(engine)[0].version if tables(engine) else None
+        why = f"inkctl has no flag table for {word} {release}" + (f" (the oldest is {oldest})" if oldest else "")
+        hint = "check them against the release's --help, or target a release inkctl has a table for"
+    elif release_key(table.version) is None:  # a table of a commit, not of a release
+        why = f"inkctl's {word} table is of a commit ({table.version}), not of {release}, and that commit has none of them"
+        hint = f"check them against {word} {release}'s --help"
+    else:
+        why = (f"inkctl has no flag table for {word} {release}; the closest older one ({table.version}) cannot "
+               "say whether it has them")
+        hint = f"check them against {word} {release}'s --help (only removals and deprecations up to {table.version} were checked)"
+    return Problem(f"not checked: {flags}: {why}", path=path_of(found[0][0]), hint=hint, severity="warning")
 
 
 def _adjacent(a: FlagTable, b: FlagTable) -> bool:

@@ -28,7 +28,7 @@ def referenced_vars(document: object) -> set[str]:
 def empty_list() -> list:
     """``default_factory`` of a list field. A function of our own, not ``list``: pydantic reads the
     factory's signature, and a builtin's costs parsing its text signature, milliseconds per field
-    (a fifth of `inkctl validate`'s start-up; bench/startup.py)."""
+    (a fifth of `inkctl validate`'s start-up; benchmarks/startup.py)."""
     return []
 
 
@@ -39,7 +39,7 @@ def default_of(section: type[Section]) -> Callable[[], Section]:
     """``default_factory`` of a section that a recipe may leave out: the section with its
     defaults, made without running its validator. ``Section()`` would validate nothing (defaults
     are not validated) yet build the section's own validator first: a second schema of a model
-    the recipe's validator already holds, a fifth of `inkctl validate`'s time (bench/startup.py).
+    the recipe's validator already holds, a fifth of `inkctl validate`'s time (benchmarks/startup.py).
     The two are equal, field for field and in ``model_fields_set`` (tests/unit/test_recipe_defaults.py)."""
     def default() -> Section:
         return section.model_construct()

@@ -13,6 +13,7 @@ from inkctl.errors import Problem
 from inkctl.recipe.fields import EnvName, HostName, Strict
 
 DEFAULT_STATE_DIR = "/var/lib/inkctl"
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
 class Host(Strict):
@@ -29,6 +30,7 @@ class Host(Strict):
     ib_hca: Optional[list[str]] = Field(None, description="RDMA adapters on this host (NCCL_IB_HCA); overrides the recipe's network.ib_hca.")
     gpus: Optional[str] = Field(None, pattern=r"^[0-9]+(,[0-9]+)*$", description="GPU indices on this host, e.g. '0,1' (one index may be a bare number: gpus: 0); available to recipes as ${GPUS}.")
     vars: dict[EnvName, str] = Field(default_factory=dict, description="Per-host values that recipes reference as ${NAME}, e.g. HF_HOME.")
+    local: bool = Field(False, description="This machine, without SSH: commands run here as the user running inkctl (subprocess, argv, no shell). An address of localhost, 127.0.0.1 or ::1 without a port means the same; write local: true to say so.")
 
     @field_validator("gpus", mode="before")
     @classmethod
@@ -53,6 +55,11 @@ class Host(Strict):
     @property
     def ssh_address(self) -> str:
         return self.address or self.name
+
+    @property
+    def runs_here(self) -> bool:
+        """Reached without SSH: ``local: true``, or a loopback address without a port."""
+        return self.local or (self.ssh_address in LOOPBACK and self.port is None)
 
     @property
     def rank_address(self) -> str:
@@ -81,4 +88,31 @@ def host_findings(hosts: list[Host], where: str) -> list[Problem]:
         if key in addrs and h.state_dir == hosts[addrs[key]].state_dir:
             out.append(Problem(f"address {h.ssh_address!r} is already used by {where}[{addrs[key]}]", path=f"{where}[{i}].address", hint="two ranks on one machine would fight over its GPUs", code=code("hosts")))
         addrs.setdefault(key, i)
+        if h.runs_here and not h.local:
+            out.append(Problem(f"host {h.name!r}: address {h.ssh_address!r} runs on this machine without SSH "
+                               "(as local: true does)", path=f"{where}[{i}].address", severity="warning",
+                               hint="write local: true to say so; to go through SSH to this machine, give its "
+                                    "name or a non-loopback address (or a port)", code=code("hosts")))
+    return out
+
+
+def fit_findings(recipe, hosts: list[Host]) -> list[Problem]:
+    """How an inventory does not fit a recipe: the host count (hardware.nodes) and each host's GPU
+    list (hardware.gpus_per_host); every one, each at the inventory's path (hosts, hosts[i].gpus)."""
+    from inkctl.errors import counted
+
+    out: list[Problem] = []
+    nodes, want = recipe.hardware.nodes, recipe.hardware.gpus_per_host
+    if len(hosts) != nodes:
+        given = f"{len(hosts)} {'was' if len(hosts) == 1 else 'were'} given"
+        out.append(Problem(f"the recipe needs {counted(nodes, 'host')} (hardware.nodes) but {given}",
+                           path="hosts", hint="list exactly that many hosts in the inventory, in rank order",
+                           code=code("hosts")))
+    for i, h in enumerate(hosts):
+        if h.gpus and len(h.gpus.split(",")) != want:
+            n = len(h.gpus.split(","))
+            out.append(Problem(f"host {h.name}: gpus {h.gpus!r} selects {counted(n, 'GPU')} but hardware.gpus_per_host "
+                               f"is {want}", path=f"hosts[{i}].gpus",
+                               hint=f"list {counted(want, 'GPU index', 'GPU indices')} in {h.name}'s gpus (inventory), "
+                                    "or change hardware.gpus_per_host", code=code("hosts")))
     return out

@@ -70,20 +70,32 @@ def read_pins(loaded: Loaded) -> dict[str, str]:
     return {str(k): str(v) for k, v in doc["pins"].items()} if doc else {}
 
 
+def read_proofs(loaded: Loaded) -> dict[str, dict]:
+    """The argv-proof verdicts the lock file pins, by key; {} when there is none."""
+    doc = read_lock(loaded)
+    proofs = doc.get("proofs") if doc else None
+    return {str(k): v for k, v in proofs.items() if isinstance(v, dict)} if isinstance(proofs, dict) else {}
+
+
 def render(doc: dict) -> str:
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
 def write_lock(loaded: Loaded, pins: dict[str, str], hosts: dict[str, dict] | None = None,
-               model: dict | None = None, models: dict[str, dict] | None = None) -> Path:
+               model: dict | None = None, models: dict[str, dict] | None = None,
+               proofs: dict[str, dict] | None = None) -> Path:
     """``model``: the pinned model (inkctl.recipe.manifest.Manifest.as_dict), when inkctl manages its files;
-    ``models``: further models the engine loads, by role (``draft``), pinned the same way."""
+    ``models``: further models the engine loads, by role (``draft``), pinned the same way;
+    ``proofs``: the engine's verdicts on each rank's argv in the pinned image, by key
+    (inkctl.execute.deploy.proof)."""
     doc = {"//": HEADER, "format": FORMAT, "recipe": loaded.recipe.name, "recipe_file": loaded.path.name,
            "pins": dict(sorted(pins.items())), "hosts": hosts or {}}
     if model:
         doc["model"] = model
     if models:
         doc["models"] = models
+    if proofs:
+        doc["proofs"] = dict(sorted(proofs.items()))
     path = lock_path(loaded)
     replace_text(path, render(doc))
     return path

@@ -152,7 +152,7 @@ class Smoke(Strict):
     """Prove the server answers right once it is healthy: prompts with expected answers, and a check per declared capability."""
 
     enabled: bool = Field(True, description="Run the smoke prompts after health.")
-    # model_construct: the default needs no validator at import (bench/startup.py: validate's start-up)
+    # model_construct: the default needs no validator at import (benchmarks/startup.py: validate's start-up)
     prompts: list[PromptItem] = Field(
         default=[SmokePrompt.model_construct(prompt="What is 17 x 23? Answer with the number.", contains="391")],
         description="Chat prompts: a plain string must get a non-empty answer; an object says what the answer must be.")
@@ -216,6 +216,7 @@ class Recipe(Strict):
     network: NetworkSpec = Field(default_factory=default_of(NetworkSpec), description="NCCL/Gloo transport between hosts.")
     patches: Patches = Field(default_factory=default_of(Patches), description="How the engine is patched.")
     secrets: dict[EnvName, SecretSource] = Field(default_factory=dict, description="Secrets by name and where their values come from; they reach hosts only in a 0600 env file.")
+    api_key: Optional[EnvName] = Field(None, description="The secret (a name under secrets) that guards the endpoint: the engine requires it as a Bearer token (vLLM reads VLLM_API_KEY, SGLang a config file written in its container), the readiness completion, smoke, bench, watch and top send it, and after up a request without it must get 401. Never on a command line. `inkctl init --api-key` makes one.")
     health: Health = Field(default_factory=default_of(Health), description="Readiness.")
     watchdog: Watchdog = Field(default_factory=default_of(Watchdog), description="Boot memory watchdog.")
     compile_cache: CompileCache = Field(default_factory=default_of(CompileCache), description="Compile and kernel caches kept on the hosts between boots.")

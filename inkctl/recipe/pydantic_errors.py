@@ -193,7 +193,10 @@ def _message(err: Mapping[str, Any], path: tuple, leaf: tuple, chain: list, raw:
     if typ in ("literal_error", "enum"):
         return _choice(ctx, value, got, path, leaf)
     if typ in _EXPECT:
-        return _wrong_type(typ, ctx, got, path, raw)
+        found = _wrong_type(typ, ctx, got, path, raw)
+        if _EXPECT[typ] == "a mapping" and found[3] is None:
+            found = found[:3] + (_mapping_example(leaf, path, value),) + found[4:]
+        return found
     if typ in _BOUNDS:
         return path, "out-of-range", _BOUNDS[typ].format(**ctx) + f", got {got}", None, "value"
     if typ in ("too_short", "too_long"):
@@ -208,6 +211,40 @@ def _message(err: Mapping[str, Any], path: tuple, leaf: tuple, chain: list, raw:
     return path, "invalid-value", message, None, "value"
 
 
+def _mapping_example(leaf: tuple, path: tuple, value: Any) -> str | None:
+    """``expert: true`` where a mapping belongs: the mapping it most likely means, from the model's
+    first field of the value's type (``expert: {enabled: true}``, ``data_parallel: {size: 2}``)."""
+    core, _ = _unwrap(leaf[0]) if leaf else (None, None)
+    fields = getattr(core, "__pydantic_fields__", None)
+    if not fields or not path:
+        return None
+    want = bool if isinstance(value, bool) else int if isinstance(value, int) else str if isinstance(value, str) else None
+    same = [n for n, f in fields.items() if want is not None and _unwrap(f.annotation)[0] is want]
+    names = ", ".join(list(fields)[:6])
+    if same:
+        shown = str(value).lower() if isinstance(value, bool) else value
+        return f"write it as a mapping, e.g. {path[-1]}: {{{same[0]}: {shown}}} (its fields: {names})"
+    return f"write it as a mapping of its fields: {names}"
+
+
+def _engine_flag_field(key: str) -> str | None:
+    """An engine's own flag written as a field (max_num_seqs): the typed field that passes it, or
+    where an untyped flag goes."""
+    from inkctl.recipe.engine_registry import kinds, spec_of
+
+    flag = "--" + key.replace("_", "-")
+    for kind in kinds():  # a mistyped field: the error path may ask every engine
+        spec = spec_of(kind)
+        if flag not in spec.only_flags:
+            continue
+        field = spec.only_flags[flag]
+        if field is not None and field != key:
+            return f"'{key}' is {spec.name}'s {flag}: the field for it is '{field}' (engine.args.{field})"
+        if field is None:
+            return f"{flag} is {spec.name}'s flag with no typed field: pass it in engine.args.extra: [{flag}, VALUE]"
+    return None
+
+
 def _unknown_field(path: tuple, chain: list) -> tuple[tuple, str, str, str | None, str]:
     """A key the model does not have: where it belongs if it is a field nearby, else the names."""
     key = str(path[-1])
@@ -216,7 +253,8 @@ def _unknown_field(path: tuple, chain: list) -> tuple[tuple, str, str, str | Non
     if home is not None:
         return path, "unknown-field", f"unknown field '{key}' here: it belongs under {home}", \
             "check the indentation" if home != "the top level" else "move it to the top level", "key"
-    hint = did_you_mean(key, names) or (f"valid fields here: {', '.join(names)}" if names else None)
+    hint = (_engine_flag_field(key) if path[:2] == ("engine", "args") else None) or did_you_mean(key, names) \
+        or (f"valid fields here: {', '.join(names)}" if names else None)
     return path, "unknown-field", f"unknown field '{key}'", hint, "key"
 
 

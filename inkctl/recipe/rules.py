@@ -35,6 +35,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine", "_version": "engine",
     "_disagg": "engine",
+    "_api_key": "environment", "_overlap": "environment",
 }
 
 
@@ -229,8 +230,11 @@ def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
     kind, path = r.engine.kind, f"engine.args.extra[{i}]"
     foreign = None if set_by_inkctl(kind, flag) else other_engines_flag(kind, flag)
     passed = typed_flags(kind, r.engine.args)
-    if set_by_inkctl(kind, flag):
-        return _err(path, f"{flag} is set by inkctl from typed fields", "use the typed field (engine.args.*, model.*) instead")
+    if set_by_inkctl(kind, flag):  # the same words as a flag read off the plan (engines/_common.flag_findings)
+        spec = spec_of(kind)
+        field = spec.planned_by.get(flag) or next((f"engine.args.{k}" for k, fl in spec.flag_of.items() if flag in fl), None)
+        return _err(path, f"{flag} is already in the planned argv: given again, {spec.name} keeps the last one without "
+                    "a word", f"remove it; set {field} instead" if field else "remove it; the plan writes it from the recipe's fields")
     if foreign is not None:
         other, field = foreign
         mine, theirs = spec_of(kind), spec_of(other)
@@ -243,6 +247,19 @@ def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
         return _err(path, f"{flag} is already passed by engine.args.{passed[flag]}: "
                     "it would be in the argv twice", "remove it from extra")
     return None
+
+
+def _api_key(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.apikey_rules import api_key_findings
+
+    return api_key_findings(r)
+
+
+def _overlap(r: "Recipe") -> list[Problem]:
+    """A setting given twice in two ways (the engine's own: an old variable beside the flag that replaced it)."""
+    from inkctl.recipe.engine_registry import spec_of
+
+    return spec_of(r.engine.kind).overlap_findings(r)
 
 
 def _engine_flags(r: "Recipe") -> list[Problem]:

@@ -25,7 +25,9 @@ def load_recipe(path: str | Path, overrides: list[str] | tuple[str, ...] = (), h
         raise _swapped(path, e, expected="recipe") from None
     hosts, source = None, None
     if hosts_file is not None:
-        hosts, source = load_inventory(hosts_file, for_hosts), f"--hosts {hosts_file}"
+        hosts, inv_warnings = inventory_for(recipe, hosts_file, for_hosts)
+        source = f"--hosts {hosts_file}"
+        warnings = [*warnings, *inv_warnings]
     elif recipe.hosts is not None:
         hosts, source = list(recipe.hosts), "recipe"
     from inkctl.recipe.rules import every_host_ifname
@@ -57,13 +59,33 @@ def _sets_hosts(override: str) -> bool:
 
 
 def load_inventory(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> list[Host]:
+    return inventory_warned(path, overrides)[0]
+
+
+def inventory_warned(path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[list[Host], list[Problem]]:
+    """The inventory's hosts and its warnings (a loopback address that runs here without SSH ...)."""
     from inkctl.recipe.load import load_model
 
     try:
-        inv, _ = load_model(Inventory, Path(path), list(overrides))
+        inv, warnings = load_model(Inventory, Path(path), list(overrides))
     except RecipeInvalid as e:
         raise _swapped(Path(path), e, expected="inventory") from None
-    return list(inv.hosts)
+    return list(inv.hosts), list(warnings)
+
+
+def inventory_for(recipe: Recipe, path: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> tuple[list[Host], list[Problem]]:
+    """The inventory's hosts for ``recipe``: every way they do not fit it (host count, each host's
+    GPUs) reported at once, each at its line in the inventory (INK210), not at the recipe."""
+    from inkctl.recipe.hosts import fit_findings
+
+    hosts, warnings = inventory_warned(path, overrides)
+    from dataclasses import replace
+
+    misfits = [replace(p, file=str(path)) for p in _located(fit_findings(recipe, hosts), Path(path))] \
+        if recipe.fleet is None else []
+    if misfits:
+        raise RecipeInvalid([*misfits, *warnings])
+    return hosts, warnings
 
 
 def _swapped(path: Path, e: RecipeInvalid, *, expected: str) -> RecipeInvalid:

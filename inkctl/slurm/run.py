@@ -144,7 +144,7 @@ def submit(job: SlurmJob, options: SlurmOptions, part: ctl.Partition, *, secrets
 
         fd = os.open(secrets_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(render_env_file(EnvFile(tuple((k, SecretRef(k)) for k in job.secrets)), secrets))
+            f.write(render_env_file(EnvFile(tuple((k, SecretRef(k)) for k in job.secrets)), secrets))  # by secret name
     env = _env(secrets_file, list(job.secrets), hidden)
     args = ["--chdir", str(d)]
     problem = ctl.test_only(str(script), args, env)
@@ -275,6 +275,10 @@ def _serving(job: SlurmJob, job_id: str, recipe, st: ctl.JobState, boot, *, time
 
     first = first_answer(answer, recipe.model.name, max(30.0, timeout - run.healthy_after_s), api_key)
     run.first_ttft_s = first.ttft_s
+    if api_key is not None:
+        from inkctl.execute.deploy.smoke import check_guarded
+
+        say(check_guarded(answer, recipe.model.name))
     if boot is not None:  # the readiness completion's first streamed token
         boot.mark("first_token", healthy + first.first_token_s)
     if recipe.smoke.enabled:

@@ -2,7 +2,8 @@
 
 1. A Debian rootfs from ``debootstrap --variant=minbase`` with Python (about 30-50 s), stripped of
    apt lists, docs and locales, cached as /var/cache/inkctl-test/rootfs-<key>.tar.
-2. One layer = that rootfs + the fake engine (``vllm``, ``ray``, ``sglang.launch_server``), written
+2. One layer = that rootfs + the fake engine (``vllm``, ``ray``, ``sglang.launch_server``,
+   ``trtllm-serve``), written
    straight into a ``docker save``-format archive, cached as image-<key>.tar, where the key hashes
    the fake engine's sources. No timestamps from now go in, so the image ID is the same on every
    engine and every run, and loading can be skipped where that ID is already present.
@@ -37,9 +38,6 @@ SITE = "usr/lib/python3/dist-packages"
 ENV = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8", "PYTHONUNBUFFERED=1"]
 
 WRAPPER = '#!/usr/bin/python3\nimport sys\nfrom fake_engine.__main__ import main\nmain([{prog!r}] + sys.argv[1:])\n'
-SGLANG_INIT = '"""The inkctl fake engine playing SGLang (see fake_engine/sglang.py)."""\n__version__ = "0.5.4"\n'
-SGLANG_LAUNCH = ('"""python3 -m sglang.launch_server: the inkctl fake engine."""\nimport sys\n'
-                 'from fake_engine.sglang import main\n\nif __name__ == "__main__":\n    main(sys.argv[1:])\n')
 
 
 @contextmanager
@@ -66,11 +64,20 @@ def engine_files():
         if name.endswith(".py"):
             with open(os.path.join(src, name), "rb") as f:
                 files.append((f"{SITE}/fake_engine/{name}", f.read(), 0o644))
+    site = os.path.join(src, "site")  # stand-ins for the engines' own modules (the argv proof's entry points)
+    for root, _, names in sorted(os.walk(site)):
+        for name in sorted(n for n in names if n.endswith(".py")):
+            with open(os.path.join(root, name), "rb") as f:
+                files.append((f"{SITE}/{os.path.relpath(os.path.join(root, name), site)}", f.read(), 0o644))
+    from .fake_engine.cli import union_of_tables
+
+    for engine in ("vllm", "sglang"):  # the real releases' flags, which the fake's parser reads
+        flags = json.dumps(union_of_tables(engine), sort_keys=True).encode()
+        files.append((f"{SITE}/fake_engine/flags-{engine}.json", flags, 0o644))
     files += [
-        (f"{SITE}/sglang/__init__.py", SGLANG_INIT.encode(), 0o644),
-        (f"{SITE}/sglang/launch_server.py", SGLANG_LAUNCH.encode(), 0o644),
         ("usr/local/bin/vllm", WRAPPER.format(prog="vllm").encode(), 0o755),
         ("usr/local/bin/ray", WRAPPER.format(prog="ray").encode(), 0o755),
+        ("usr/local/bin/trtllm-serve", WRAPPER.format(prog="trtllm-serve").encode(), 0o755),
     ]
     return files
 

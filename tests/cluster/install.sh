@@ -5,7 +5,7 @@
 #   containerd + runc (docker.io), podman, debootstrap (the fake engine's rootfs), iptables
 #   (the bridge's FORWARD accept rule), python3 (the nvidia-smi and GPU hook stand-ins), tmux
 #   (tests read the CLI's tables off a real 80-column terminal), docker-registry (the registry
-#   `inkctl build --push` pushes to; tests/cluster/registry.py), rsync (bench/weights.py's baseline),
+#   `inkctl build --push` pushes to; tests/cluster/registry.py), rsync (benchmarks/weights.py's baseline),
 #   slurm-wlm + munge (a real Slurm for `--slurm`; tests/cluster/slurm.py; no slurmdbd: jobs are
 #   followed with scontrol, which keeps ended jobs for MinJobAge).
 set -eu

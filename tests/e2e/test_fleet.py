@@ -17,6 +17,7 @@ an image built for the test hosts), on a cluster of five docker hosts with 8 H20
 from __future__ import annotations
 
 import json
+import subprocess
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import containers, no_traceback
 
@@ -181,7 +183,7 @@ def test_one_host_two_replicas_kill_restart_bench_top(cluster, inkctl, inventory
     res = [json.loads(f.read_text()) for f in (tmp_path / "res").rglob("*.json") if f.name != "run.json"]
     assert res and res[0]["inkctl"]["fleet"] == {"replicas": 2, "router": "sglang", "policy": "cache_aware", "url": url}
 
-    t = inkctl("top", rec, "--hosts", inv, "-n", "2", "--interval", "0.5", "-o", "json")
+    t = inkctl("top", rec, "--hosts", inv, "--count", "2", "--interval", "0.5", "-o", "json")
     assert t.rc == 0, t
     rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
     assert [x["group"] for x in rows] == ["replica 0", "replica 1", "router"]
@@ -353,7 +355,7 @@ def test_gateway_routes_two_models_by_name(cluster, inkctl, inventory):
     assert _chat(url, "after watch", model="beta")["model"] == "beta"
     assert [_ids(cluster, "h5", d) for d in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gateway")] == groups
 
-    t = inkctl("top", gw, "--hosts", inv, "-n", "1", "-o", "json")
+    t = inkctl("top", gw, "--hosts", inv, "--count", "1", "-o", "json")
     assert t.rc == 0, t
     rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
     assert [x["group"] for x in rows] == ["model alpha", "model beta", "gateway"]
@@ -417,3 +419,53 @@ def test_gateway_removes_a_model_its_file_no_longer_lists(cluster, inkctl, inven
     assert containers(cluster, "h5") == []
     for dep in ("e2e-gw-alpha", "e2e-gw-beta", "e2e-gw-gamma", "e2e-gw3-gateway"):
         assert cluster.exec("h5", ["test", "-e", f"/var/lib/inkctl/{dep}"]).returncode != 0, dep
+
+
+def test_a_router_in_front_passes_the_api_key_through(cluster, inkctl, inventory, recipe, tmp_path):
+    """Issue 29: the real sglang-router in front of guarded engines: a request without the key gets
+    their 401 through it, one with the key an answer; up's readiness completion (through the
+    router), bench and top send the key; the value shows nowhere."""
+    from tests.e2e.test_api_key import ENV, KEY, _guarded, _status
+
+    inv = inventory("h5", h5={"gpus": "0,1,2,3"})
+    rec = _guarded(recipe, "fleet", "e2e-key-fleet")
+    r = inkctl("up", rec, "--hosts", inv, env=ENV, timeout=300)
+    assert r.rc == 0, r
+    url = f"http://{cluster.hosts[4].address}:30080"
+    assert _status(url) == 401
+    assert _status(url, KEY) == 200
+    b = inkctl("bench", rec, "--hosts", inv, "-c", "2", "-n", "4", "--output-len", "4", "--input-len", "8",
+               "--results-dir", tmp_path / "res", env=ENV, timeout=180)
+    assert b.rc == 0, b
+    t = inkctl("top", rec, "--hosts", inv, "--count", "1", "-o", "json", env=ENV)
+    assert t.rc == 0, t
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert KEY not in r.out + b.out + t.out + ps
+    d = inkctl("down", rec, "--hosts", inv, env=ENV, timeout=120)
+    assert d.rc == 0, d
+
+
+def test_a_gateway_in_front_of_guarded_models(cluster, inkctl, inventory, tmp_path):
+    """Issue 29 with vllm-router (multi-model): both models guarded by the same key; the gateway's
+    per-model answers carry it, a request without it gets 401 through the gateway."""
+    from tests.e2e.conftest import RECIPES
+    from tests.e2e.test_api_key import ENV, KEY, _status
+
+    for name in ("gateway.yaml", "gw-alpha.yaml", "gw-beta.yaml"):
+        doc = yaml.safe_load((RECIPES / name).read_text())
+        if name != "gateway.yaml":
+            doc.update(secrets={"API_KEY": {"env": "E2E_API_KEY_SRC"}}, api_key="API_KEY")
+        (tmp_path / name).write_text(yaml.safe_dump(doc, sort_keys=False))
+    gw = tmp_path / "gateway.yaml"
+    inv = inventory("h5", h5={"gpus": "0,1,2,3,4,5,6,7"})
+    r = inkctl("up", gw, "--hosts", inv, env=ENV, timeout=300)
+    try:
+        assert r.rc == 0, r
+        url = f"http://{cluster.hosts[4].address}:30090"
+        for model in ("alpha", "beta"):
+            assert _status(url, model=model) == 401
+            assert _status(url, KEY, model=model) == 200
+        assert KEY not in r.out
+    finally:
+        d = inkctl("down", gw, "--hosts", inv, env=ENV, timeout=120)
+    assert d.rc == 0, d

@@ -523,3 +523,32 @@ def test_up_shows_each_ranks_boot_phases_from_the_jobs_output(sl, slurm, recipe,
         assert sl("down", rec, "--slurm").rc == 0
     cmp = sl("results", "--boots", "--results-dir", str(res), *sorted(str(p) for p in saved.parent.glob("*.json")))
     assert cmp.rc == 0 and "weights loaded" in cmp.stdout and "first token" in cmp.stdout, cmp
+
+
+def test_up_slurm_guards_the_endpoint_with_the_recipes_api_key(sl, slurm, cluster, recipe):
+    """Issue 29: the job's engine gets the key the recipe names (read where the recipe says:
+    env E2E_SLURM_API_SRC, not $API_KEY), up --slurm answers with it and proves 401 without it."""
+    key = "sk-slurm-e2e-7Hq2mN4pX9vB1c"
+    rec = recipe("vllm-native-2", name="e2e-slurm-key", secrets={"API_KEY": {"env": "E2E_SLURM_API_SRC"}},
+                 api_key="API_KEY")
+    up = sl("up", rec, "--slurm", "--partition", slurm.partition, "--time", "20:00", env={"E2E_SLURM_API_SRC": key})
+    try:
+        assert up.rc == 0, up
+        assert "a request without it gets 401" in up.out and key not in up.out
+        url = f"http://{cluster.host('h1').address}:18000"
+        body = json.dumps({"model": "fake", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}).encode()
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        for headers, want in (({}, 401), ({"Authorization": f"Bearer {key}"}, 200)):
+            req = urllib.request.Request(url + "/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json", **headers})
+            try:
+                with opener.open(req, timeout=30) as resp:
+                    got = resp.status
+            except urllib.error.HTTPError as e:
+                got = e.code
+            assert got == want
+        script = Path(sl.jobs, "inkctl-e2e-slurm-key.sbatch").read_text()
+        assert key not in script and "VLLM_API_KEY=API_KEY:env:E2E_SLURM_API_SRC" in script
+    finally:
+        down = sl("down", rec, "--slurm")
+    assert down.rc == 0, down

@@ -170,7 +170,8 @@ def test_rank_crashing_during_boot_is_reported_and_everything_removed(cluster, i
     t0 = time.monotonic()
     r = inkctl("up", rec, "--hosts", inv)
     assert r.rc == 1, r
-    assert time.monotonic() - t0 < 15  # noticed long before the 60 s health timeout
+    # noticed long before the 60 s health timeout (preflight, the argv proof included, comes first)
+    assert time.monotonic() - t0 < 30
     err = r.stderr
     assert "rank 1 on h2 (container inkctl-e2e-crash-r1) exited with code 3" in err
     assert "CUDA error: an illegal memory access" in err  # its own log lines

@@ -45,7 +45,7 @@ def paced():
 def test_measured_ttft_and_tpot_match_what_the_server_was_told(paced):
     """Tolerance: median TTFT within -5 %/+25 % of 300 ms, median TPOT and ITL within +-20 % of
     50 ms. The server paces tokens on a clock; a loaded machine can only delay, never hurry,
-    hence the asymmetric TTFT bound. (Exact figures are bench/client.py's job, not a test's.)"""
+    hence the asymmetric TTFT bound. (Exact figures are benchmarks/client.py's job, not a test's.)"""
     p = point(paced.url, concurrency=4, n=8, output_len=6)
     m = compute(p.outputs, p.duration)
     assert (m["completed"], m["failed"]) == (8, 0)

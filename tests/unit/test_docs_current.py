@@ -17,7 +17,7 @@ def test_json_schema_is_current():
 
 def test_reference_is_current():
     assert (DOCS / "recipe-reference.md").read_text() == markdown_reference(), \
-        "run: inkctl schema --format markdown > docs/recipe-reference.md"
+        "run: inkctl schema -o markdown > docs/recipe-reference.md"
 
 
 def test_every_field_is_described():

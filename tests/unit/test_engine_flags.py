@@ -42,18 +42,24 @@ def targeted(paths):
     for p in paths:
         r = load_recipe(p).recipe
         release = targeted_release(r)
-        if release and table_for(r.engine.kind, release)[0] is not None:
+        if release and table_for(r.engine.kind, release)[1]:
             yield p
 
 
 # the releases dumped (tools/engine_flags.py): every one a bundled recipe or example targets, and
 # SGLang's 0.5.13.post1-0.5.19 besides (consecutive releases), so that validate can say in which
 # release a flag was deprecated and in which it was removed
-DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0"),
-          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20")}
-# targeted but not dumpable: PyPI has SGLang 0.5.0 only as 0.5.0rc0..rc2 (the image tag v0.5.0
-# exists; its wheel does not), so examples/sglang-2node-podman.yaml is checked by no table
-NO_WHEEL = {("sglang", "0.5.0")}
+# and every release since: vLLM 0.29-0.34 (the newest on PyPI), SGLang 0.5.21-0.5.23 (the newest);
+# TensorRT-LLM from the serve.py of one commit (its wheel is on NVIDIA's index only)
+DUMPED = {"vllm": ("0.11.2", "0.14.1", "0.25.0", "0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"),
+          "sglang": ("0.5.13.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
+                     "0.5.22", "0.5.23"),
+          "trtllm": ("git-00209af1",)}
+# targeted but not dumpable: none (PyPI has SGLang 0.5.0 only as 0.5.0rc0..rc2: the example that
+# targeted it moved to 0.5.23)
+# targeted, and no table of its own: TensorRT-LLM's wheel is on NVIDIA's index only; its table is of
+# serve.py at a commit (trtllm-git-00209af1), which checks the bundled recipe's argv in test_trtllm.py
+NO_WHEEL: set[tuple[str, str]] = {("trtllm", "1.2.0")}
 
 
 def test_every_targeted_release_has_its_table():
@@ -172,10 +178,16 @@ def test_bundled_sglang_recipe_is_told_since_when_its_flags_are_deprecated_and_w
             "(0.5.19 has it, deprecated since 0.5.14)") in out, out
     assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.20: removed in 0.5.20 "
             "(0.5.19 has it, deprecated since 0.5.14)") in out, out
-    assert "hint: remove it, or target SGLang 0.5.19" in out, out
-    # a later release is checked against the closest older table, said so
+    assert "hint: use --cuda-graph-backend-prefill=disabled, or target SGLang 0.5.19" in out, out
+    # a later release is judged by its own table, and told what replaced the flags (sglang#38375)
     rc, out = validate("0.5.23")
-    assert rc != 0 and "gone in SGLang 0.5.20 (the closest table to 0.5.23): removed in 0.5.20" in out, out
+    assert rc != 0, out
+    assert ("engine.args.extra[3]: --cuda-graph-max-bs is gone in SGLang 0.5.23: removed in 0.5.20 (0.5.19 has it, "
+            "deprecated since 0.5.14); --cuda-graph-max-bs-decode replaces it") in out, out
+    assert "hint: use --cuda-graph-max-bs-decode, or target SGLang 0.5.19" in out, out
+    assert ("--disable-piecewise-cuda-graph is gone in SGLang 0.5.23: removed in 0.5.20 (0.5.19 has it, deprecated "
+            "since 0.5.14); --cuda-graph-backend-prefill=disabled replaces it") in out, out
+    assert "closest" not in out, out
 
 
 def test_vllm_deprecations_are_in_the_tables_and_validate_warns():
@@ -282,3 +294,81 @@ def test_the_index_validate_reads_is_current_with_the_tables():
 
     assert json.loads((TABLES / INDEX).read_text()) == index_of(p for p in TABLES.glob("*.json") if p.name != INDEX), \
         "run: python -c 'import sys; sys.path.insert(0, \"tools\"); import engine_flags; engine_flags.write_index()'"
+
+
+def _with_extra(tmp_path, example: str, version: str, extra: list[str], image: str | None = None) -> tuple[int, str]:
+    import yaml
+
+    d = yaml.safe_load((ROOT / "examples" / example).read_text())
+    d["engine"]["version"] = version
+    if image:
+        d["engine"]["image"]["ref"] = image
+    d["engine"]["args"]["extra"] = extra
+    doc = tmp_path / "r.yaml"
+    doc.write_text(yaml.safe_dump(d))
+    p = _validate(str(doc))
+    return p.returncode, " ".join((p.stdout + p.stderr).split())
+
+
+def test_a_release_without_a_table_is_told_what_was_not_checked(tmp_path):
+    """No table of its own: a flag an older table shows removed is still gone, one no table knows
+    is a warning that names it (not an error from the closest table, not silence)."""
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.24", ["--foo-bar", "--chunked-prefill-size=4096"])
+    assert rc == 0, out
+    assert "warning INK209" in out and "engine.args.extra[0]: not checked: --foo-bar: inkctl has no flag table " \
+        "for SGLang 0.5.24; the closest older one (0.5.23) cannot say whether it has them" in out, out
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.24", ["--cuda-graph-max-bs", "8"])
+    assert rc != 0 and "--cuda-graph-max-bs is gone in SGLang 0.5.24: removed in 0.5.20" in out, out
+    # older than every table (the old example's v0.5.0): named, not silent
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "v0.5.0", ["--foo-bar"], "lmsysorg/sglang:v0.5.0")
+    assert rc == 0 and "not checked: --foo-bar: inkctl has no flag table for SGLang 0.5.0 (the oldest is 0.5.13.post1)" \
+        in out, out
+    # no release at all (an import's placeholder)
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "unknown", ["--foo-bar"], "local/sglang:mine")
+    assert rc == 0 and "not checked: --foo-bar: no release found in engine.version or the image tag" in out, out
+    # the release's own table: an unknown flag is an error
+    rc, out = _with_extra(tmp_path, "sglang-2node-podman.yaml", "0.5.23", ["--foo-bar"])
+    assert rc != 0 and "--foo-bar is not a flag of SGLang 0.5.23" in out, out
+
+
+def test_the_replacement_is_taken_from_the_releases_own_words():
+    """Where no entry of RENAMED says, the last table with the flag may: SGLang's help of a
+    deprecated alias ("Deprecated alias for --x") and vLLM's negations."""
+    from inkctl.recipe.engine_versions import replacement
+
+    sg = {t.version: t for t in tables("sglang")}
+    assert replacement("sglang", "--cuda-graph-max-bs", sg["0.5.23"]) == "--cuda-graph-max-bs-decode"
+    assert replacement("sglang", "--stream-output", sg["0.5.23"]) == "--incremental-streaming-output"
+    assert replacement("sglang", "--enable-piecewise-cuda-graph", sg["0.5.23"]) == "--cuda-graph-backend-prefill=tc_piecewise"
+    assert replacement("sglang", "--no-such-flag", sg["0.5.23"]) is None
+
+
+def test_vllm_033_is_judged_by_its_own_parser(tmp_path):
+    """vLLM 0.33's parser (vllm.entrypoints.common.cli_args) spells the negation of a boolean
+    --enable-X as --disable-X where 0.32 had --no-enable-X: the old spelling is refused, named with
+    the release that dropped it and its replacement; the new ones, and --max-num-queued-reqs
+    (from 0.31), pass. Before the 0.29+ tables, 0.33 was judged by 0.28's: the other way round."""
+    v = {t.version: t for t in tables("vllm")}
+    assert "vllm.entrypoints.common.cli_args" in json_source(v["0.33.0"])
+    assert "vllm.entrypoints.launchers.cli_args" in json_source(v["0.29.0"])
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.33.0", ["--no-enable-prefix-caching"],
+                          "vllm/vllm-openai:v0.33.0")
+    assert rc != 0, out
+    # (0.32.0 and 0.33.0 are not said to be consecutive: a 0.32.x the tables lack could lie between)
+    assert ("engine.args.extra[0]: --no-enable-prefix-caching is gone in vLLM 0.33.0: removed after 0.32.0, by 0.33.0; "
+            "--disable-prefix-caching replaces it") in out, out
+    assert "hint: use --disable-prefix-caching, or target vLLM 0.32.0" in out, out
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.33.0",
+                          ["--disable-prefix-caching", "--max-num-queued-reqs", "64"], "vllm/vllm-openai:v0.33.0")
+    assert rc == 0 and "INK209" not in out, out
+    # the same on 0.28: the new spelling is not a flag there, the old one is
+    rc, out = _with_extra(tmp_path, "vllm-single-docker.yaml", "v0.28.0", ["--disable-prefix-caching"])
+    assert rc != 0 and "--disable-prefix-caching is not a flag of vLLM 0.28.0" in out, out
+
+
+def json_source(table) -> str:
+    import json
+
+    from inkctl.recipe.engine_versions import TABLES
+
+    return json.loads((TABLES / table.file).read_text())["source"]

@@ -217,7 +217,7 @@ def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
 
 
 def test_gateway_plan_json_shows_the_registrations(tmp_path):
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.plan_json import plan_json
 
     f = _gateway(tmp_path)
     steps = [s for st in plan_json(f.router)["stages"] for s in st["steps"] if s["kind"] == "register"]

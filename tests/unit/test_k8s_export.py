@@ -337,3 +337,28 @@ def test_export_to_a_directory_says_what_to_run_next_within_80_columns(tmp_path:
         assert svc == service
     port = steps[1][3].split(":")[0]
     assert steps[2][:2] == ["inkctl", "smoke"] and steps[2][-2:] == ["--url", f"http://127.0.0.1:{port}"]
+
+
+@pytest.mark.parametrize("kind", ["vllm", "sglang"])
+def test_the_api_key_reaches_the_engine_from_the_secret_never_in_args(tmp_path, kind):
+    """Issue 29: vLLM reads VLLM_API_KEY, SGLang gets it through the config-file prologue: both
+    from the Kubernetes Secret, the value nowhere in the manifests."""
+    path = _recipe(tmp_path, secrets={"API_KEY": {"env": "UNIT_API_KEY"}}, api_key="API_KEY")
+    if kind == "sglang":
+        doc = yaml.safe_load(path.read_text())
+        doc["engine"] = {"kind": "sglang", "version": "v0.5.4", "image": {"ref": "lmsysorg/sglang@sha256:" + "b" * 64},
+                         "args": {"tensor_parallel": 4}}
+        path.write_text(yaml.safe_dump(doc))
+    env = {**os.environ, "UNIT_API_KEY": "sk-k8s-unit-value-0123456789"}
+    r = subprocess.run([sys.executable, "-m", "inkctl", "export", "k8s", str(path), "--secret-name", "keys", "--output", "json"],
+                       cwd=ROOT, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "sk-k8s-unit-value" not in r.stdout + r.stderr
+    docs = json.loads(r.stdout)["manifests"]
+    pod = next(d for d in docs if d["kind"] in ("LeaderWorkerSet", "Deployment", "StatefulSet"))
+    text = json.dumps(pod)
+    var = "VLLM_API_KEY" if kind == "vllm" else "INKCTL_API_KEY"
+    assert json.dumps({"name": var, "valueFrom": {"secretKeyRef": {"name": "keys", "key": "API_KEY"}}}) in text
+    assert "--api-key" not in text
+    if kind == "sglang":
+        assert "--config /tmp/inkctl-api-key.yaml" in text

@@ -569,7 +569,7 @@ def test_override_appends_to_a_list():
 
 
 def test_a_300_line_recipe_loads_whole():
-    """Size is no problem (its speed is measured in bench/load.py, not timed here)."""
+    """Size is no problem (its speed is measured in benchmarks/load.py, not timed here)."""
     lines = ["name: big", "engine:", "  kind: vllm", "  image: repo/x:1", "  args:", "    extra:"]
     lines += [f"      - --flag-{i}=value-{i}" for i in range(100)]
     lines += ["hosts:"]

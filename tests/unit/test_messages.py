@@ -194,7 +194,7 @@ def test_validate_json_lists_what_strict_fails_on_with_codes_and_fixes():
 def test_escape_keeps_markup_looking_text_literal():
     import io
 
-    from inkctl.cli.render import Plain, escape
+    from inkctl.cli.terminal import Plain, escape
 
     out = io.StringIO()
     Plain(out).print(f"[bold]{escape('v1 [red] [/] [x]')}[/]")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.cli.render import plan_json
+from inkctl.cli.plan_json import plan_json
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.inputs import plan_inputs
 from inkctl.recipe.source import load_recipe

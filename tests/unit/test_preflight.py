@@ -28,6 +28,7 @@ from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
 
+PROOF_MARK = "@@INKCTL-PROOF "
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 H200 = (FIXTURES / "h200-query-gpu.csv").read_text()
 H200x8 = "".join(H200.replace("0, ", f"{i}, ", 1) for i in range(8))
@@ -47,6 +48,12 @@ TCP_HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when
 SSHD = "   0: 0B00E70A:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 20732 1 0 100 0 0 10 0\n"
 PORT_8000 = "   1: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 632 1 0 100 0 0 10 0\n"
 ESTABLISHED_8000 = "   2: 0B00E70A:1F40 0100E70A:9C40 01 00000000:00000000 00:00000000 00000000     0        0 0 1 0 100 0 0 10 0\n"
+
+
+@pytest.fixture(autouse=True)
+def _proof_cache(tmp_path, monkeypatch):
+    """The argv proof keeps verdicts under $XDG_CACHE_HOME: each test its own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
 def image_json(iid=DIGEST, repo_digests=()):
@@ -98,6 +105,12 @@ class Replay:
 
     def run(self, argv, *, timeout=None, stdin=None):
         self.calls.append(tuple(argv))
+        if "inkctl.proof=1" in argv:  # the argv proof's container: the engine's verdict, as its program prints it
+            res = self.answers.get("proof") or Result(tuple(argv), 0, (PROOF_MARK + json.dumps(
+                {"verdict": "ok", "stage": "engine-config", "engine": "vllm", "version": "0.28.0"}) + "\n").encode(), b"", 0.4)
+            if isinstance(res, Exception):
+                raise res
+            return res
         if self.barrier is not None:
             self.barrier.wait()  # every host must be mid-probe at once: serial probing breaks it
         assert argv[:2] == ["sh", "-c"] or tuple(argv[:2]) == ("sh", "-c"), argv
@@ -158,10 +171,11 @@ def by_check(results, host="h1"):
 def test_all_pass_in_one_round_trip():
     t = Replay("h1", preflight=answer())
     res = by_check(run(recipe(), [t]))
-    assert {c: r.status for c, r in res.items()} == {c: "ok" for c in
-                                                    ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "fabric", "name")}
-    assert len(t.calls) == 1
-    argv = t.calls[0]
+    assert {c: r.status for c, r in res.items()} == {c: "ok" for c in ("ssh", "runtime", "gpus", "gpu-free", "image", "argv",
+                                                                      "paths", "ports", "memory", "network", "fabric", "name")}
+    probes = [c for c in t.calls if c[:2] == ("sh", "-c")]
+    assert len(probes) == 1 and len(t.calls) == 2  # the probe, then the argv proof in the image it found
+    argv = probes[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
     # values travel as positional arguments, never inside the script
     assert argv[4:] == ("docker", ps_format("docker"), "vllm/vllm-openai:v0.28.0", "", "", "", "", "", "10.231.0.11", "/data/hf1")
@@ -346,7 +360,9 @@ def test_the_image_comes_from_the_plan_when_not_given():
     t = Replay("h1", preflight=answer(image=(image_json(iid=OTHER), "", 0)))
     res = by_check(run_preflight(r, plan, {"h1": t}))
     assert res["image"].detail == f"inkctl/x:build-0123456789ab present ({OTHER[:19]})"  # the ref's pin does not apply
-    assert t.calls[0][6] == "inkctl/x:build-0123456789ab" and len(t.calls) == 1
+    assert t.calls[0][6] == "inkctl/x:build-0123456789ab" and len(t.calls) == 2  # the probe, the argv proof
+    proof = t.calls[1]
+    assert proof[:3] == ("docker", "run", "--rm") and proof[-2:] == ("inkctl/x:build-0123456789ab", "-")  # in that image
 
 
 def test_built_image_is_checked_not_pulled():
@@ -493,7 +509,7 @@ def test_event_sink_gets_one_report_and_the_message_stays_short():
     got = Collect()
     run(recipe(), [Replay("h1", preflight=answer())], sink=got)
     (report,) = got.events
-    assert report.ok and len(report.results) == 11
+    assert report.ok and len(report.results) == 12
 
 
 def test_preflight_failed_is_an_inkctl_error_with_exit_1():
@@ -750,3 +766,54 @@ def test_gpu_held_only_counts_on_the_gpus_the_plan_gives_the_host():
     res = by_check(run_preflight(r, plan, {"h1": t}))["gpu-free"]
     assert (res.status, res.detail) == ("ok", "no other process holds memory on GPUs 0,1 "
                                               "(1 process(es) on GPUs this plan does not use)")
+
+
+# --- the argv proof (execute/deploy/proof.py): the engine's word on each rank's argv ----------
+
+def _said(**verdict) -> Result:
+    return Result(("docker",), 0, (PROOF_MARK + json.dumps(verdict) + "\n").encode(), b"", 0.3)
+
+
+def test_a_refused_argv_fails_preflight_located_in_the_recipe():
+    r = recipe(engine__args__extra=["--enforce-eager", "--foo-bar"])
+    t = Replay("h1", preflight=answer(), proof=_said(verdict="refused", stage="serve", engine="vllm", version="0.28.0",
+                                                     message="vllm serve: error: unrecognized arguments: --foo-bar"))
+    with pytest.raises(PreflightFailed) as ei:
+        run(r, [t])
+    row = by_check(ei.value.results)["argv"]
+    assert row.status == "fail"
+    assert row.detail == "rank 0 (head): vllm 0.28.0 refused its argv: vllm serve: error: unrecognized arguments: --foo-bar"
+    assert row.hint and row.hint.startswith("from engine.args.extra[1] (--foo-bar): ")
+    assert "h1 (argv)" in ei.value.message
+
+
+def test_an_image_without_python_is_not_checked_and_not_failed():
+    t = Replay("h1", preflight=answer(), proof=Result(("docker",), 127, b"",
+               b'docker: Error response from daemon: exec: "python3": executable file not found in $PATH\n', 0.2))
+    row = by_check(run(recipe(), [t]))["argv"]
+    assert row.status == "warn"
+    assert row.detail == ("rank 0 (head): not checked: the image has no python3, so no engine in it could be asked "
+                          "(a custom entrypoint?)")
+
+
+def test_a_verdict_pinned_in_the_lock_file_is_not_asked_again():
+    from inkctl.execute.deploy.proof import program
+    from inkctl.plan.proof import rank_argvs
+
+    r = recipe()
+    plan = build_plan(r, hosts(1))
+    (rank,) = rank_argvs(plan, r)
+    prog = program("vllm")
+    assert prog is not None
+    key = rank.key(DIGEST, prog)
+    pins = {key: {"verdict": "ok", "stage": "engine-config", "engine": "vllm", "version": "0.28.0", "key": key,
+                  "argv_key": rank.argv_key(prog), "image": DIGEST}}
+    t = Replay("h1", preflight=answer())
+    res = by_check(run_preflight(r, plan, {"h1": t}, proof_pins=pins))
+    assert res["argv"].detail == "vllm 0.28.0 read the argv (checked up to engine-config; pinned in the lock file)"
+    assert len(t.calls) == 1  # the probe only
+    # the same argv on another image is asked again
+    t2 = Replay("h1", preflight=answer(image=(image_json(iid=OTHER), "", 0)))
+    by_check(run_preflight(r.model_copy(update={"engine": r.engine.model_copy(update={"image": r.engine.image.model_copy(
+        update={"digest": None})})}), plan, {"h1": t2}, proof_pins=pins))
+    assert len(t2.calls) == 2

@@ -1,6 +1,6 @@
 """A section a recipe leaves out gets its defaults from ``fields.default_of``: the section made
 without its validator (``model_construct``), so that validating a recipe builds one validator,
-the recipe's, and not one more per section left out (start-up: bench/startup.py). What it makes
+the recipe's, and not one more per section left out (start-up: benchmarks/startup.py). What it makes
 must be what ``Section()`` makes."""
 
 from __future__ import annotations

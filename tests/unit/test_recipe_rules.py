@@ -85,7 +85,8 @@ def test_secret_needs_exactly_one_source():
 
 def test_typed_flags_cannot_hide_in_extra():
     r = recipe(engine__args={"tensor_parallel": 2, "extra": ["--port=9000"]})
-    assert findings(r)["engine.args.extra[0]"] == "--port is set by inkctl from typed fields"
+    assert findings(r)["engine.args.extra[0]"] == ("--port is already in the planned argv: given again, vLLM keeps the last "
+                                                   "one without a word")
 
 
 def test_unpinned_image_is_a_warning():

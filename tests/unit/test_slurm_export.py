@@ -72,7 +72,7 @@ def test_no_secret_value_in_the_script_and_the_header_names_it(tmp_path):
     assert SECRET not in r.stdout + r.stderr
     header = r.stdout.split("#SBATCH", 1)[0]
     assert "$INKCTL_SECRETS_FILE" in header and "#   HF_TOKEN (inkctl up reads it from env UNIT_TOKEN)" in header
-    assert 'secret_env "$INK_ENV_FILE" HF_TOKEN' in r.stdout
+    assert 'secret_env "$INK_ENV_FILE" HF_TOKEN=HF_TOKEN:env:UNIT_TOKEN' in r.stdout
     assert "--env-file \"${INK_DIR}\"/e2e-vllm-native/rank0.env" in r.stdout
 
 
@@ -87,18 +87,44 @@ def test_rank_writes_its_secret_from_the_file_at_run_time(tmp_path):
     secrets = tmp_path / "secrets"
     secrets.write_text(f"OTHER=x\nHF_TOKEN={SECRET}\n")
     env_file = tmp_path / "d" / "rank0.env"
-    p = subprocess.run(["bash", "-c", funcs.split("\n", 3)[3] + f'\nsecret_env "{env_file}" HF_TOKEN'],
+    p = subprocess.run(["bash", "-c", funcs.split("\n", 3)[3] + f'\nsecret_env "{env_file}" HF_TOKEN=HF_TOKEN:env:UNIT_TOKEN'],
                        capture_output=True, text=True,
                        env={"INKCTL_SECRETS_FILE": str(secrets), "SLURMD_NODENAME": "n1", "INK_DIR": str(tmp_path),
                             "PATH": "/usr/bin:/bin"})
     assert p.returncode == 0, p.stderr
     assert env_file.read_text() == f"HF_TOKEN={SECRET}\n"
     assert env_file.stat().st_mode & 0o777 == 0o600
-    missing = subprocess.run(["bash", "-c", funcs.split("\n", 3)[3] + f'\nsecret_env "{env_file}" HF_TOKEN'],
+    missing = subprocess.run(["bash", "-c", funcs.split("\n", 3)[3] + f'\nsecret_env "{env_file}" HF_TOKEN=HF_TOKEN:env:UNIT_TOKEN'],
                              capture_output=True, text=True,
                              env={"SLURMD_NODENAME": "n1", "INK_DIR": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert missing.returncode == 3
     assert "secret HF_TOKEN is not set" in missing.stderr
+
+
+def test_rank_reads_each_secret_where_the_recipe_says(tmp_path):
+    """Issue 29: the job asked for $API_KEY though the recipe says env INKBARS_SECRET (and a file
+    for another): sbatch from the environment `up` works in failed "secret API_KEY is not set".
+    Now each is read from the variable or the file the recipe names, and the API key also lands
+    under the name the engine reads (VLLM_API_KEY)."""
+    doc = yaml.safe_load((E2E / "single.yaml").read_text())
+    keyfile = tmp_path / "hf.txt"
+    keyfile.write_text("hf_from_a_file_0123456789\n")
+    doc["secrets"] = {"API_KEY": {"env": "INKBARS_SECRET"}, "HF_TOKEN": {"file": str(keyfile)}}
+    doc["api_key"] = "API_KEY"
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    job = export_slurm(load_recipe(path).recipe, SlurmOptions())
+    assert SECRET not in job.script
+    line = next(ln.strip() for ln in job.script.splitlines() if ln.strip().startswith("secret_env "))
+    funcs = _rank_script(job.script).split("\ncase ", 1)[0]
+    env_file = tmp_path / "d" / "rank0.env"
+    p = subprocess.run(["bash", "-c", funcs.split("\n", 3)[3] + "\n" + line.replace('"$INK_ENV_FILE"', str(env_file))],
+                       capture_output=True, text=True,
+                       env={"INKBARS_SECRET": SECRET, "SLURMD_NODENAME": "n1", "INK_DIR": str(tmp_path),
+                            "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, p.stderr
+    assert sorted(env_file.read_text().splitlines()) == sorted(
+        [f"API_KEY={SECRET}", "HF_TOKEN=hf_from_a_file_0123456789", f"VLLM_API_KEY={SECRET}"])
 
 
 def test_hotfixes_are_embedded_and_checked(tmp_path):

@@ -65,7 +65,9 @@ def screen(tmp_path: Path, *args: str, stderr: bool = False, cwd: Path = ROOT) -
 
 def assert_fits(lines: list[str]) -> None:
     assert lines, "nothing on the screen"
-    wide = [ln for ln in lines if len(ln.rstrip()) > 80]
+    from tests.unit.test_piped_width import too_wide
+
+    wide = too_wide("\n".join(ln.rstrip() for ln in lines), 80)  # a path wider than the screen stays whole
     assert not wide, "wider than 80 columns:\n" + "\n".join(wide)
     # no column squeezed to a letter per line: 3 rows in a row with a one-letter cell in one column
     runs: dict[int, int] = {}

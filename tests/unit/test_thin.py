@@ -29,7 +29,8 @@ THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", 
         "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
         "inkctl/cli/slurm.py", "inkctl/cli/fleet.py", "inkctl/cli/commands.py", "inkctl/cli/project.py",
         "inkctl/cli/export.py", "inkctl/cli/export_k8s.py", "inkctl/cli/export_prometheus.py",
-        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py", "inkctl/cli/validate.py")
+        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py", "inkctl/cli/validate.py",
+        "inkctl/cli/plan.py", "inkctl/cli/fleet_plan.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -401,7 +402,7 @@ def test_api_init_writes_nothing_when_one_of_its_files_is_there(tmp_path):
     with pytest.raises(UsageError, match="vllm-single-docker.yaml already exists here; init overwrites nothing"):
         init("vllm-single-docker", tmp_path, wrote.append)
     assert len(wrote) == 4
-    with pytest.raises(UsageError, match="no bundled recipe named 'nope'"):
+    with pytest.raises(UsageError, match="no bundled recipe or recipe file named 'nope'"):
         init("nope", tmp_path, wrote.append)
 
 

@@ -37,3 +37,47 @@ def test_top_rows_and_table():
     text = out.getvalue()
     assert all(len(line) <= 80 for line in text.splitlines())
     assert "replica 0" in text and "30.0" in text and "connection refused" in text
+
+
+def test_scrape_uses_watchs_http_client_settings(monkeypatch):
+    """top scrapes with the same client as watch (httpx, trust_env off): a proxy in the
+    environment is not used (with urllib it was: every scrape went to the dead proxy), an
+    answer that is not 200 and a refused connection are one short error each."""
+    import http.server
+    import socket
+    import threading
+
+    from inkctl.api.top import scrape
+
+    body = Metrics().text("vllm", "m").encode()
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            ok = self.path == "/metrics"
+            self.send_response(200 if ok else 404)
+            self.send_header("Content-Length", str(len(body) if ok else 0))
+            self.end_headers()
+            if ok:
+                self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # nothing listens here once closed
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    base = f"http://127.0.0.1:{srv.server_address[1]}"
+    try:
+        got, err = scrape(base + "/metrics")
+        assert err == "" and got is not None and got.total(("vllm:num_requests_running",)) is not None
+        assert scrape(base + "/nothing") == (None, "HTTP 404 Not Found")
+        got, err = scrape(f"http://127.0.0.1:{dead}/metrics", timeout=2)
+        assert got is None and err
+    finally:
+        srv.shutdown()

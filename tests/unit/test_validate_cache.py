@@ -1,7 +1,7 @@
 """`inkctl validate` keeps its verdict on a recipe file (api/validate_cache.py): a verdict found
 again prints exactly what a fresh one prints, and anything it was made of that changes (the
 file, the lock file, a hotfix source, a file read while loading, inkctl, Python, pydantic)
-makes it a verdict that is not used. The speed itself: bench/startup.py (cold and warm)."""
+makes it a verdict that is not used. The speed itself: benchmarks/startup.py (cold and warm)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`inkctl validate` without typer (cli/app.py's ``_light``): where its arguments need no parser
 it runs straight from cli/validate.py; it reads them as typer does, prints what the typer path
-prints, and imports neither typer nor click. The speed itself: bench/startup.py."""
+prints, and imports neither typer nor click. The speed itself: benchmarks/startup.py."""
 
 from __future__ import annotations
 

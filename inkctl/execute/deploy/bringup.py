@@ -44,7 +44,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
             sink.emit(Info(text=text, level="warning"))
         existing = _existing(plan, answers)
         check = weights(loaded) if weights is not None else None  # the pinned model's files (inkctl.weights)
-        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check)
+        ready: dict = {}
+        problem = _get_ready(loaded, plan, transports, sink, answers, skip, check, ready)
         already = _settle(existing, problem, loaded, plan, transports, sink, skip, check, interrupt)
         if already is not None:
             return already
@@ -57,6 +58,8 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
                         fabric=values(plan, answers))
         outcome = _launch(loaded, plan, transports, runner, sink, existing, keep=keep, detach=detach,
                           allow_socket_fallback=allow_socket_fallback)
+        if outcome.boot is not None and "proof" in ready:
+            outcome.boot["proof"] = ready["proof"]  # before the launch: what the argv proof cost
         if outcome.detached or not (after_boot and loaded.recipe.watchdog_on and loaded.recipe.watchdog.after_boot):
             return outcome
         lock.release()  # the deployment is up: down (or another up) may run while this one watches
@@ -138,7 +141,8 @@ def _settle(existing, problem, loaded, plan, transports, sink, skip: list[str], 
         if problem is not None:  # most likely the old containers' ports and names: check again
             from inkctl.execute.deploy.preflight import run_preflight
 
-            run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check)
+            run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, weights=check,
+                          proof_pins=_proof_pins(loaded))
     elif problem is not None:
         raise problem
     return None
@@ -166,19 +170,32 @@ def _launch(loaded, plan, transports, runner: Runner, sink, existing, *, keep: b
     return outcome
 
 
-def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check) -> InkctlError | None:
+def _get_ready(loaded, plan, transports, sink, answers, skip: list[str], check, ready: dict) -> InkctlError | None:
     """The image (built or delivered where missing, held against its pins), then preflight:
-    the first failure, returned so that what is already there can explain it first."""
+    the first failure, returned so that what is already there can explain it first. ``ready``
+    gets what the boot record keeps of it: the argv proof's seconds (the slowest host)."""
     from inkctl.execute.deploy.preflight import host_image, run_preflight
     from inkctl.execute.image.build import ensure_probed_image
 
     try:
         ensure_probed_image(loaded, plan, transports, sink, answers, host_image(loaded.recipe, plan))
-        run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers, weights=check)
+        results = run_preflight(loaded.recipe, plan, transports, skip=set(skip), sink=sink, answers=answers,
+                                weights=check, proof_pins=_proof_pins(loaded))
+        proofs = [r for r in results if r.check == "argv" and r.seconds is not None]
+        if proofs:
+            ready["proof"] = {"seconds": max(r.seconds or 0.0 for r in proofs),
+                              "asked": sum(1 for r in proofs if r.seconds)}
         _compile_cache(loaded, plan, transports, sink)
     except InkctlError as e:
         return e
     return None
+
+
+def _proof_pins(loaded) -> dict[str, dict]:
+    """The lock file's verdicts on the argv (a pinned verdict is not asked again)."""
+    from inkctl.recipe.lockfile import read_proofs
+
+    return read_proofs(loaded)
 
 
 def _compile_cache(loaded, plan, transports, sink) -> None:

@@ -84,7 +84,8 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise _first(errors, fleet)
     try:
-        out.router = _router_up(loaded, fleet, sink, accept_new=accept_new, keep=keep, interrupt=interrupt)
+        out.router = _router_up(loaded, fleet, sink, accept_new=accept_new, keep=keep, interrupt=interrupt,
+                                secrets=secrets)
     except BaseException:
         _undo(fleet, out, loaded, keep, sink, accept_new)
         raise
@@ -129,7 +130,8 @@ def _undo(fleet, out: FleetOutcome, loaded, keep: bool, sink, accept_new: bool) 
     each(lambda r: take_down(r.plan, list(r.hosts), accept_new=accept_new), started, name="undo")
 
 
-def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: threading.Event) -> Outcome:
+def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: threading.Event,
+               secrets: dict | None = None) -> Outcome:
     """The router container, unless the same one (same argv hash) runs and answers already."""
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.supervise.health import check_once
@@ -152,13 +154,14 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
         if any(c.running and c.recipe_hash == plan.recipe_hash for c in there) and check_once(plan.health_url)[0]:
             after = [i for i, st in enumerate(plan.stages) if any(isinstance(s, Register) for s in st.steps)]
             if after:  # a gateway keeps its engines in memory only: registered again, answers checked
-                launch(Runner(replace(plan, stages=plan.stages[after[0]:]), res.transports, sink, cancel=interrupt),
+                launch(Runner(replace(plan, stages=plan.stages[after[0]:]), res.transports, sink, cancel=interrupt,
+                              secrets=secrets),
                        keep_on_failure=True)
             return Outcome(seconds=0.0, url=fleet.url, status=UpStatus.ALREADY)
         if there:  # another version, or a dead one: replaced
             tr = res.transports[host.name]
             tr.run(list(runtime.remove(plan.hosts[0].runtime, *[c.name for c in there])), timeout=60)
-        runner = Runner(plan, res.transports, sink, cancel=interrupt)
+        runner = Runner(plan, res.transports, sink, cancel=interrupt, secrets=secrets)
         return launch(runner, keep_on_failure=keep)
     finally:
         close_all(res.transports)

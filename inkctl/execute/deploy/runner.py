@@ -140,26 +140,11 @@ class Runner:
         elif isinstance(step, WaitFor):
             self._wait_for(tr, step)
         elif isinstance(step, WaitHealth):
-            from inkctl.execute.supervise.health import HealthWait
-
-            from inkctl.execute.supervise.health import LineReaders
-
-            runtime = self.plan.host(step.host).runtime
-            wait = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
-                              timeout_s=self.health_timeout_s, plan=self.plan,
-                              on_line=LineReaders(self.on_rank_line, self.phase_reader)
-                              if self.on_rank_line or self.phase_reader else None)
-            outcome.healthy_after_s = wait.run()
-            outcome.port_open_s = wait.port_open_s
-            outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
-            if step.answer_url:  # readiness means it answers
-                from inkctl.smoke.ready import first_answer
-
-                outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s)
+            self._health(step, outcome)
         elif isinstance(step, Smoke):
             from inkctl.execute.deploy.smoke import run_smoke
 
-            outcome.smoke = run_smoke(step)
+            outcome.smoke = run_smoke(step, self._key(step.api_key))
             self.sink.emit(SmokeFinished(url=step.url, results=outcome.smoke))
         elif isinstance(step, Register):
             from inkctl.client.workers import register_workers
@@ -168,6 +153,38 @@ class Runner:
                 self.sink.emit(Info(f"gateway: {change}"))
         else:
             raise InkctlError(f"unknown step {step!r}")
+
+    def _health(self, step: WaitHealth, outcome: Outcome) -> None:
+        """The health wait, then (readiness) one answer; with an API key, a request without it must get 401."""
+        from inkctl.execute.supervise.health import HealthWait
+
+        from inkctl.execute.supervise.health import LineReaders
+
+        runtime = self.plan.host(step.host).runtime
+        wait = HealthWait(step, self.transports, runtime, self.sink.emit, self.cancel,
+                          timeout_s=self.health_timeout_s, plan=self.plan,
+                          on_line=LineReaders(self.on_rank_line, self.phase_reader)
+                          if self.on_rank_line or self.phase_reader else None)
+        outcome.healthy_after_s = wait.run()
+        outcome.port_open_s = wait.port_open_s
+        outcome.url = step.url.rsplit("/", 1)[0] if step.url.count("/") > 2 else step.url
+        if step.answer_url:  # readiness means it answers
+            from inkctl.smoke.ready import first_answer
+
+            key = self._key(step.api_key)
+            outcome.first_answer = first_answer(step.answer_url, step.model, step.timeout_s, key)
+            if key is not None:
+                from inkctl.execute.deploy.smoke import check_guarded
+
+                self.sink.emit(Info(check_guarded(step.answer_url, step.model)))
+
+    def _key(self, name: str | None) -> str | None:
+        """The API key's value for a request header (the scrubber masks it in all that is shown)."""
+        if name is None:
+            return None
+        if name not in self.secrets:
+            raise InkctlError(f"the plan sends the API key {name} but it was not read on this machine")
+        return self.secrets[name].reveal()
 
     def _content(self, step: Put) -> bytes:
         c = step.content

@@ -21,10 +21,27 @@ def failure_message(url: str, results) -> str:
     return f"{len(bad)} of {len(results)} smoke check(s) failed at {url}:\n{lines}"
 
 
-def run_smoke(step: Smoke) -> tuple[SmokeResult, ...]:
+class Unguarded(InkctlError):
+    pass
+
+
+def check_guarded(url: str, model: str) -> str:
+    """A completion without the API key must get 401; what to say when it does."""
+    from inkctl.smoke.guard import status_without_key
+
+    status, error = status_without_key(url, model)
+    if status != 401:
+        got = f"HTTP {status}" if status is not None else f"no answer ({error})"
+        raise Unguarded(f"{url}: a request without the API key got {got}, not 401: the endpoint is not guarded",
+                        hint="the engine did not take the key: check the engine's log for its API key setting, "
+                             "and that nothing in engine.args.extra or container.env overrides it")
+    return f"api key: a request without it gets 401 at {url}"
+
+
+def run_smoke(step: Smoke, api_key: str | None = None) -> tuple[SmokeResult, ...]:
     from inkctl.smoke.run import run_checks
 
-    results = tuple(run_checks(step.url, step.model, step.checks, timeout_s=step.timeout_s))
+    results = tuple(run_checks(step.url, step.model, step.checks, timeout_s=step.timeout_s, api_key=api_key))
     if any(not r.ok for r in results):
         raise SmokeFailed(failure_message(step.url, results),
                           hint="the server is healthy but its answers are wrong; check the model, its parsers "

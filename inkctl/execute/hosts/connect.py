@@ -86,8 +86,9 @@ def _jump_target(spec: str, config, via: str) -> Target:
 
 def connect_host(host: Host, *, accept_new: bool, config=None, timeout: float = CONNECT_TIMEOUT_S,
                  on_accept: Callable | None = None) -> Transport:
-    """One transport for one inventory host: local for ``address: localhost``, else SSH."""
-    if host.ssh_address in LOCAL_ADDRESSES and host.port is None:
+    """One transport for one inventory host: local for ``local: true`` (or a loopback address
+    without a port: ``Host.runs_here``), else SSH."""
+    if host.runs_here:
         from inkctl.execute.hosts.local import LocalTransport
 
         return LocalTransport(host.name)
@@ -146,7 +147,7 @@ def connect_each(hosts: list[Host], *, accept_new: bool = False, timeout: float 
     ``then(name, transport)`` runs in a host's own thread as soon as that host is connected (its
     first command, e.g. up's probe), so one slow handshake delays only its own host."""
     t0 = time.monotonic()
-    config = load_ssh_config() if any(not (h.ssh_address in LOCAL_ADDRESSES and h.port is None) for h in hosts) else None
+    config = load_ssh_config() if any(not h.runs_here for h in hosts) else None
     by_name = {h.name: h for h in hosts}
 
     def one(name: str) -> Transport:

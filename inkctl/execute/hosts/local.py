@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 class LocalTransport:
     """Same contract as SSHTransport, on this machine: argv straight to exec, no shell parsing."""
 
+    local = True  # no SSH: what doctor and up say about this host
+
     def __init__(self, name: str = "localhost"):
         self.name = name
 

@@ -35,8 +35,12 @@ PROBE_SECTION = ("take_lock() (\n" + _ACQUIRE + "\n)\n"
 # a stale lock is replaced only if its holder record is still the one judged stale ($3)
 _TAKE_OVER = ('[ "$(cat -- "$2/holder.json" 2>/dev/null)" = "$5" ] || exit 75; rm -rf -- "$2" && ' + _ACQUIRE.replace('"$3"', '"$6"')
               .replace('"$4"', '"$7"'))
-# only the token's owner removes the lock
-_RELEASE = '[ "$(cat -- "$1/token" 2>/dev/null)" = "$2" ] && rm -rf -- "$1"'
+# only the token's owner removes the lock; a lock whose token is gone but whose holder record is
+# this command's ($3) is its own too: a release cut off after removing the token (or an acquisition
+# cut off before writing it) must not leave it held
+_RELEASE = ('tok=$(cat -- "$1/token" 2>/dev/null); '
+            'if [ "$tok" = "$2" ] || { [ -z "$tok" ] && [ "$(cat -- "$1/holder.json" 2>/dev/null)" = "$3" ]; }; '
+            'then rm -rf -- "$1"; else exit 1; fi')
 HELD = 75
 
 log = logging.getLogger(__name__)
@@ -200,7 +204,7 @@ class DeployLock:
             except Exception as e:
                 log.debug("%s: releasing the deploy lock %s by file failed (%s); trying a command", host, d, e)
             try:
-                res = t.run(("sh", "-c", _RELEASE, "sh", d, self.token), timeout=30)
+                res = t.run(("sh", "-c", _RELEASE, "sh", d, self.token, self.record()), timeout=30)
             except Exception as e:  # a lost host keeps its lock; `inkctl lease status` shows it
                 log.warning("%s: the deploy lock %s was not released: %s", host, d, e)
                 return

@@ -60,6 +60,7 @@ class Supervisor:
     stuck_after_s: float | None = None  # requests waiting and no token this long: stuck (None: not checked)
     stop: threading.Event = field(default_factory=threading.Event)
     on_state: Callable[[str], None] | None = None  # called with a line when the picture changes
+    api_key: str | None = field(default=None, repr=False)  # the recipe's api_key: sent with /metrics reads
 
     def __post_init__(self):
         self.wake = threading.Event()
@@ -156,9 +157,12 @@ class Supervisor:
         from inkctl.execute.supervise.health import tls_context
         from inkctl.execute.supervise.progress import reading
 
-        metrics = url.rsplit("/", 1)[0] + "/metrics"
+        from inkctl.recipe.engine_registry import spec_of
+
+        metrics = url.rsplit("/", 1)[0] + spec_of(self.recipe.engine.kind).metrics.path
         try:
-            r = httpx.get(metrics, timeout=max(2.0, self.interval), trust_env=False, verify=tls_context())
+            r = httpx.get(metrics, timeout=max(2.0, self.interval), trust_env=False, verify=tls_context(),
+                          headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else None)
         except httpx.HTTPError:
             return None  # the health probe reports a server that does not answer
         if r.status_code != 200:

@@ -1,7 +1,7 @@
-"""A fake inference engine (Python 3 stdlib only) that behaves like vLLM, SGLang and Ray
-closely enough for inkctl to deploy it for real.
+"""A fake inference engine (Python 3 stdlib only) that behaves like vLLM, SGLang, TensorRT-LLM
+and Ray closely enough for inkctl to deploy it for real.
 
-Installed in the ``inkctl-fake-engine`` image as ``vllm``, ``ray`` and the module
+Installed in the ``inkctl-fake-engine`` image as ``vllm``, ``ray``, ``trtllm-serve`` and the module
 ``sglang.launch_server``; also runnable here as ``python -m tests.cluster.fake_engine vllm serve m``.
 
 Behaviour knobs (environment):
@@ -26,6 +26,8 @@ Behaviour knobs (environment):
   FAKE_GRAPHS_S        seconds of vLLM's CUDA graph capture (default 0)
   FAKE_STUCK_HOLD_S    once SIGUSR1 stopped the engine core, how long a request waits (queued, counted
                        in num_requests_waiting) before a 503 (default 3600); /health stays 200
+  FAKE_GPUS            GPUs trtllm-serve sees when CUDA_VISIBLE_DEVICES names none (default 8)
+  FAKE_AUTOTUNE_S      seconds of TensorRT-LLM's autotuner (default 0)
   FAKE_GPUS_PER_NODE   GPUs each Ray node offers; with it, vLLM over Ray waits for tp*pp GPUs (default: no check)
 
 On start it writes its argv and environment as JSON to /tmp/inkctl-fake-engine.json

@@ -1,4 +1,5 @@
-"""``python -m fake_engine vllm serve M ...`` / ``ray start ...`` / ``sglang --model-path M ...``."""
+"""``python -m fake_engine vllm serve M ...`` / ``ray start ...`` / ``sglang --model-path M ...`` /
+``trtllm-serve M ...``."""
 
 import sys
 
@@ -10,10 +11,12 @@ def main(argv=None):
         from .vllm import main as run
     elif prog == "ray":
         from .ray import main as run
+    elif prog == "trtllm-serve":
+        from .trtllm import main as run
     elif prog in ("sglang", "sglang.launch_server"):
         from .sglang import main as run
     else:
-        sys.exit("usage: python -m fake_engine {vllm|ray|sglang} ARGS...")
+        sys.exit("usage: python -m fake_engine {vllm|ray|sglang|trtllm-serve} ARGS...")
     run(argv)
 
 

@@ -6,6 +6,11 @@ tested against what vLLM and SGLang really say:
   vllm:kv_cache_usage_perc, vllm:prompt_tokens_total, vllm:generation_tokens_total,
   vllm:request_success_total{finished_reason}, vllm:time_to_first_token_seconds and
   vllm:e2e_request_latency_seconds (histograms); labels model_name (and engine).
+- TensorRT-LLM (tensorrt_llm/metrics/collector.py, at /prometheus/metrics; its /metrics is JSON
+  iteration stats): trtllm_num_requests_running, trtllm_num_requests_waiting,
+  trtllm_kv_cache_utilization, trtllm_prompt_tokens_total, trtllm_generation_tokens_total,
+  trtllm_request_success_total{finished_reason}, trtllm_time_to_first_token_seconds and
+  trtllm_e2e_request_latency_seconds; labels model_name and engine_type.
 - SGLang (python/sglang/srt/metrics/collector.py): sglang:num_running_reqs, sglang:num_queue_reqs,
   sglang:token_usage, sglang:gen_throughput, sglang:prompt_tokens_total,
   sglang:generation_tokens_total, sglang:num_requests_total, sglang:time_to_first_token_seconds and
@@ -86,7 +91,46 @@ class Metrics:
 
     def text(self, flavour, model, max_running=256):
         with self.lock:
-            return "\n".join(self._vllm(model, max_running) if flavour == "vllm" else self._sglang(model, max_running)) + "\n"
+            lines = {"vllm": self._vllm, "trtllm": self._trtllm}.get(flavour, self._sglang)(model, max_running)
+            return "\n".join(lines) + "\n"
+
+    def iteration_stats(self):
+        """TensorRT-LLM's /metrics: the latest iteration's stats as a JSON list."""
+        with self.lock:
+            return [{"iter": self.requests, "numActiveRequests": self.running, "numQueuedRequests": self.waiting,
+                     "maxNumActiveRequests": 64, "gpuMemUsage": 0, "cpuMemUsage": 0, "pinnedMemUsage": 0,
+                     "kvCacheStats": {"maxNumBlocks": 2710, "freeNumBlocks": 2710 - self.running,
+                                      "usedNumBlocks": self.running, "tokensPerBlock": 32}}]
+
+    def _trtllm(self, model, max_running):
+        """tensorrt_llm/metrics/collector.py: prefix trtllm_, labels model_name and engine_type."""
+        lab = f'engine_type="trtllm",model_name="{model}"'
+        out = [
+            "# HELP trtllm_num_requests_running Number of active requests",
+            "# TYPE trtllm_num_requests_running gauge",
+            f"trtllm_num_requests_running{{{lab}}} {float(self.running)}",
+            "# HELP trtllm_num_requests_waiting Number of queued requests",
+            "# TYPE trtllm_num_requests_waiting gauge",
+            f"trtllm_num_requests_waiting{{{lab}}} {float(self.waiting)}",
+            "# HELP trtllm_kv_cache_utilization KV cache utilization",
+            "# TYPE trtllm_kv_cache_utilization gauge",
+            f"trtllm_kv_cache_utilization{{{lab}}} {min(1.0, self.running / max_running)}",
+            "# HELP trtllm_prompt_tokens_total Cumulative number of prompt (input) tokens processed.",
+            "# TYPE trtllm_prompt_tokens_total counter",
+            f"trtllm_prompt_tokens_total{{{lab}}} {float(self.prompt_tokens)}",
+            "# HELP trtllm_generation_tokens_total Cumulative number of generation (output) tokens produced.",
+            "# TYPE trtllm_generation_tokens_total counter",
+            f"trtllm_generation_tokens_total{{{lab}}} {float(self.generation_tokens)}",
+            "# HELP trtllm_request_success_total Count of successfully processed requests.",
+            "# TYPE trtllm_request_success_total counter",
+        ]
+        for reason in sorted(set(self.finished) | {"stop", "length"}):
+            out.append(f'trtllm_request_success_total{{{lab},finished_reason="{reason}"}} {float(self.finished.get(reason, 0))}')
+        out.append("# HELP trtllm_time_to_first_token_seconds Histogram of time to first token in seconds.")
+        out += self.ttft.lines("trtllm_time_to_first_token_seconds", lab)
+        out.append("# HELP trtllm_e2e_request_latency_seconds Histogram of end to end request latency in seconds.")
+        out += self.e2e.lines("trtllm_e2e_request_latency_seconds", lab)
+        return out
 
     def _vllm(self, model, max_running):
         lab = f'engine="0",model_name="{model}"'

@@ -147,7 +147,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"object": "list", "data": [
                 {"id": n, "object": "model", "created": s.created, "owned_by": s.flavour, "root": s.model,
                  "parent": None, "max_model_len": 32768} for n in s.names]})
-        if path == "/metrics":
+        if path == "/metrics" and s.flavour == "trtllm":  # TensorRT-LLM's: JSON iteration stats
+            return self._send(200, s.metrics.iteration_stats())
+        if path == ("/prometheus/metrics" if s.flavour == "trtllm" else "/metrics"):
             return self._send(200, s.metrics.text(s.flavour, s.names[0], int(s.knob("FAKE_MAX_RUNNING", 0)) or 256),
                               "text/plain; version=0.0.4; charset=utf-8")
         if path == "/version":

@@ -28,6 +28,9 @@ def main(argv):
         print(f"ray, version {VERSION}")
         return
     if sub == "start":
+        from .cli import ray_start
+
+        ray_start(argv[1:])
         return start(Args(argv[1:]))
     if sub == "status":
         args = Args(argv[1:])

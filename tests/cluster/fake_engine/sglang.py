@@ -19,11 +19,53 @@ ALIASES = {"model": "model-path", "tp": "tp-size", "tensor-parallel-size": "tp-s
            "pipeline-parallel-size": "pp-size", "dp": "dp-size", "nnodes": "nnodes"}
 
 
+def _with_config(argv):
+    """Like SGLang's ``--config FILE.yaml`` (server_args_config_parser): the file's ``key: value``
+    lines become ``--key value`` flags before the command line's own (which win); the process's
+    argv shows only the path. One --config at most, a .yaml/.yml file, a mapping at the root."""
+    at = [i for i, a in enumerate(argv) if a == "--config"]
+    if not at:
+        return argv
+    if len(at) > 1:
+        raise SystemExit("ValueError: Multiple config files specified! Only one allowed.")
+    i = at[0]
+    if i == len(argv) - 1:
+        raise SystemExit("ValueError: No config file specified after --config flag!")
+    path = argv[i + 1]
+    if not path.lower().endswith((".yaml", ".yml")):
+        raise SystemExit(f"ValueError: Config file must be YAML format, got: {os.path.splitext(path)[1]}")
+    if not os.path.exists(path):
+        raise SystemExit(f"ValueError: Config file not found: {path}")
+    extra = []
+    with open(path) as f:
+        for line in f:
+            key, sep, value = line.strip().partition(":")
+            if not sep or not key or key.startswith("#"):
+                continue
+            value = value.strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            extra += [f"--{key.strip()}", value]
+    return extra + argv[:i] + argv[i + 2:]
+
+
 def main(argv):
     if argv and argv[0] == "--version":
         print(VERSION)
         return
-    args = Args(argv, aliases=ALIASES)
+    from .cli import sglang_checks, sglang_server_args
+
+    sglang_checks(sglang_server_args(list(argv)))  # the real parser's refusals and checks first
+    serve_argv(argv)
+
+
+def serve(server_args):
+    """Where the image's ``sglang.srt.entrypoints.http_server.launch_server`` stand-in lands."""
+    serve_argv(server_args.argv)
+
+
+def serve_argv(argv):
+    args = Args(_with_config(argv), aliases=ALIASES)
     model = args.get("model-path")
     if not model or model is True:
         print("usage: launch_server.py [-h] --model-path MODEL_PATH [...]\n"
@@ -43,7 +85,7 @@ def main(argv):
     server = None
     if rank == 0:
         server = Server("sglang", model, [name], host, port, log, info,
-                        api_key=args.get("api-key") or os.environ.get("SGLANG_API_KEY"), version=VERSION,
+                        api_key=args.get("api-key"), version=VERSION,
                         reasoning=bool(args.get("reasoning-parser")), tools=bool(args.get("tool-call-parser")))
         try:
             server.pd = disagg.from_args("sglang", args, host, log)  # --disaggregation-mode: its bootstrap server

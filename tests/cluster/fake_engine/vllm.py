@@ -36,6 +36,9 @@ def main(argv):
         print("usage: vllm [-h] [-v] {chat,complete,serve,bench,collect-env,run-batch} ...\n"
               f"vllm: error: argument subparser: invalid choice: {argv[0] if argv else ''!r}", file=sys.stderr)
         sys.exit(2)
+    from .cli import vllm_serve
+
+    vllm_serve(argv)  # the real parser's refusals and checks first, as vLLM makes them
     args = Args(argv[1:], aliases=ALIASES, multi={"served-model-name"})
     model = args.positionals[0] if args.positionals else args.get("model")
     if not model or model is True:

@@ -18,6 +18,7 @@ def check_image(h: Host, s: Sections, t: Transport) -> None:
     found = image_ids(out) if rc == 0 else None
     if found is not None and (pin is None or _matches(found, pin)):
         iid, _ = found
+        h.image_id = iid
         h.put("image", OK, f"{h.image} present ({iid[:19]})" + (", matches the pinned digest" if pin else ""))
         return
     if not may_pull:
@@ -42,6 +43,7 @@ def check_image(h: Host, s: Sections, t: Transport) -> None:
         h.put("image", FAIL, f"{h.image} was {why}; pulling {src} failed: {last_line(res.err_text()) or f'exit {res.exit_code}'}",
               "check the registry is reachable from the host, or load the image by hand")
         return
+    h.image_id = pulled[0]
     h.put("image", OK, f"{h.image} was {why}: pulled {src} ({pulled[0][:19]})")
 
 

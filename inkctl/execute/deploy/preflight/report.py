@@ -4,7 +4,7 @@ whole table as an event, the failure, and the stand-in for a host that could not
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Sequence
 
 from inkctl.errors import InkctlError, UsageError
@@ -13,7 +13,7 @@ from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.step import Plan
 from inkctl.recipe.model import Recipe
 
-CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "network", "fabric", "name", "weights")
+CHECKS = ("ssh", "runtime", "gpus", "gpu-free", "image", "argv", "paths", "ports", "memory", "network", "fabric", "name", "weights")
 
 
 OK, WARN, FAIL, SKIPPED, NOT_RUN = "ok", "warn", "fail", "skipped", "not-run"
@@ -28,6 +28,7 @@ class CheckResult:
     detail: str
     hint: str | None = None
     data: dict | None = None  # what the check read, for machines (the fabric's rails)
+    seconds: float | None = None  # what the check itself took on the host, where it is worth saying (argv)
 
     @property
     def failed(self) -> bool:
@@ -112,11 +113,13 @@ class Host:
     image: str
     built: bool  # the image is built by inkctl: no digest pin, no pull
     results: dict[str, CheckResult]
+    image_id: str = ""  # the image as the host has it, once the image check found it
+    proof_pins: dict[str, dict] = field(default_factory=dict)  # the lock file's argv-proof verdicts
 
-    def put(self, check: str, status: str, detail: str, hint: str | None = None) -> None:
+    def put(self, check: str, status: str, detail: str, hint: str | None = None, seconds: float | None = None) -> None:
         if check in self.skip:
             status, detail, hint = SKIPPED, "skipped (--skip-check)" + (f"; would be: {detail}" if status == FAIL else ""), None
-        self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint)
+        self.results[check] = CheckResult(self.name, self.rank, check, status, detail, hint, seconds=seconds)
 
 
 def ordered(h: Host) -> list[CheckResult]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import AbstractSet as Set
 
 from inkctl.execute.deploy.preflight import fabric
+from inkctl.execute.deploy.preflight.argv import check_argv
 from inkctl.execute.deploy.preflight.gpus import check_gpu_free, check_gpus
 from inkctl.execute.deploy.preflight.image import check_image
 from inkctl.execute.deploy.preflight.memory import check_memory
@@ -33,7 +34,7 @@ def probe_one(recipe: Recipe, plan: Plan, t: Transport, *, image: str | None = N
 
 def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], *, skip: Set[str] = frozenset(),
                   image: str | None = None, sink=None, answers: dict[str, HostAnswer] | None = None,
-                  weights=None) -> list[CheckResult]:
+                  weights=None, proof_pins: dict[str, dict] | None = None) -> list[CheckResult]:
     """Check every host of ``plan`` in parallel; raise PreflightFailed (an InkctlError) if any check fails.
 
     ``image`` is the image the plan runs when it is not engine.image.ref (a built image).
@@ -41,11 +42,12 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
     raised; the error carries every result too (``PreflightFailed.results``). A host missing from ``transports`` (or an Unreachable) fails its ssh check.
     ``answers`` are the hosts' answers to the combined probe when the caller ran it
     (``probe_one`` per host); without them each host is probed here. ``weights`` (inkctl.weights.preflight)
-    checks the pinned model's files on every host.
+    checks the pinned model's files on every host. ``proof_pins``: the lock file's argv-proof
+    verdicts by key (``inkctl.execute.deploy.proof``).
     """
     skip = check_names(skip)
     per_host = each(lambda name: _host_checks(recipe, plan, name, transports.get(name), skip, image,
-                                              None if answers is None else answers.get(name)),
+                                              None if answers is None else answers.get(name), proof_pins or {}),
                      [h.name for h in plan.hosts], name="preflight")
     results = _with_fabric([r for checks, _ in per_host for r in checks], recipe, plan, skip,
                            {h.name: f for h, (_, f) in zip(plan.hosts, per_host) if f is not None})
@@ -69,11 +71,13 @@ def run_preflight(recipe: Recipe, plan: Plan, transports: dict[str, Transport], 
 
 
 def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, skip: set[str], image: str | None,
-                 answer: HostAnswer | None = None) -> tuple[list[CheckResult], Fabric | None]:
+                 answer: HostAnswer | None = None, proof_pins: dict[str, dict] | None = None,
+                 ) -> tuple[list[CheckResult], Fabric | None]:
     """The host's checks, and its fabric as read (judged with the others' by ``_with_fabric``)."""
     ph = plan.host(name)
     image = host_image(recipe, plan, image)
-    h = Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {})
+    h = Host(recipe, plan, name, ph.rank, ph.runtime, skip, image, image != recipe.engine.image.ref, {},
+             proof_pins=proof_pins or {})
     mounts = mount_sources(recipe, plan, name)
     if answer is None:
         if t is None:
@@ -88,7 +92,8 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
         return ordered(h), None
     # an answer without an error carries its result and sections, and came from a transport
     assert answer.result is not None and answer.sections is not None and t is not None
-    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"connected ({answer.result.seconds:.2f} s for the probe)")
+    how = "local: this machine, no SSH" if getattr(t, "local", False) else "connected"
+    h.results["ssh"] = CheckResult(name, ph.rank, "ssh", OK, f"{how} ({answer.result.seconds:.2f} s for the probe)")
     s = answer.sections
     runtime_ok = check_runtime(h, s)
     check_gpus(h, s)
@@ -98,9 +103,11 @@ def _host_checks(recipe: Recipe, plan: Plan, name: str, t: Transport | None, ski
     if runtime_ok:
         own = check_name(h, s)
         check_image(h, s, t)
+        check_argv(h, t)
     else:
         h.put("name", NOT_RUN, f"{h.runtime} is not answering")
         h.put("image", NOT_RUN, f"{h.runtime} is not answering")
+        h.put("argv", NOT_RUN, f"{h.runtime} is not answering")
     check_paths(h, s, mounts)
     check_ports(h, s, own)
     check_network(h, s)
