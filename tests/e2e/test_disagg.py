@@ -111,7 +111,7 @@ def test_sglang_pd_through_the_router_restart_decode_alone(cluster, inkctl, inve
     assert s.rc == 0, s
     assert "prefill replica 0 │ up    │ h1:0" in s.stdout and "decode replica 0  │ up    │ h1:1" in s.stdout, s.stdout
 
-    t = inkctl("top", rec, "--hosts", inv, "-n", "2", "--interval", "0.5", "-o", "json")
+    t = inkctl("top", rec, "--hosts", inv, "--count", "2", "--interval", "0.5", "-o", "json")
     assert t.rc == 0, t
     rows = json.loads(t.stdout.strip().splitlines()[-1])["rows"]
     assert [x["group"] for x in rows] == ["prefill replica 0", "decode replica 0", "router"]
