@@ -93,14 +93,13 @@ class Disagg:
         decode's fetched. Returns overrides for the answer ({'limit', 'ttft', 'extra'}); raises
         Refused for a request this role cannot serve. ``slots``: the engine's batch (FAKE_MAX_RUNNING),
         which a prefill's forward pass takes a place in."""
-        self.slots = slots
         if self.flavour == "sglang":
-            return self._sglang(req, prefill_s)
-        return self._vllm(req, prefill_s)
+            return self._sglang(req, prefill_s, slots)
+        return self._vllm(req, prefill_s, slots)
 
-    def _forward(self, seconds):
+    @staticmethod
+    def _forward(seconds, slots):
         """The prompt's forward pass, in a place of the batch."""
-        slots = getattr(self, "slots", None)
         if slots is not None:
             slots.acquire()
         try:
@@ -109,7 +108,7 @@ class Disagg:
             if slots is not None:
                 slots.release()
 
-    def _sglang(self, req, prefill_s):
+    def _sglang(self, req, prefill_s, slots):
         room = req.get("bootstrap_room")
         if room is None or not req.get("bootstrap_host"):
             self._count("refused")
@@ -117,7 +116,7 @@ class Disagg:
                           "bootstrap_port and bootstrap_room (send it through the P/D router)")
         key = str(room)
         if self.role == "prefill":
-            self._forward(prefill_s)
+            self._forward(prefill_s, slots)
             with self.lock:
                 self.kv[key] = {"room": key, "from": self.engine_id, "prompt": req.get("messages") or req.get("prompt")}
             self._count("prefilled")
@@ -127,10 +126,10 @@ class Disagg:
         self.log(f"decode: KV of room {key} from prefill {rec.get('from', '?')[:8]}")
         return {"ttft": 0.0}
 
-    def _vllm(self, req, prefill_s):
+    def _vllm(self, req, prefill_s, slots):
         params = req.get("kv_transfer_params") or {}
         if params.get("do_remote_decode"):  # a prefill for a remote decode: KV kept for it
-            self._forward(prefill_s)
+            self._forward(prefill_s, slots)
             block = uuid.uuid4().hex
             with self.lock:
                 self.kv[block] = {"block": block, "from": self.engine_id}
