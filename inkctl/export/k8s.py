@@ -40,6 +40,10 @@ _SECURITY_OPT = {"seccomp=unconfined": ({"seccompProfile": {"type": "Unconfined"
                  "apparmor=unconfined": ({"appArmorProfile": {"type": "Unconfined"}}, "appArmorProfile.type: Unconfined"),
                  "label=disable": ({"seLinuxOptions": {"type": "spc_t"}}, "seLinuxOptions.type: spc_t (SELinux off for the container)")}
 
+# which of inkctl's hashes the annotation is (a recipe shows several: issue 29's first hour)
+HASH_IS = ("the deployment hash, as on the containers' inkctl.recipe-hash label and `inkctl plan`'s "
+           "'deployment' (recipe, inventory and image); `inkctl plan RECIPE` alone shows the recipe hash")
+
 
 @dataclass(frozen=True)
 class Cache:
@@ -210,7 +214,8 @@ class _Export:
         if self.o.host_network:
             spec.update(hostNetwork=True, dnsPolicy="ClusterFirstWithHostNet")
         meta: dict = {"labels": {"app.kubernetes.io/name": self.name, ROLE_LABEL: role},
-                      "annotations": {"inkctl.recipe-hash": run.labels.get("inkctl.recipe-hash", self.plan.recipe_hash)}}
+                      "annotations": {"inkctl.recipe-hash": run.labels.get("inkctl.recipe-hash", self.plan.recipe_hash),
+                                      "inkctl.recipe-hash-is": HASH_IS}}
         meta["annotations"].update(dict(self.o.annotations))
         return {"metadata": meta, "spec": spec}
 

@@ -241,8 +241,39 @@ def _cross_hint(flag: str) -> str:
 
 
 def engine_flag_findings(r: "Recipe") -> list[Problem]:
-    """validate's check of engine.args.extra against the targeted release."""
-    return check_argv(r, list(r.engine.args.extra), lambda i: f"engine.args.extra[{i}]")
+    """validate's check of engine.args.extra against the targeted release, and of the typed
+    fields' values against the choices of the flags they pass."""
+    return check_argv(r, list(r.engine.args.extra), lambda i: f"engine.args.extra[{i}]") + typed_choice_findings(r)
+
+
+def typed_choice_findings(r: "Recipe") -> list[Problem]:
+    """A typed field's value (reasoning_parser, tool_call_parser, kv_cache_dtype, ...) outside the
+    choices the targeted release's own parser gives its flag: the engine refuses it at start, as
+    it would the same value in extra. Judged only by a release's own table (a closer one may
+    differ); a flag without choices there takes any value."""
+    import difflib
+
+    from inkctl.recipe.engine_registry import known, spec_of
+
+    engine = r.engine.kind
+    release = targeted_release(r)
+    table, exact = table_for(engine, release) if release else (None, False)
+    if table is None or not exact or not known(engine):
+        return []
+    out: list[Problem] = []
+    for field, flags in spec_of(engine).flag_of.items():
+        value = getattr(r.engine.args, field, None)
+        if not isinstance(value, str) or not value:
+            continue
+        info = next((table.flags[f] for f in flags if f in table.flags and table.flags[f].get("takes_value")), None)
+        choices = (info or {}).get("choices")
+        if choices and value not in choices:
+            flag = next(f for f in flags if f in table.flags and table.flags[f].get("takes_value"))
+            near = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+            out.append(Problem(f"{field}: {value!r} is not one {name_of(engine)} {release}'s {flag} accepts: "
+                               f"{', '.join(choices)}", path=f"engine.args.{field}",
+                               hint=f"did you mean {near[0]!r}?" if near else "use one of them"))
+    return out
 
 
 def describe_target(r: "Recipe") -> str:

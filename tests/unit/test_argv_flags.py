@@ -100,3 +100,24 @@ def test_every_flag_a_bundled_plan_writes_is_one_its_engine_declares():
         r = load_recipe(path).recipe
         missing = set(planned_flags(r)) - may_plan(spec_of(r.engine.kind))
         assert not missing, f"{path.name}: the plan writes {sorted(missing)}, which the engine's spec does not declare"
+
+
+def test_typed_fields_are_held_to_the_choices_of_the_release_like_extra():
+    sgl = copy.deepcopy(TWO)
+    sgl["hardware"].update(nodes=1)
+    sgl["engine"].update(kind="sglang", version="v0.5.20")
+    sgl["engine"]["args"] = {"tensor_parallel": 8, "reasoning_parser": "deepseek_r1", "tool_call_parser": "llama3x"}
+    found = {p.path: p for p in recipe_findings(Recipe.model_validate(sgl)) if p.severity == "error"}
+    assert found["engine.args.reasoning_parser"].message.startswith(
+        "reasoning_parser: 'deepseek_r1' is not one SGLang 0.5.20's --reasoning-parser accepts: ")
+    assert found["engine.args.reasoning_parser"].hint == "did you mean 'deepseek-r1'?"
+    assert found["engine.args.tool_call_parser"].hint == "did you mean 'llama3'?"
+    # the same values in extra were refused already, with the same table
+    sgl["engine"]["args"] = {"tensor_parallel": 8, "extra": ["--reasoning-parser", "deepseek_r1"]}
+    assert "engine.args.extra[0]" in {p.path for p in recipe_findings(Recipe.model_validate(sgl)) if p.severity == "error"}
+    # right values pass; a release without its own table is not judged by another's choices
+    sgl["engine"]["args"] = {"tensor_parallel": 8, "reasoning_parser": "deepseek-r1", "tool_call_parser": "llama3"}
+    assert not [p for p in recipe_findings(Recipe.model_validate(sgl)) if p.severity == "error"]
+    sgl["engine"]["version"] = "v0.5.99"
+    sgl["engine"]["args"] = {"tensor_parallel": 8, "reasoning_parser": "deepseek_r1"}
+    assert "engine.args.reasoning_parser" not in {p.path for p in recipe_findings(Recipe.model_validate(sgl))}
