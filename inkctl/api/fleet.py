@@ -134,7 +134,7 @@ def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None
 def gateway_label(fleet: FleetPlan) -> str:
     """The label (key=value) every container of a gateway's groups carries."""
     from inkctl.plan.gateway import GATEWAY_LABEL
-    from inkctl.plan.runtime import LABEL_PREFIX
+    from inkctl.runtimes.spec import LABEL_PREFIX
 
     return f"{LABEL_PREFIX}{GATEWAY_LABEL}={fleet.name}"
 

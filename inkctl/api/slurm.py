@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from inkctl import runtimes
 from inkctl.api.target import Target, Targeted, load
 from inkctl.errors import EXIT_INTERRUPTED, Cancelled, InkctlError
 
@@ -49,7 +50,8 @@ class SlurmUpOptions:
     output_tail: bool = True  # a failed job: say the last lines of its output
 
 
-SLURM_CONTAINERS = ("docker", "podman", "pyxis", "apptainer", "runtime")
+CONTAINERS = (*runtimes.names(), *runtimes.in_task_names())  # a runtime on the node, or Slurm's own
+SLURM_CONTAINERS = (*CONTAINERS, "runtime")
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,8 @@ def container_mode(value: str | None, sets: list[str], recipe: Any) -> tuple[str
     if value is None or value == "runtime":
         return "runtime", sets
     if value not in SLURM_CONTAINERS:
-        raise UsageError(f"--container {value!r}: expected docker, podman, pyxis or apptainer")
-    if value in ("pyxis", "apptainer"):
+        raise UsageError(f"--container {value!r}: expected {', '.join(CONTAINERS[:-1])} or {CONTAINERS[-1]}")
+    if value in runtimes.in_task_names():
         return value, sets
     from inkctl.recipe.source import load_recipe
 
@@ -101,7 +103,7 @@ def container_mode(value: str | None, sets: list[str], recipe: Any) -> tuple[str
         return "runtime", sets
     extra = [f"container.runtime={value}"]
     if c.gpus != "none":
-        extra.append(f"container.gpus={'all' if value == 'docker' else 'cdi'}")
+        extra.append(f"container.gpus={runtimes.get(value).default_gpus}")
     return "runtime", [*sets, *extra]
 
 

@@ -17,7 +17,7 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
     }
     from inkctl.execute.hosts.connect import close_all, connect_each
     from inkctl.execute.hosts.fanout import each
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     conn = connect_each(list(loaded.hosts), accept_new=accept_new)
     for name, err in conn.errors.items():
@@ -39,7 +39,7 @@ def deployment_provenance(loaded, plan, *, accept_new: bool = False) -> dict:
         except GpuProbeError as e:
             info["gpu_error"] = e.message
         if head is not None and head.host == h.name:
-            res = tr.run(runtime.inspect(h.runtime, head.name, format="{{.Image}}"), timeout=30)
+            res = tr.run(runtimes.get(h.runtime).inspect(head.name, format="{{.Image}}"), timeout=30)
             if res.ok:
                 prov["image"]["digest"] = res.text().strip() or None
         return h.name, info

@@ -8,6 +8,7 @@ import typer
 
 from inkctl.cli.values import output_format as output_format
 from inkctl.cli.values import overrides as overrides
+from inkctl import runtimes
 
 HostsOpt = typer.Option(None, "--hosts", metavar="FILE", help="Inventory file (YAML with a list 'hosts:'); wins over hosts in the recipe.")
 SetOpt = typer.Option(None, "--set", metavar="KEY=VALUE", help=(
@@ -58,8 +59,15 @@ PartitionOpt = typer.Option(None, "--partition", "-p", help="Slurm partition (#S
 AccountOpt = typer.Option(None, "--account", "-A", help="Slurm account to charge (#SBATCH --account).")
 TimeOpt = typer.Option(None, "--time", "-t", help="Time limit, e.g. 4:00:00 or 2-00:00 (#SBATCH --time).")
 GpusOpt = typer.Option(None, "--gpus-per-node", min=0, help="GPUs to ask per node (GRES). Default: hardware.gpus_per_host; 0: ask for none.")
-ContainerOpt = typer.Option(None, "--container", metavar="docker|podman|pyxis|apptainer", help=(
-    "How ranks start their container: docker or podman on the node (default: the recipe's container.runtime), "
+_ON_NODE, _IN_TASK = runtimes.names(), runtimes.in_task_names()
+
+
+def _one_of(words) -> str:
+    return ", ".join(words[:-1]) + f" or {words[-1]}"
+
+
+ContainerOpt = typer.Option(None, "--container", metavar="|".join((*_ON_NODE, *_IN_TASK)), help=(
+    f"How ranks start their container: {_one_of(_ON_NODE)} on the node (default: the recipe's container.runtime), "
     "pyxis (srun --container-image) or apptainer."))
 JobDirOpt = typer.Option(None, "--job-dir", help="A directory every node shares, for the job's files (hotfixes, env files, output). Default: the directory sbatch runs in.")
 

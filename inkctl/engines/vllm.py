@@ -158,13 +158,13 @@ def stages(b: Launch) -> list[Stage]:
 def _ray_stages(b: Launch) -> list[Stage]:
     """The Ray head, wait for it, join the workers, wait for all nodes, then ``vllm serve`` on the
     head (a second process in the head's container)."""
-    from inkctl.plan import runtime
+    from inkctl import runtimes
     from inkctl.plan.stages.launch import SERVE_IN_HEAD
     from inkctl.plan.step import Run, Stage, WaitFor
 
     r, head, nodes, rt = b.recipe, b.head, b.nodes, b.runtime
     e = _engine(r)
-    status = runtime.exec_(rt, b.containers[0].name, "ray", "status")
+    status = runtimes.get(rt).exec(b.containers[0].name, "ray", "status")
     argv = serve(r, head, nodes, ray=True)
     return [
         Stage("ray-head", "start the Ray head on rank 0", (b.run_step(head, ray_start(r, head), "start Ray head"),)),
@@ -178,7 +178,7 @@ def _ray_stages(b: Launch) -> list[Stage]:
                     expect=" node_", expect_count=nodes),)),
         Stage("serve", "start vllm serve on the Ray head", (Run(
             host=head.name, rank=0, purpose="start vllm serve (Ray executor)",
-            argv=runtime.exec_(rt, b.containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *argv,
+            argv=runtimes.get(rt).exec(b.containers[0].name, "sh", "-c", SERVE_IN_HEAD, "inkctl-serve", *argv,
                                detach=True)),)),
     ]
 

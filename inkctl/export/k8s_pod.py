@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from inkctl.plan.runtime import ContainerSpec
+from inkctl.runtimes.spec import ContainerSpec
 
 TOKEN_RE = re.compile(r"@@inkctl:([A-Za-z0-9_:]+)@@")
 LEADER = "@@inkctl:leader@@"

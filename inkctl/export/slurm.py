@@ -19,9 +19,9 @@ import re
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError
-from inkctl.export.slurm_containers import PYXIS, apptainer_argv, not_expressed, pyxis_srun_flags
 from inkctl.export.slurm_rank import RANK_FUNCTIONS, STATUS_DIR, batch_functions
-from inkctl.plan import runtime
+from inkctl import runtimes
+from inkctl.runtimes.task import not_expressed
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.quote import command_line, shell_words
 from inkctl.plan.step import EnvFile, Plan, Run, SecretRef, WaitFor, WaitHealth
@@ -37,7 +37,7 @@ NODE_NAME = "inkctl-slurm-node-name"
 STATE = "/inkctl-slurm-job-dir"
 _BUILTIN = {HEAD: "INK_HEAD_ADDR", NODE: "INK_NODE_ADDR", NODE_NAME: "SLURMD_NODENAME", STATE: "INK_DIR"}
 _BUILTIN_VARS = {"HOST_ADDRESS", "HEAD_ADDRESS", "HOST", "RANK"}
-CONTAINER_MODES = ("runtime", "pyxis", "apptainer")
+CONTAINER_MODES = ("runtime", *runtimes.in_task_names())
 COMMENT = "inkctl-recipe-hash="  # the job's comment: which version of the recipe it runs
 TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^\d+-\d+$|^(infinite|UNLIMITED)$")
 SBATCH_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:=+\-\[\]]+$")
@@ -304,9 +304,9 @@ class _Script:
         rank, rt, mode = c.rank, self.rt, self.o.container
         out = [f"INK_RANK={rank}", f"INK_CONTAINER={c.name}"]
         if mode == "runtime":
-            out += [f"INK_RM=({self.sh(runtime.remove(rt, c.name))})",
-                    f"INK_LOGS=({self.sh(runtime.logs(rt, c.name, follow=True))})",
-                    f"INK_WAIT=({self.sh(runtime.wait(rt, c.name))})"]
+            out += [f"INK_RM=({self.sh(runtimes.get(rt).remove(c.name))})",
+                    f"INK_LOGS=({self.sh(runtimes.get(rt).logs(c.name, follow=True))})",
+                    f"INK_WAIT=({self.sh(runtimes.get(rt).wait(c.name))})"]
         out.append("rank_steps() {")
         steps = []
         env = next((p for p in self.plan.puts() if p.rank == rank and isinstance(p.content, EnvFile)), None)
@@ -320,7 +320,7 @@ class _Script:
                   if getattr(s, "rank", None) == rank and isinstance(s, (Run, WaitFor))]
         image = next((s.container.image for s in starts if isinstance(s, Run) and s.container is not None), None)
         if image and self.image_pin:
-            inspect = runtime.image_inspect(rt, image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
+            inspect = runtimes.get(rt).image_inspect(image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
             steps.append(f"check_image {command_line([self.image_pin])} {self.sh(inspect)}")
         for path, size in self.weights_check.get(rank, ()):
             steps.append(f"check_size {self.sh([path])} {size}")
@@ -344,26 +344,23 @@ class _Script:
 
     def _foreground(self, rank: int) -> list[str]:
         """pyxis (this script already runs inside the image) or apptainer: the engine in the foreground."""
-        spec = self._spec(rank)
+        spec, how = self._spec(rank), runtimes.in_task(self.o.container)
         steps = [f"run_step {self.sh(s.argv)}" for st in self.plan.stages for s in st.steps
                  if isinstance(s, Run) and s.rank == rank and s.container is None]
-        if self.o.container == PYXIS:
-            if spec.env_file:
-                steps.append('load_env "$INK_ENV_FILE"')
-            steps += [f"export {self.sh([f'{k}={v}'])}" for k, v in spec.env]
-            return steps + self.wrapped("run_foreground", [spec.entrypoint, *spec.command], "      ")
         if spec.env_file:
-            steps.append('load_env "$INK_ENV_FILE" APPTAINERENV_')
+            steps.append('load_env "$INK_ENV_FILE"' + (f" {how.env_prefix}" if how.env_prefix else ""))
+        if how.exports_env:
+            steps += [f"export {self.sh([f'{k}={v}'])}" for k, v in spec.env]
         gpus = any(o in ("--gpus", "--device") for o in spec.options)
-        return steps + self.wrapped("run_foreground", apptainer_argv(spec, gpus), "      ")
+        return steps + self.wrapped("run_foreground", how.foreground(spec, gpus), "      ")
 
     # --- the step and the health wait ----------------------------------------------------------
     def _launch(self) -> list[str]:
         health = next(s for s in self.plan.steps() if isinstance(s, WaitHealth))
         url = self.sh([health.url])
         srun = ["--ntasks-per-node=1", "--kill-on-bad-exit=1", "--label"]
-        if self.o.container == PYXIS:
-            srun += pyxis_srun_flags(self._spec(0), STATE)
+        if self.o.container != "runtime":
+            srun += runtimes.in_task(self.o.container).srun_flags(self._spec(0), STATE)
         step = self.wrapped("srun", [*srun, "bash", f"{STATE}/rank.sh"], "")
         return ["", "# one step, every rank; a rank that fails ends the others (--kill-on-bad-exit)",
                 *step[:-1], step[-1] + " &",

@@ -22,7 +22,7 @@ from pathlib import Path
 from inkctl.bundled import lock_command
 from inkctl.errors import InkctlError
 from inkctl.plan.build_files import VERIFY_SH, WORKDIR, applier_source
-from inkctl.plan.runtime import repository
+from inkctl.runtimes.spec import repository
 from inkctl.recipe.lockfile import read_pins
 from inkctl.recipe.source import Loaded
 

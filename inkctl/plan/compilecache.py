@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from inkctl.plan.runtime import Mount
+from inkctl.runtimes.spec import Mount
 from inkctl.recipe.model import Recipe
 
 CONTAINER_DIR = "/root/.cache/inkctl-compile"

@@ -1,10 +1,10 @@
-"""One rank's container from the recipe: its name, labels, environment and run spec (``plan.runtime`` makes the argv)."""
+"""One rank's container from the recipe: its name, labels, environment and run spec (``inkctl.runtimes`` makes the argv)."""
 
 from __future__ import annotations
 
 from inkctl.plan import fabric
 from inkctl.plan.hostvars import HostContext
-from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec, Mount
+from inkctl.runtimes.spec import LABEL_PREFIX, ContainerSpec, Mount
 from inkctl.recipe.model import Recipe
 
 

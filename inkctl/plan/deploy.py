@@ -15,7 +15,9 @@ from dataclasses import replace
 
 from inkctl.errors import InkctlError, counted
 from inkctl.plan import apikey, compilecache, container as ctr, fabric
-from inkctl.plan import pagecache, runtime
+from inkctl.plan import pagecache
+from inkctl import runtimes
+from inkctl.runtimes.spec import Mount
 from inkctl.plan.hostvars import HostContext
 from inkctl.plan.hotfix import ENTRY, MOUNT, entry_script
 from inkctl.plan.identity import recipe_hash
@@ -127,11 +129,11 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
            command: list[str], purpose: str, extra_labels: tuple[tuple[str, str], ...] = (), reads: bool = False) -> Run:
     """One rank's container start: its spec (labels, env file, hotfix wrapper) and its argv."""
     hotfix_on = recipe.patches.mode == "at_start"
-    mounts: tuple[runtime.Mount, ...] = (runtime.Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
+    mounts: tuple[Mount, ...] = (Mount(f"{state_dir}/hotfix", MOUNT, True),) if hotfix_on else ()
     if recipe.compile_cache.enabled:
         mounts += (compilecache.mount(recipe, _cache_root(recipe, c), image),)
     if spec_of(recipe.engine.kind).files(recipe):
-        mounts += (runtime.Mount(f"{state_dir}/engine", ENGINE_FILES, True),)
+        mounts += (Mount(f"{state_dir}/engine", ENGINE_FILES, True),)
     command = apikey.wrap(recipe, command)
     entry, cmd = command[0], command[1:]
     if hotfix_on:
@@ -142,7 +144,7 @@ def _start(recipe: Recipe, c: HostContext, state_dir: str, container: Container,
         command=cmd, entrypoint=entry,
         env_file=f"{state_dir}/rank{c.rank}.env" if recipe.secrets or reads else None,
         extra_mounts=mounts)
-    return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtime.run(recipe.container.runtime, spec), container=spec)
+    return Run(host=c.name, rank=c.rank, purpose=purpose, argv=runtimes.get(recipe.container.runtime).run(spec), container=spec)
 
 
 def _cache_root(recipe: Recipe, c: HostContext) -> str:

@@ -18,7 +18,8 @@ import hashlib
 from dataclasses import dataclass
 
 from inkctl.errors import InkctlError, counted
-from inkctl.plan import runtime
+from inkctl import runtimes
+from inkctl.runtimes.spec import ContainerSpec
 from inkctl.plan.container import container_name, labels
 from inkctl.plan.deploy import api_port, build_plan, deployment_dir, _url_host
 from inkctl.plan.step import Container, Plan, PlannedHost, Run, Stage, WaitHealth
@@ -297,7 +298,7 @@ def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placehol
     argv = list(argv or router_argv(r, urls, recipe.model.name))
     rhash = hashlib.sha256("\0".join([r.image_ref, *argv]).encode()).hexdigest()[:12]
     address = f"<{host.name}.address>" if placeholder else host.ssh_address
-    spec = runtime.ContainerSpec(
+    spec = ContainerSpec(
         name=cname, image=r.image_ref, entrypoint=argv[0], command=tuple(argv[1:]),
         labels=tuple(labels(name, rhash, 0, host.name, ROUTER_ROLE)), network="host")
     state = deployment_dir(host, name)
@@ -306,13 +307,13 @@ def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placehol
     stages = (
         Stage("launch", f"start the {r.kind} router in front of {counted(len(replicas), 'replica')}",
               (Run(host=host.name, rank=0, purpose=f"start the {r.kind} router ({r.policy_name})",
-                   argv=runtime.run(rt, spec), container=spec),)),
+                   argv=runtimes.get(rt).run(spec), container=spec),)),
         Stage("health", "wait for the router, then one streamed completion through it", (WaitHealth(
             host=host.name, rank=0, purpose="wait for the router to serve", url=base + "/health",
             timeout_s=120, interval_s=1.0, watch=((host.name, cname, 0),),
             answer_url=base + "/v1/chat/completions", model=recipe.model.name, api_key=recipe.api_key),)),
     )
-    teardown = (Run(host=host.name, rank=0, purpose="remove the router", argv=runtime.remove(rt, cname), ok_codes=(0, 1)),
+    teardown = (Run(host=host.name, rank=0, purpose="remove the router", argv=runtimes.get(rt).remove(cname), ok_codes=(0, 1)),
                 Run(host=host.name, rank=0, purpose="remove inkctl's files for the router", argv=("rm", "-rf", "--", state)))
     return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=stages,
                 containers=(Container(host=host.name, rank=0, name=cname, role=ROUTER_ROLE),), teardown=teardown)

@@ -16,9 +16,10 @@ from __future__ import annotations
 import hashlib
 
 from inkctl.errors import InkctlError, Problem, counted
-from inkctl.plan import runtime
+from inkctl import runtimes
+from inkctl.runtimes.spec import ContainerSpec
 from inkctl.plan.container import container_name, labels
-from inkctl.plan.runtime import LABEL_PREFIX
+from inkctl.runtimes.spec import LABEL_PREFIX
 from inkctl.plan.deploy import _url_host, build_plan, deployment_dir
 from inkctl.plan.fleet import ROUTER_ROLE, FleetPlan, Replica, engine_ports, shifted
 from inkctl.plan.step import Container, Plan, PlannedHost, Register, Run, Stage, WaitHealth
@@ -154,7 +155,7 @@ def gateway_plan(name: str, gw: Gateway, host: Host, groups: list[Replica], rt: 
     cname = container_name(dep, 0)
     argv = gateway_argv(gw)
     rhash = hashlib.sha256("\0".join([gw.image_ref, *argv]).encode()).hexdigest()[:12]
-    spec = runtime.ContainerSpec(
+    spec = ContainerSpec(
         name=cname, image=gw.image_ref, entrypoint=argv[0], command=tuple(argv[1:]),
         labels=tuple(labels(dep, rhash, 0, host.name, ROUTER_ROLE)), network="host")
     state = deployment_dir(host, dep)
@@ -164,7 +165,7 @@ def gateway_plan(name: str, gw: Gateway, host: Host, groups: list[Replica], rt: 
     stages = (
         Stage("launch", f"start the gateway in front of {counted(len(groups), 'model')}",
               (Run(host=host.name, rank=0, purpose=f"start vllm-router, multi-model ({gw.policy_name})",
-                   argv=runtime.run(rt, spec), container=spec),)),
+                   argv=runtimes.get(rt).run(spec), container=spec),)),
         Stage("health", "wait for the gateway", (WaitHealth(
             host=host.name, rank=0, purpose="wait for the gateway to answer", url=base + "/health",
             timeout_s=120, interval_s=1.0, watch=watch),)),
@@ -177,7 +178,7 @@ def gateway_plan(name: str, gw: Gateway, host: Host, groups: list[Replica], rt: 
             api_key=g.recipe.api_key)
             for g in groups)),
     )
-    teardown = (Run(host=host.name, rank=0, purpose="remove the gateway", argv=runtime.remove(rt, cname), ok_codes=(0, 1)),
+    teardown = (Run(host=host.name, rank=0, purpose="remove the gateway", argv=runtimes.get(rt).remove(cname), ok_codes=(0, 1)),
                 Run(host=host.name, rank=0, purpose="remove inkctl's files for the gateway", argv=("rm", "-rf", "--", state)))
     planned = (PlannedHost(name=host.name, address=host.ssh_address, rank=0, runtime=rt, state_dir=state),)
     return Plan(deployment=dep, recipe_hash=rhash, hosts=planned, stages=stages,

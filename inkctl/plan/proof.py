@@ -11,8 +11,11 @@ import json
 from dataclasses import dataclass
 
 from inkctl.plan.hotfix import ENTRY, MOUNT
-from inkctl.plan.runtime import LABEL_PREFIX, ContainerSpec
+from inkctl.runtimes.spec import LABEL_PREFIX, ContainerSpec
 from inkctl.plan.step import Plan, Put, Run
+
+# the proof container has no network: the hubs' clients are told so, and fail at once where they look
+OFFLINE = (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("VLLM_NO_USAGE_STATS", "1"), ("DO_NOT_TRACK", "1"))
 
 # vLLM over Ray starts `vllm serve` in the head's container with this word before its argv
 SERVE_MARK = "inkctl-serve"
@@ -139,12 +142,12 @@ def proof_run(r: RankArgv, name: str) -> tuple[str, ...]:
     """The throwaway container that reads ``r``'s argv: the image as the rank runs it, its
     environment (never a secret), no network, no GPU; the program and what it is to read come
     on standard input (``program_input``), so nothing of it shows in the host's process list."""
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     spec = ContainerSpec(name=name, image=r.image, entrypoint="python3", command=("-",),
                          labels=((LABEL_PREFIX + "proof", "1"),), network="bridge",
-                         options=("--network", "none", "--interactive"), env=r.env)
-    return runtime.run_once(r.runtime, spec)
+                         options=("--network", "none", "--interactive"), env=(*r.env, *OFFLINE))
+    return runtimes.get(r.runtime).run_once(spec)
 
 
 def program_input(r: RankArgv, program: bytes) -> bytes:

@@ -8,7 +8,7 @@ executes them.
 
 from __future__ import annotations
 
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.step import Run
 
 
@@ -19,7 +19,7 @@ def removal(host: str, rt: str, containers: list[str] | tuple[str, ...], state_d
     steps = []
     if containers:
         what = "the container" if len(containers) == 1 else "the containers"
-        steps.append(Run(host=host, rank=rank, purpose=f"remove {what}", argv=runtime.remove(rt, *containers),
+        steps.append(Run(host=host, rank=rank, purpose=f"remove {what}", argv=runtimes.get(rt).remove(*containers),
                          ok_codes=(0, 1) if missing_ok else (0,)))
     steps.append(Run(host=host, rank=rank, purpose="remove inkctl's files for this deployment",
                      argv=("rm", "-rf", "--", state_dir)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from inkctl.plan.runtime import ContainerSpec
+from inkctl.runtimes.spec import ContainerSpec
 from inkctl.plan.smoke import SmokeCheck
 
 
@@ -69,7 +69,7 @@ class Run:
     """Run one argv on one host. ``ok_codes`` lists exit codes that count as success.
 
     A container's start also carries ``container``, the spec its argv was made from
-    (``plan.runtime.run``): what checks read (image, mounts, ports) instead of parsing argv.
+    (a runtime's ``run``): what checks read (image, mounts, ports) instead of parsing argv.
 
     ``files`` are written on the host by the same remote command, before ``argv`` runs (a
     rank's env file, hotfixes and the plan record beside its ``docker run``): one round trip,
@@ -187,7 +187,7 @@ class PlannedHost:
     name: str
     address: str
     rank: int
-    runtime: str  # "docker" | "podman"
+    runtime: str  # the recipe's container.runtime: inkctl.runtimes.get(runtime) builds its argv
     state_dir: str  # inkctl's directory for this deployment on the host
     placeholder: bool = False  # True when no inventory was given
     cluster_address: str = ""  # what the other ranks reach it on (the fabric is read for it)

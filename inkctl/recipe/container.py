@@ -1,11 +1,17 @@
 """How the engine's container runs: runtime, GPU exposure, IPC, mounts, env; and the network."""
 
 
-from typing import Literal, Optional
+from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import Field, field_validator
 
+from inkctl import runtimes
 from inkctl.recipe.fields import ContainerPath, EnvName, EnvValue, HostPath, Name, Strict, empty_list
+
+if TYPE_CHECKING:
+    RuntimeName = str
+else:  # the registered runtimes' names: a runtime added is a word the recipe takes (inkctl/runtimes/)
+    RuntimeName = Literal[runtimes.names()]
 
 ULIMIT_NAMES = {"memlock", "stack", "nofile", "nproc", "core", "rtprio", "msgqueue", "sigpending"}
 
@@ -42,7 +48,7 @@ class Ulimit(Strict):
 class ContainerSpec(Strict):
     """The container runtime and every flag of the engine's container."""
 
-    runtime: Literal["docker", "podman"] = Field("docker", description="Container engine on the hosts.")
+    runtime: RuntimeName = Field(runtimes.DEFAULT, description="Container engine on the hosts.")
     gpus: Literal["all", "cdi", "rocm", "none"] = Field(
         "all",
         description="GPU exposure: 'all' is docker's --gpus all; 'cdi' is --device nvidia.com/gpu=all (podman, or docker with CDI); 'rocm' (AMD) is --device /dev/kfd --device /dev/dri --group-add video --cap-add SYS_PTRACE --security-opt seccomp=unconfined, the inventory's gpus becoming ROCR_VISIBLE_DEVICES; 'none' exposes no GPU.",

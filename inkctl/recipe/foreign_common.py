@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from inkctl import runtimes
 from inkctl.recipe import foreign_flags
 
 UNKNOWN_VERSION = "unknown"  # engine.version of an import whose image names no release: validate warns
@@ -55,7 +56,7 @@ def base(opts: Options, model: str | None, accelerator: str, gpus_per_host: int,
         "hardware": {"accelerator": normalize(accelerator) if accelerator else accelerator, "nodes": nodes,
                      "gpus_per_host": gpus_per_host},
         "engine": {"kind": kind, "version": version_of(image), "image": {"ref": image}, "args": {}},
-        "container": {"runtime": "docker", "gpus": "all", "ipc": "host", "network": "host",
+        "container": {"runtime": runtimes.DEFAULT, "gpus": "all", "ipc": "host", "network": "host",
                       "mounts": [{"source": "${HF_HOME}", "target": "/root/.cache/huggingface"}]},
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from inkctl import runtimes
 from inkctl.codes import code
 from inkctl.errors import Problem, counted
 from inkctl.recipe.fields import VAR_RE
@@ -99,10 +100,7 @@ def _networking(r: "Recipe") -> list[Problem]:
 
 def _gpus(r: "Recipe") -> list[Problem]:
     c, out = r.container, []
-    if c.runtime == "podman" and c.gpus == "all":
-        out.append(_err("container.gpus", "podman exposes GPUs through CDI, not --gpus", "set container.gpus: cdi (--device nvidia.com/gpu=all)"))
-    if c.gpus == "cdi" and c.runtime == "podman" and "label=disable" not in c.security_opt:
-        out.append(_warn("container.security_opt", "CDI devices on SELinux hosts need label=disable", "add 'label=disable' to security_opt"))
+    out += runtimes.get(c.runtime).findings(c.gpus, c.security_opt)  # what only its runtime says
     if c.gpus == "none":
         out.append(_warn("container.gpus", "the container gets no GPU"))
     for where, env in (("container.env", c.env), ("network.nccl_env", r.network.nccl_env)):

@@ -23,8 +23,8 @@ from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.program import program
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
-from inkctl.plan.runtime import ContainerSpec, Mount
+from inkctl import runtimes
+from inkctl.runtimes.spec import ContainerSpec, Mount
 from inkctl.recipe.manifest import Manifest, repo_folder
 
 log = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class Site:
             command=(f"{self.work}/onhost.py", mode or what, f"{self.work}/{job}", *extra), network="host",
             options=tuple(a for opt in self.security_opt for a in ("--security-opt", opt)),
             mounts=(Mount(self.cache, self.cache), Mount(self.work, self.work, read_only=True)), env_file=env_file)
-        return runtime.run_once(self.runtime, spec)
+        return runtimes.get(self.runtime).run_once(spec)
 
     def relay_argv(self, what: str, job: str, *, env_file: str, mode: str) -> tuple[str, ...]:
         """onhost.py ``mode`` as a process of the SSH session where the scan found a python3
@@ -152,7 +152,7 @@ class Site:
 
     def remove(self, what: str) -> None:
         """Remove this host's ``what`` container, if there is one."""
-        self.transport.run(runtime.remove(self.runtime, self.container(what)), timeout=60)
+        self.transport.run(runtimes.get(self.runtime).remove(self.container(what)), timeout=60)
 
     def put_job(self, name: str, job: dict) -> None:
         self.transport.put(f"{self.work}/{name}", json.dumps(job).encode(), 0o600)

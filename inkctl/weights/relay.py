@@ -29,7 +29,7 @@ from inkctl.errors import InkctlError
 from inkctl.execute.hosts.chain import Chain, Member, Unstarted, safely
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.weights.distribute import (Site, WeightsHostDone, WeightsPhase, WeightsProgress, WeightsReattached, WeightsStarted,
                                        _gib, _job, to_write, wanted)
 from inkctl.recipe.manifest import Manifest
@@ -254,11 +254,11 @@ def _clear_leftovers(s: Site, current: str) -> None:
     lives on until idle): nothing of an old run stays beside this one. ``current``: this run's
     relay (it may be starting already), spared."""
     try:
-        r = s.transport.run(runtime.ps_names(s.runtime, f"{s.container(WHAT)}-"), timeout=60)
+        r = s.transport.run(runtimes.get(s.runtime).ps_names(f"{s.container(WHAT)}-"), timeout=60)
         old = [n for n in r.text().split()
                if n.startswith(s.container(WHAT) + "-") and n != s.container(current)] if r.ok else []
         if old:
-            s.transport.run(runtime.remove(s.runtime, *old), timeout=60)
+            s.transport.run(runtimes.get(s.runtime).remove(*old), timeout=60)
     except HostError as e:  # the scan reached it a moment ago; the run itself will say what is wrong
         log.debug("%s: removing earlier relays: %s", s.name, e.reason)
 

@@ -169,3 +169,20 @@ def test_a_verdict_is_kept_by_key_and_by_argv_and_an_unchecked_one_is_not(tmp_pa
     u = proof.Verdict("h1", 0, "head", "unchecked", "no engine", key="k2", argv_key="a2")
     proof.keep(u)
     assert proof.cached("k2") is None
+
+
+def test_reaching_the_model_lookup_is_as_far_as_the_checks_go():
+    """Real vLLM (0.31, run here on CPU) looks the model up before it builds its engine config:
+    without the weights or the network that is where its checks end, all passed ("model-files")."""
+    from inkctl.engines.proof import common
+
+    class LocalEntryNotFoundError(Exception):
+        pass
+
+    def lookup():
+        raise LocalEntryNotFoundError("Cannot find an appropriate cached snapshot folder for the specified revision on "
+                                      "the local disk and outgoing traffic has been disabled.")
+
+    notes: list[str] = []
+    assert common.judge(lookup, "serve", notes, ["/vllm/"]) == "model-files"
+    assert notes and notes[0].startswith("stopped at the model's files")

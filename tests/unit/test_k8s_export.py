@@ -283,7 +283,7 @@ def test_host_network_and_binary_hotfixes(tmp_path):
 
 def test_a_runtime_flag_the_export_was_not_taught_is_loud():
     from inkctl.export.k8s_pod import from_spec
-    from inkctl.plan.runtime import ContainerSpec
+    from inkctl.runtimes.spec import ContainerSpec
 
     extra = from_spec(ContainerSpec(name="n", image="img", entrypoint="e", command=("a",), env=(("A", "1"),),
                                     extra=("--userns", "keep-id")))

@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[2] / "inkctl"
 # the modules directly in inkctl/ (errors, codes, secret, scrub, bundled).
 STANDS_ON: dict[str, tuple[str, ...]] = {
     "inkctl": (),
-    "recipe": ("inkctl",),
+    "runtimes": ("inkctl",),
+    "recipe": ("runtimes",),
     "plan": ("recipe",),
     "engines": ("plan",),  # found by the registry (recipe/engine_registry.py), imported by no module
     "client": ("inkctl",),

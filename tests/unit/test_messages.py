@@ -140,10 +140,10 @@ def test_env_numbers_in_the_file_are_their_text():
 
 def test_set_brackets_stay_text_where_the_field_is_a_string():
     loaded = load_recipe(SPARK, ["container.env.FLAGS=[a, b]", "container.env.JSON={\"k\": 1}",
-                                 "engine.args.kv_cache_dtype=[fp8]"])
+                                 "model.revision=[fp8]"])
     assert loaded.recipe.container.env["FLAGS"] == "[a, b]"
     assert loaded.recipe.container.env["JSON"] == '{"k": 1}'
-    assert loaded.recipe.engine.args.kv_cache_dtype == "[fp8]"
+    assert loaded.recipe.model.revision == "[fp8]"
 
 
 def test_set_reads_yaml_where_the_field_is_not_a_string():

@@ -21,7 +21,7 @@ from inkctl.errors import InkctlError, UsageError
 from inkctl.execute.events import Collect
 from inkctl.execute.deploy.preflight import (PreflightFailed, PreflightReport, Unreachable, mount_sources, planned_image,
                                       run_preflight)
-from inkctl.plan.runtime import ps_format
+from inkctl import runtimes
 from inkctl.execute.state.probe import HOST_PROBE, parse_links, split_sections
 from inkctl.execute.hosts.transport import HostError, Result
 from inkctl.plan.deploy import build_plan
@@ -178,7 +178,7 @@ def test_all_pass_in_one_round_trip():
     argv = probes[0]
     assert argv[:4] == ("sh", "-c", HOST_PROBE, "inkctl-preflight")
     # values travel as positional arguments, never inside the script
-    assert argv[4:] == ("docker", ps_format("docker"), "vllm/vllm-openai:v0.28.0", "", "", "", "", "", "10.231.0.11", "/data/hf1")
+    assert argv[4:] == ("docker", runtimes.get("docker").ps_format(), "vllm/vllm-openai:v0.28.0", "", "", "", "", "", "10.231.0.11", "/data/hf1")
     assert "/data/hf1" not in HOST_PROBE and "vllm/vllm-openai" not in HOST_PROBE
     assert res["gpus"].detail == "8x NVIDIA H200, sm 9.0, 140.4 GiB (139.8 free) each, driver 580.159.04"
     assert res["runtime"].detail == "docker answering: 2 containers (1 running)"
@@ -536,8 +536,8 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
         f'"image inspect") echo \'{image_json()}\';;',
         "*) exit 8;;",
         "esac", ""]))
-    env = {"PATH": f"{bin_}:/usr/bin:/bin", "PSFMT": ps_format("docker"), "PS": OTHERS}
-    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", ps_format("docker"), "img:1", "", "", "", "", "", "",
+    env = {"PATH": f"{bin_}:/usr/bin:/bin", "PSFMT": runtimes.get("docker").ps_format(), "PS": OTHERS}
+    argv = ["sh", "-c", HOST_PROBE, "inkctl-preflight", "docker", runtimes.get("docker").ps_format(), "img:1", "", "", "", "", "", "",
             str(tmp_path / "present"), str(tmp_path / "absent dir; rm -rf /")]
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr

@@ -11,7 +11,7 @@ import pytest
 from inkctl.execute.state.deployed import parse_inspect_lines, parse_ps, parse_time
 from inkctl.execute.hosts.fanout import each, on_hosts
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Run
 from inkctl.recipe.source import load_recipe
@@ -20,18 +20,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_podman_remove_ignores_a_missing_container_and_docker_is_not_given_the_flag():
-    assert runtime.remove("podman", "a", "b") == ("podman", "rm", "--force", "a", "b", "--ignore")
-    assert runtime.remove("docker", "a") == ("docker", "rm", "--force", "a")
+    assert runtimes.get("podman").remove("a", "b") == ("podman", "rm", "--force", "a", "b", "--ignore")
+    assert runtimes.get("docker").remove("a") == ("docker", "rm", "--force", "a")
 
 
 def test_the_runtimes_differ_where_they_must():
-    assert "--pull=never" in runtime.build("podman", "t:1", {}) and "--pull=never" not in runtime.build("docker", "t:1", {})
-    assert runtime.build("docker", "t:1", {"B": "2", "A": "1"}) == (
+    assert "--pull=never" in runtimes.get("podman").build("t:1", {}) and "--pull=never" not in runtimes.get("docker").build("t:1", {})
+    assert runtimes.get("docker").build("t:1", {"B": "2", "A": "1"}) == (
         "docker", "build", "--force-rm", "--tag", "t:1", "--build-arg", "A=1", "--build-arg", "B=2", "-")
-    assert '{{index .Labels "inkctl.deployment"}}' in runtime.ps_format("podman")
-    assert '{{.Label "inkctl.deployment"}}' in runtime.ps_format("docker")
-    assert runtime.logs("docker", "c", follow=True, tail=50) == ("docker", "logs", "--follow", "--tail", "50", "c")
-    assert runtime.exec_("podman", "c", "ray", "status", detach=True) == ("podman", "exec", "--detach", "c", "ray", "status")
+    assert '{{index .Labels "inkctl.deployment"}}' in runtimes.get("podman").ps_format()
+    assert '{{.Label "inkctl.deployment"}}' in runtimes.get("docker").ps_format()
+    assert runtimes.get("docker").logs("c", follow=True, tail=50) == ("docker", "logs", "--follow", "--tail", "50", "c")
+    assert runtimes.get("podman").exec("c", "ray", "status", detach=True) == ("podman", "exec", "--detach", "c", "ray", "status")
 
 
 def test_a_container_run_step_carries_the_spec_its_argv_was_made_from():
@@ -41,7 +41,7 @@ def test_a_container_run_step_carries_the_spec_its_argv_was_made_from():
     plan = build_plan(r)
     (step,) = [s for s in plan.steps() if isinstance(s, Run) and s.container is not None]
     spec = step.container
-    assert step.argv == runtime.run(r.container.runtime, spec)
+    assert step.argv == runtimes.get(r.container.runtime).run(spec)
     assert spec.image == r.engine.image.ref and (18000, 8000) in spec.ports and spec.network != "host"
     assert spec.mounts[0].target == "/hf" and spec.mounts[0].source.endswith("/.cache/huggingface/hub")
     assert set(r.container.env) <= set(spec.env_names)

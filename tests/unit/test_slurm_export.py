@@ -162,7 +162,7 @@ def test_image_pin_is_asserted_on_every_node():
 
 @pytest.mark.parametrize("args, needle", [
     (["--time", "soon"], "--time 'soon': expected a Slurm time"),
-    (["--container", "lxc"], "--container 'lxc': expected docker, podman, pyxis or apptainer"),
+    (["--container", "lxc"], "--container 'lxc': expected docker, nerdctl, podman, pyxis or apptainer"),
     (["--partition", "a b"], "--partition 'a b': not a Slurm name"),
 ])
 def test_bad_options_are_clear_errors(args, needle):
@@ -224,8 +224,9 @@ def test_pyxis_refuses_vllm_over_ray():
 
 
 def test_pyxis_image_names_use_enroots_registry_syntax():
-    from inkctl.export.slurm_containers import _pyxis_image
+    from inkctl.runtimes.task import Pyxis
 
+    _pyxis_image = Pyxis.image
     assert _pyxis_image("nvcr.io/nvidia/pytorch:24.01") == "nvcr.io#nvidia/pytorch:24.01"
     assert _pyxis_image("vllm/vllm-openai:v0.11.0") == "vllm/vllm-openai:v0.11.0"
     assert _pyxis_image("/shared/images/vllm.sqsh") == "/shared/images/vllm.sqsh"

@@ -72,7 +72,7 @@ def test_slurm_options_without_slurm_are_refused():
         r = inkctl("up", E2E / "single.yaml", *args)
         assert r.returncode == 2 and "go with --slurm" in r.stderr and "Traceback" not in r.stderr, args
     r = inkctl("up", E2E / "single.yaml", "--slurm", "--container", "lxc")
-    assert r.returncode == 2 and "--container 'lxc': expected docker, podman, pyxis or apptainer" in r.stderr
+    assert r.returncode == 2 and "--container 'lxc': expected docker, nerdctl, podman, pyxis or apptainer" in r.stderr
 
 
 def _fake_scontrol(tmp_path, line: str) -> dict:

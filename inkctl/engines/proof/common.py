@@ -16,6 +16,10 @@ MARK = "@@INKCTL-PROOF "
 # a refusal
 UNCHECKABLE_MODULES = ("torch/cuda", "torch\\cuda", "pynvml", "nvidia", "huggingface_hub", "transformers/",
                        "urllib3", "requests/", "httpx", "socket.py", "ssl.py", "amdsmi", "platforms/")
+# the model's files, looked up before the engine builds itself: the proof container has neither the
+# weights nor the network, so reaching this lookup is as far as the engine's checks go (all passed)
+MODEL_LOOKUP = ("LocalEntryNotFoundError", "OfflineModeIsEnabled", "outgoing traffic has been disabled",
+                "HFValidationError", "RepositoryNotFoundError", "GatedRepoError")
 UNCHECKABLE_WORDS = ("cuda", "gpu", "nvml", "device", "no such file", "not found in", "connection",
                      "couldn't connect", "huggingface", "hf_hub", "config.json", "offline", "tokenizer",
                      "does not appear to have", "repository", "resolve", "network is unreachable",
@@ -28,7 +32,8 @@ class Reached(Exception):
 
 def say(verdict, **kw):
     kw["verdict"] = verdict
-    sys.stdout.write(MARK + json.dumps(kw, sort_keys=True) + "\n")
+    # on a line of its own: an engine's logger may have left a line unfinished
+    sys.stdout.write("\n" + MARK + json.dumps(kw, sort_keys=True) + "\n")
     sys.stdout.flush()
     os._exit(0)  # engines leave threads behind (loggers, usage reporters): leave at once
 
@@ -105,6 +110,9 @@ def judge(call, stage, notes, engine_dirs):
         own = [fr for fr in traceback.extract_tb(e.__traceback__) if any(d in fr.filename for d in engine_dirs)]
         where = "%s:%s in %s" % (os.path.basename(own[-1].filename), own[-1].lineno, own[-1].name) if own else ""
         message = "%s: %s" % (type(e).__name__, str(e).strip().splitlines()[0] if str(e).strip() else "")
+        if any(m in "%s %s" % (type(e).__name__, e) for m in MODEL_LOOKUP):
+            notes.append("stopped at the model's files (%s): not in the proof container" % where)
+            return "model-files"
         if not own or uncheckable(e, tb):
             say("unchecked", stage=stage, message=message, where=where, notes=notes)
         say("refused", stage=stage, message=message, where=where, notes=notes)

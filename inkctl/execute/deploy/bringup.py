@@ -18,7 +18,7 @@ from typing import Union
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deploy.replace import Replacement, replace_old
 from inkctl.execute.deploy.runner import Outcome, Runner, UpStatus, launch
-from inkctl.plan import runtime
+from inkctl import runtimes
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ def _kill_all(plan, transports, *, skip: str) -> list[str]:
         if h.name == skip or not names:
             continue
         try:
-            if transports[h.name].run(runtime.kill(h.runtime, *names), timeout=30).ok:
+            if transports[h.name].run(runtimes.get(h.runtime).kill(*names), timeout=30).ok:
                 killed += names
         except Exception as e:  # the host's error is reported by the rollback that follows
             log.debug("%s: killing %s failed: %s", h.name, ", ".join(names), e)

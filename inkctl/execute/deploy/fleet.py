@@ -137,7 +137,7 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
     from inkctl.execute.supervise.health import check_once
     from inkctl.execute.state.probe import deployment_states
     from inkctl.execute.deploy.runner import Runner, launch
-    from inkctl.plan import runtime
+    from inkctl import runtimes
     from inkctl.plan.step import Register
 
     plan = fleet.router
@@ -160,7 +160,7 @@ def _router_up(loaded, fleet, sink, *, accept_new: bool, keep: bool, interrupt: 
             return Outcome(seconds=0.0, url=fleet.url, status=UpStatus.ALREADY)
         if there:  # another version, or a dead one: replaced
             tr = res.transports[host.name]
-            tr.run(list(runtime.remove(plan.hosts[0].runtime, *[c.name for c in there])), timeout=60)
+            tr.run(list(runtimes.get(plan.hosts[0].runtime).remove(*[c.name for c in there])), timeout=60)
         runner = Runner(plan, res.transports, sink, cancel=interrupt, secrets=secrets)
         return launch(runner, keep_on_failure=keep)
     finally:
@@ -193,7 +193,7 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
     from inkctl.execute.hosts.transport import HostError
     from inkctl.execute.deploy.takedown import remove_from_host
     from inkctl.execute.state.deployed import parse_ps
-    from inkctl.plan import runtime
+    from inkctl import runtimes
     from inkctl.plan.fleet import retired_replica, retire_steps
     from inkctl.plan.gateway import GATEWAY_LABEL, dropped_group
 
@@ -204,7 +204,7 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
     conn = connect_each(hosts, accept_new=accept_new)
     by_name = {h.name: h for h in hosts}
     # a gateway's groups carry inkctl.gateway=NAME: those the file no longer lists go
-    ps = runtime.ps(rt, label=(GATEWAY_LABEL, fleet.name)) if fleet.gateway else runtime.ps(rt)
+    ps = runtimes.get(rt).ps(label=(GATEWAY_LABEL, fleet.name)) if fleet.gateway else runtimes.get(rt).ps()
 
     def gone(dep: str) -> bool:
         if fleet.disagg:  # P/D: a role's replicas beyond its count, or the replicas of a plain fleet before it

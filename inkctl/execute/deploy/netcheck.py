@@ -262,7 +262,7 @@ def run_pair(plan, transports, addresses: dict[str, str], pair: tuple[str, ...],
     """One container per host of ``pair`` (rank 0 first), all-reduce across them; then read."""
     from inkctl.execute.hosts.fanout import each
     from inkctl.execute.hosts.transport import HostError
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     script = SCRIPT.read_text()
     world = len(pair)
@@ -277,15 +277,15 @@ def run_pair(plan, transports, addresses: dict[str, str], pair: tuple[str, ...],
         spec = check_spec(plan, host, name=name, env=env, entrypoint="python3",
                           command=("-c", script, str(sizes[0]), str(sizes[1]), str(iters)))
         t = transports[host]
-        t.run(runtime.remove(rt, name), timeout=30)  # a check left by an interrupted doctor
+        t.run(runtimes.get(rt).remove(name), timeout=30)  # a check left by an interrupted doctor
         try:
-            res = t.run(runtime.run_once(rt, spec), timeout=timeout)
+            res = t.run(runtimes.get(rt).run_once(spec), timeout=timeout)
             text, err = res.text() + res.err_text(), ""
             if res.exit_code not in (0, 1, 3):
                 err = f"exit {res.exit_code}: " + (text.strip().splitlines() or ["no output"])[-1][-200:]
         except HostError as e:
             text, err = "", f"{e.reason} (after {timeout:g} s: NCCL may be waiting for a peer it cannot reach)"
-            t.run(runtime.remove(rt, name), timeout=30)
+            t.run(runtimes.get(rt).remove(name), timeout=30)
         links = parse_links(t.run(("sh", "-c", LINKS), timeout=30).text())
         return host, text, err, links
 
@@ -320,7 +320,7 @@ NCCL_TESTS = 'command -v all_reduce_perf >/dev/null 2>&1 || { echo "@@no-nccl-te
 def run_nccl_tests(plan, transports, host: str, gpus: int, *, timeout: float = 300) -> HostPerf:
     """nccl-tests' all_reduce_perf over the host's GPUs, when the image has it."""
     from inkctl.execute.hosts.transport import HostError
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     rt = plan.host(host).runtime
     name = f"inkctl-netcheck-{plan.deployment}-perf"
@@ -328,11 +328,11 @@ def run_nccl_tests(plan, transports, host: str, gpus: int, *, timeout: float = 3
                       entrypoint="sh", command=("-c", NCCL_TESTS, "inkctl-nccl-tests", "-b", "8M", "-e", "1G", "-f", "4",
                                                 "-g", str(gpus)))
     t = transports[host]
-    t.run(runtime.remove(rt, name), timeout=30)
+    t.run(runtimes.get(rt).remove(name), timeout=30)
     try:
-        res = t.run(runtime.run_once(rt, spec), timeout=timeout)
+        res = t.run(runtimes.get(rt).run_once(spec), timeout=timeout)
     except HostError as e:
-        t.run(runtime.remove(rt, name), timeout=30)
+        t.run(runtimes.get(rt).remove(name), timeout=30)
         return HostPerf(host, None, gpus, e.reason)
     text = res.text() + res.err_text()
     if "@@no-nccl-tests" in text:

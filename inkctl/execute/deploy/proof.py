@@ -131,10 +131,10 @@ def prove_rank(r: RankArgv, kind: str, t: Transport, image_id: str, pinned: dict
 
 
 def _verdict(r: RankArgv, out: str, err: str, code: int) -> Verdict:
-    line = next((ln for ln in reversed(out.splitlines()) if ln.startswith(MARK)), None)
+    line = next((ln for ln in reversed(out.splitlines()) if MARK in ln), None)
     if line is None:
         return Verdict(r.host, r.rank, r.role, UNCHECKED, _no_answer(err, code))
-    doc = json.loads(line[len(MARK):])
+    doc = json.loads(line[line.index(MARK) + len(MARK):])
     return _from(doc, r, "image")
 
 

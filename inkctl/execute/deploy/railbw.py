@@ -94,10 +94,10 @@ def _argv(plan, host: str, where: str, args: list[str], name: str) -> tuple[str,
     if where == "host":
         return ("sh", "-c", PERFTEST, "inkctl-perftest", *args)
     from inkctl.execute.deploy.netcheck import check_spec
-    from inkctl.plan import runtime
+    from inkctl import runtimes
 
     spec = check_spec(plan, host, name=name, env={}, entrypoint="sh", command=("-c", PERFTEST, "inkctl-perftest", *args))
-    return tuple(runtime.run_once(plan.host(host).runtime, spec))
+    return tuple(runtimes.get(plan.host(host).runtime).run_once(spec))
 
 
 def where_perftest(transports, hosts: tuple[str, ...]) -> str:

@@ -21,7 +21,7 @@ from inkctl.errors import InkctlError
 from inkctl.execute.state.images import BuildOutcome, HostImages, ImageInfo, build_failure_lines
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.build import BuildContext, build_context, split_digest
 from inkctl.plan.step import Plan
 from inkctl.recipe.lockfile import base_key, read_pins
@@ -125,12 +125,12 @@ def ensure_probed_image(loaded: Loaded, plan: Plan, transports: dict[str, Transp
     for h, a in answers.items():
         if a.sections is not None:
             out, err, rc = a.sections.get("image")
-            inspected[h] = (image, Result(runtime.image_inspect(plan.host(h).runtime, image), rc, out.encode(), err.encode(), 0.0))
+            inspected[h] = (image, Result(runtimes.get(plan.host(h).runtime).image_inspect(image), rc, out.encode(), err.encode(), 0.0))
     report = ensure_image(loaded, plan, transports, sink, inspected=inspected)
     stale = [h.host for h in report.hosts if h.action in ("built", "delivered") and answers[h.host].sections is not None]
 
     def again(host: str) -> None:
-        res = transports[host].run(runtime.image_inspect(plan.host(host).runtime, image), timeout=60)
+        res = transports[host].run(runtimes.get(plan.host(host).runtime).image_inspect(image), timeout=60)
         s = answers[host].sections
         s.out["image"], s.err["image"], s.rc["image"] = image_section(res)
 

@@ -13,7 +13,7 @@ import re
 
 from inkctl.errors import InkctlError
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.recipe.lockfile import editing, read_lock, write_lock
 from inkctl.recipe.source import Loaded
 
@@ -44,13 +44,13 @@ def push_from_host(store, tag: str, registry: str) -> str:
     """Tag and push with the host's runtime; returns REPO@sha256:... as the registry stores it."""
     ref = registry_ref(tag, registry)
     t, rt = store.transport, store.runtime
-    for argv, what in ((runtime.tag(rt, tag, ref), "tag"), (runtime.push(rt, ref), "push")):
+    for argv, what in ((runtimes.get(rt).tag(tag, ref), "tag"), (runtimes.get(rt).push(ref), "push")):
         res = t.run(argv, timeout=3600)
         if not res.ok:
             raise HostError(t.name, "command", f"{rt} {what} {ref} failed: {(res.err_text() or res.text()).strip()[-400:]}",
                             hint=f"is {registry} reachable from {t.name}, and trusted by its {rt} (an insecure registry needs "
                                  "dockerd's --insecure-registry or registries.conf)?")
-    res = t.run(runtime.image_inspect(rt, ref, format="{{json .RepoDigests}}"), timeout=60)
+    res = t.run(runtimes.get(rt).image_inspect(ref, format="{{json .RepoDigests}}"), timeout=60)
     if not res.ok:
         raise HostError(t.name, "command", f"{rt} image inspect {ref} failed: {res.err_text().strip()}")
     return _by_digest(ref, json.loads(res.text() or "[]") or [])

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inkctl import runtimes
 from inkctl.errors import InkctlError
 from inkctl.execute.events import EVENT_NAMES, Event
 from inkctl.execute.hosts.chain import Chain, Member, Unstarted, safely
@@ -103,7 +104,7 @@ class Node:
     work: str
     address: str
     image_id: str | None = None
-    have: set = field(default_factory=set)  # the keys of its layers (docker: chain ids; podman: diff ids)
+    have: set = field(default_factory=set)  # the keys of its layers (chain ids, or diff ids: see ``by``)
     by: str = "chain"
     whole: str = ""  # why it cannot take a partial archive
 
@@ -172,10 +173,10 @@ def _source(nodes: list[Node], image: str, source: str | None, failed: dict[str,
         return have[0], None
     daemon = local() if local is not None else None
     info = daemon.inspect(image) if daemon is not None else None
-    if info is None:
+    if daemon is None or info is None:
         raise NoSource(f"no host has {image}" + (", nor this machine's docker daemon" if local is not None else ""),
                        exit_code=1, hint="pull or build it on one host (inkctl build), then run this again")
-    return Node(LOCAL, None, "docker", "", "", image_id=info.id), daemon  # type: ignore[arg-type]
+    return Node(LOCAL, None, daemon.runtime, "", "", image_id=info.id), daemon  # type: ignore[arg-type]
 
 
 def _check_arrived(src: Node, arrived: list[Node], loaded: dict[str, str], image: str, out: Pushed) -> None:
@@ -235,7 +236,7 @@ class _Push:
         """On the relay's own thread, before it starts: the program and its job (0600: the
         token, never on a command line)."""
         n = self.nodes[m.name]
-        job = {"image": self.image, "runtime": n.runtime, "bind": n.address, "token": self.token,
+        job = {"image": self.image, "runtime": runtimes.get(n.runtime).relay(), "bind": n.address, "token": self.token,
                "input": "save" if n is self.src else ("fifo" if self.fed(n) else "peer"),
                "forward": n is not self.receivers[-1], "spool_dir": n.work, "fifo": f"{n.work}/feed-{self.run}",
                "sources_file": f"{n.work}/plan-{self.run}.json"}

@@ -66,32 +66,39 @@ def chain_ids(diff_ids):
     return out
 
 
-def layers(rt, image):
-    """What this host has: the keys of its layers (docker: chain ids; podman: diff ids, its
-    store reuses a layer by content whatever is below it) and the image's own diff ids."""
-    def run(argv):
-        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        return p.stdout.decode(errors="replace") if p.returncode == 0 else None
+def _output(argv):
+    p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return p.stdout.decode(errors="replace") if p.returncode == 0 else None
 
+
+def layers(rt, image):
+    """What this host has: the keys of its layers (``rt["by"]``: chain ids, a layer store keyed
+    by what is below a layer; or diff ids, a store that reuses a layer by its content) and the
+    image's own diff ids. ``rt`` is the job's runtime: the argv it runs, what its store keys."""
     if image:  # the source: its image's layers only
-        text = run([rt, "image", "inspect", "--format", "{{json .RootFS.Layers}}", image])
+        text = _output(rt["inspect"] + ["{{json .RootFS.Layers}}", image])
         return {"image": json.loads(text.splitlines()[0]) if text else None}
-    whole = ""
-    if rt == "docker":
-        status = run([rt, "info", "--format", "{{json .DriverStatus}}"]) or ""
-        if "io.containerd.snapshotter" in status:
-            whole = "docker's containerd image store loads whole archives only"
-    ids = (run([rt, "image", "ls", "--all", "--quiet", "--no-trunc"]) or "").split()
+    whole = rt.get("whole") or ""
+    if not whole and rt.get("whole_if"):
+        argv, marker, why = rt["whole_if"]
+        whole = why if marker in (_output(argv) or "") else ""
+    # a runtime that takes whole archives only: what it has changes nothing
+    return {"by": rt["by"], "have": [] if whole else sorted(_have(rt)), "whole": whole}
+
+
+def _have(rt):
+    """The keys of every layer of every image this host has."""
+    ids = (_output(rt["ls"]) or "").split()
     have = set()  # type: set[str]
     for i in range(0, len(ids), 200):
-        text = run([rt, "image", "inspect", "--format", "{{json .RootFS.Layers}}", *ids[i:i + 200]]) or ""
+        text = _output(rt["inspect"] + ["{{json .RootFS.Layers}}"] + ids[i:i + 200]) or ""
         for line in text.splitlines():
             try:
                 diffs = json.loads(line) or []
             except ValueError:
                 continue
-            have.update(chain_ids(diffs) if rt == "docker" else diffs)
-    return {"by": "chain" if rt == "docker" else "diff", "have": sorted(have), "whole": whole}
+            have.update(chain_ids(diffs) if rt["by"] == "chain" else diffs)
+    return have
 
 
 def layer_of(name, digests):
@@ -484,98 +491,125 @@ class Upstream:
         raise OSError("no source")
 
 
+class Link:
+    """This host's part of one run, once the plan arrived: where the bytes come from (its
+    runtime's save, the control machine's FIFO, or the hosts before it), where they go (the
+    spool the host after it reads, and this host's load), and how it ended."""
+
+    def __init__(self, job, plan, spool, saver):
+        self.rt, self.image, self.spool, self.saver = job["runtime"], job["image"], spool, saver
+        digests = plan.get("layers") or []
+        if saver is not None:
+            self.read = pipe(saver.stdout).read
+        elif job["input"] == "fifo":  # from the control machine, already without what all have
+            self.read = open(job["fifo"], "rb").read  # noqa: SIM115 - open until the end of the run
+        else:
+            self.read = Upstream(plan["sources"], job["token"]).read
+        self.load = None if saver is not None else subprocess.Popen(
+            self.rt["load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # the first host drops from the stream what every receiver has; a receiver empties what it has
+        self.out = TarFilter(digests, plan.get("drop") or [], spool.write, spool_dir=job.get("spool_dir"))
+        self.own = TarFilter(digests, plan.get("skip") or [], pipe(self.load.stdin).write) if self.load else None
+        self.done = 0
+
+    def pump(self):
+        """Every byte from the source on to the spool and this host's load, with progress."""
+        last = 0.0
+        while True:
+            block = self.read(CHUNK)
+            if not block:
+                return
+            (self.out.feed if self.saver is not None else self.spool.write)(block)
+            if self.own is not None:
+                self.own.feed(block)
+            self.done += len(block)
+            now = time.monotonic()
+            if now - last >= PROGRESS_EVERY_S:
+                last = now
+                say(ev="progress", bytes=self.done)
+
+    def skipped(self):
+        dropped = self.out.dropped + (self.own.dropped if self.own else [])
+        if dropped:
+            say(ev="skipped", dropped=[d for d, _ in self.out.dropped],
+                skipped=[d for d, _ in (self.own.dropped if self.own else [])], bytes=sum(n for _, n in dropped))
+
+    def finish(self):
+        """The save's or the load's end: 0, or 1 once the error is said."""
+        name = self.rt["name"]
+        if self.saver is not None:
+            err = pipe(self.saver.stderr).read().decode(errors="replace").strip()
+            if self.saver.wait() != 0:
+                say(ev="error", why="%s save failed: %s" % (name, err[-300:]))
+                return 1
+        if self.load is None:
+            say(ev="done", bytes=self.done)
+            return 0
+        pipe(self.load.stdin).close()
+        text = pipe(self.load.stdout).read().decode(errors="replace").strip()
+        if self.load.wait() != 0:
+            say(ev="error", why="%s load failed: %s" % (name, text[-300:]))
+            return 1
+        say(ev="done", bytes=self.done, id=name_it(self.rt, self.image, text))
+        return 0
+
+
+def serve_until_read(spool):
+    """Until the host after this one (or one reattaching) read it all."""
+    deadline = time.monotonic() + 600
+    with spool.cond:
+        while not spool.finished and spool.serving and time.monotonic() < deadline:
+            if not spool.readers and spool.orphan and time.monotonic() - spool.orphan > ORPHAN_S:
+                break
+            spool.cond.wait(1.0)
+
+
 def relay(job):
     """Two steps: listen (and say which layers this host has), then, once the run knows every
     host's, read the plan (sources, what to leave out) and move the bytes."""
-    token = job["token"].encode()
     rt = job["runtime"]
     serving = bool(job.get("forward"))
     spool = Spool(int(job.get("window", WINDOW)), int(job.get("lag", LAG)), serving)
-    port = serve(job, token, spool).server_address[1]
-    saver = load = None
-    if job["input"] == "save":  # docker's save takes a while before its first byte: start it now
-        saver = subprocess.Popen([rt, "save", job["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    port = serve(job, job["token"].encode(), spool).server_address[1]
+    saver = None
+    if job["input"] == "save":  # a save takes a while before its first byte: start it now
+        saver = subprocess.Popen(rt["save"] + [job["image"]], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     say(ev="listening", port=port, **layers(rt, job["image"] if saver is not None else None))
     plan = wait_for(job["sources_file"], 300, remove=True, poll=0.05)  # the plan: read once
     if plan is None:
         say(ev="error", why="no plan arrived within 300 s")
         return 1
-    digests = plan.get("layers") or []
-    if saver is not None:
-        read = pipe(saver.stdout).read
-    elif job["input"] == "fifo":  # from the control machine, already without what all have
-        read = open(job["fifo"], "rb").read  # noqa: SIM115 - open until the end of the run
-    else:
-        read = Upstream(plan["sources"], token.decode()).read
-    if saver is None:
-        load = subprocess.Popen([rt, "load"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    # the first host drops from the stream what every receiver has; a receiver empties what it has
-    out = TarFilter(digests, plan.get("drop") or [], spool.write, spool_dir=job.get("spool_dir"))
-    own = TarFilter(digests, plan.get("skip") or [], pipe(load.stdin).write) if load is not None else None
-    done, last = 0, 0.0
+    link = Link(job, plan, spool, saver)
     try:
-        while True:
-            block = read(CHUNK)
-            if not block:
-                break
-            if saver is not None:
-                out.feed(block)
-            else:
-                spool.write(block)
-            if own is not None:
-                own.feed(block)
-            done += len(block)
-            now = time.monotonic()
-            if now - last >= PROGRESS_EVERY_S:
-                last = now
-                say(ev="progress", bytes=done)
+        link.pump()
     except OSError as e:
-        say(ev="progress", bytes=done)
-        say(ev="error", why="the stream broke after %d bytes: %s" % (done, e))
+        say(ev="progress", bytes=link.done)
+        say(ev="error", why="the stream broke after %d bytes: %s" % (link.done, e))
         return 1
     finally:
         spool.end()
-    say(ev="progress", bytes=done, sent=spool.total)
-    if out.dropped or (own is not None and own.dropped):
-        say(ev="skipped", dropped=[d for d, _ in out.dropped], skipped=[d for d, _ in (own.dropped if own else [])],
-            bytes=sum(n for _, n in out.dropped + (own.dropped if own else [])))
-    if saver is not None:
-        err = pipe(saver.stderr).read().decode(errors="replace").strip()
-        if saver.wait() != 0:
-            say(ev="error", why="%s save failed: %s" % (rt, err[-300:]))
-            return 1
-    if load is not None:
-        pipe(load.stdin).close()
-        text = pipe(load.stdout).read().decode(errors="replace").strip()
-        if load.wait() != 0:
-            say(ev="error", why="%s load failed: %s" % (rt, text[-300:]))
-            return 1
-        say(ev="done", bytes=done, id=name_it(rt, job["image"], text))
-    else:
-        say(ev="done", bytes=done)
-    if serving:  # until the host after this one (or one reattaching) read it all
-        deadline = time.monotonic() + 600
-        with spool.cond:
-            while not spool.finished and spool.serving and time.monotonic() < deadline:
-                if not spool.readers and spool.orphan and time.monotonic() - spool.orphan > ORPHAN_S:
-                    break
-                spool.cond.wait(1.0)
+    say(ev="progress", bytes=link.done, sent=spool.total)
+    link.skipped()
+    if link.finish():
+        return 1
+    if serving:
+        serve_until_read(spool)
     return 0
 
 
 def name_it(rt, image, loaded):
-    """The image under the name asked for: podman saves a short name as localhost/NAME, which
-    docker then loads as is."""
+    """The image under the name asked for: a runtime may save a short name as localhost/NAME
+    (podman), which another then loads as is."""
     null = subprocess.DEVNULL
 
     def image_id():
-        p = subprocess.run([rt, "image", "inspect", "--format", "{{.Id}}", image], stdout=subprocess.PIPE, stderr=null)
+        p = subprocess.run(rt["inspect"] + ["{{.Id}}", image], stdout=subprocess.PIPE, stderr=null)
         return p.stdout.decode().strip() if p.returncode == 0 else ""
 
     got = image_id()
     names = re.findall(r"Loaded image(?:\(s\))?(?: ID)?: (\S+)", loaded)
     if not got and names:
-        subprocess.run([rt, "tag", names[-1].split(",")[0], image], stdout=null, stderr=null)
+        subprocess.run(rt["tag"] + [names[-1].split(",")[0], image], stdout=null, stderr=null)
         got = image_id()
     return got
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
-from inkctl.plan.runtime import LABEL_PREFIX
+from inkctl import runtimes
+from inkctl.runtimes.spec import LABEL_PREFIX
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class ContainerState:
 
 
 def parse_ps(host: str, text: str) -> list[ContainerState]:
-    """The lines ``ps --format runtime.ps_format(...)`` printed: every container listed, whatever its deployment."""
+    """The lines ``ps --format runtimes.get(...).ps_format()`` printed: every container listed, whatever its deployment."""
     out = []
     for line in text.splitlines():
         parts = line.split("\t")
@@ -72,7 +72,7 @@ def parse_ps(host: str, text: str) -> list[ContainerState]:
 
 
 def parse_inspect_lines(host: str, text: str) -> dict[str, ContainerState]:
-    """The lines ``inspect --format runtime.INSPECT_FORMAT`` printed, by container name."""
+    """The lines ``inspect --format INSPECT_FORMAT`` printed, by container name."""
     seen = {}
     for line in text.splitlines():
         parts = line.strip().lstrip("/").split("|")
@@ -145,7 +145,7 @@ def of_deployment(found: list[ContainerState], deployment: str) -> list[Containe
 
 def list_deployment(host: str, transport: Transport, rt: str, deployment: str) -> list[ContainerState]:
     """The deployment's containers on one host (``ps --all`` by label)."""
-    res = transport.run(runtime.ps(rt, deployment=deployment), timeout=30)
+    res = transport.run(runtimes.get(rt).ps(deployment=deployment), timeout=30)
     if not res.ok:
         raise ps_failed(host, rt, res.exit_code, res.err_text())
     return of_deployment(parse_ps(host, res.text()), deployment)
@@ -157,9 +157,10 @@ def ps_failed(host: str, rt: str, code: int, err: str) -> HostError:
 
 
 def normal_state(text: str) -> str:
-    """docker prints the state (``running``); podman 4.3 prints its status (``Up 2 minutes``)."""
+    """docker prints the state (``running``); podman 4.3 and nerdctl print its status (``Up 2
+    minutes``, ``Up``, ``Exited (0) 3 minutes ago``)."""
     t = text.strip().lower()
-    if t.startswith("up "):
+    if t == "up" or t.startswith("up "):
         return "running"
     for word in ("exited", "created", "paused", "restarting", "removing", "dead", "stopped"):
         if t.startswith(word):

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
+from inkctl import runtimes
 
 NOT_FOUND = re.compile(r"no such image|image not known|not found|no such object|does not exist", re.I)
 NO_FILE = re.compile(r"could not find the file|could not be found|no such file", re.I)  # docker | podman
@@ -116,7 +116,7 @@ class HostImages:
                          hint=f"check that {self.runtime} works on {self.host}")
 
     def inspect(self, ref: str) -> ImageInfo | None:
-        res = self._answered.pop(ref, None) or self.transport.run(runtime.image_inspect(self.runtime, ref), timeout=60)
+        res = self._answered.pop(ref, None) or self.transport.run(runtimes.get(self.runtime).image_inspect(ref), timeout=60)
         if res.ok:
             return parse_inspect(ref, res.stdout)
         if NOT_FOUND.search(res.err_text() + res.text()):
@@ -125,7 +125,7 @@ class HostImages:
 
     def read_files(self, ref: str, paths: list[str]) -> dict[str, bytes | None]:
         """File contents inside an image, without running anything in it (create, cp, rm)."""
-        res = self.transport.run(runtime.create(self.runtime, ref, label="inkctl.purpose=read-file",
+        res = self.transport.run(runtimes.get(self.runtime).create(ref, label="inkctl.purpose=read-file",
                                                  entrypoint="/inkctl-never-run"), timeout=120)
         if not res.ok:
             raise self._fail(f"create (to read files of {ref})", res)
@@ -133,10 +133,10 @@ class HostImages:
         try:
             return {p: self._read(cid, p) for p in paths}
         finally:
-            self.transport.run(runtime.remove(self.runtime, cid), timeout=60)
+            self.transport.run(runtimes.get(self.runtime).remove(cid), timeout=60)
 
     def _read(self, cid: str, path: str, depth: int = 0) -> bytes | None:
-        res = self.transport.run(runtime.copy_out(self.runtime, cid, path), timeout=300)
+        res = self.transport.run(runtimes.get(self.runtime).copy_out(cid, path), timeout=300)
         if not res.ok:
             if NO_FILE.search(res.err_text()):
                 return None
@@ -152,11 +152,11 @@ class HostImages:
 
     def build(self, context: bytes, tag: str, build_args: dict[str, str]) -> BuildOutcome:
         """``<runtime> build -`` with the (gzipped) context on stdin."""
-        argv = runtime.build(self.runtime, tag, build_args)
+        argv = runtimes.get(self.runtime).build(tag, build_args)
         t0 = time.monotonic()
         counted = Counted([context])
         res = self.transport.run(argv, stdin=counted, timeout=3600)
         return BuildOutcome(res.ok, res.text() + res.err_text(), counted.sent, time.monotonic() - t0)
 
     def load(self, chunks: Iterable[bytes]):
-        return self.transport.run(runtime.load(self.runtime), stdin=chunks, timeout=3600)
+        return self.transport.run(runtimes.get(self.runtime).load(), stdin=chunks, timeout=3600)

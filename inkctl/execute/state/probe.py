@@ -16,11 +16,11 @@ from inkctl.execute.state import fabric, gpu_amd
 from inkctl.execute.state.deploylock import PROBE_SECTION
 from inkctl.execute.state.deployed import ContainerState, parse_inspect
 from inkctl.execute.hosts.transport import HostError, Result, Transport
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.quote import command_line
 
 # One round trip: the host's clock (for uptimes), then every container of the deployment.
-# Arguments: the inspect command (3 words), then the ps command listing the ids (plan.runtime).
+# Arguments: the inspect command (3 words), then the ps command listing the ids (the runtime's argv).
 BY_LABEL = (
     'i1="$1"; i2="$2"; i3="$3"; shift 3\n'
     "date -u +%s\n"
@@ -98,8 +98,9 @@ class HostContainers:
 
 def deployment_containers(t: Transport, rt: str, deployment: str, timeout: float = 30) -> HostContainers:
     """Every container labelled ``inkctl.deployment=<deployment>`` on one host (one round trip)."""
-    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(rt, format=None),
-                 *runtime.ps(rt, deployment=deployment, quiet=True)], timeout=timeout)
+    runtime = runtimes.get(rt)
+    res = t.run(["sh", "-c", BY_LABEL, "inkctl-status", *runtime.inspect(format=None),
+                 *runtime.ps(deployment=deployment, quiet=True)], timeout=timeout)
     if not res.ok:
         err = (res.err_text() or res.text()).strip().splitlines()
         raise HostError(t.name, "runtime", f"{rt} did not list containers: " + (err[-1] if err else f"exit {res.exit_code}"),
@@ -260,7 +261,8 @@ def launch_probe_argv(rt: str, image: str, mounts: list[str], lock: tuple[str, s
                       *, sysfs: str = "", address: str = "") -> list[str]:
     """``sysfs``: the root the fabric is read under (empty: $INKCTL_SYSFS_ROOT on the host, else
     /sys); ``address``: the host's cluster address, resolved on the host."""
-    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", rt, runtime.ps_format(rt), image,
+    runtime = runtimes.get(rt)
+    return ["sh", "-c", HOST_PROBE, "inkctl-preflight", runtime.command, runtime.ps_format(), image,
             *(lock or ("", "", "", "")), sysfs, address, *mounts]
 
 

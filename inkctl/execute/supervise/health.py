@@ -38,7 +38,7 @@ from inkctl.execute.hosts.fanout import background, on_hosts
 from inkctl.execute.hosts.ssh import LOST_AFTER_S
 from inkctl.execute.supervise.ranks import HostLost, alive, lost_error, lost_hosts
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.step import WaitHealth
 
 LOG_LINES = 50
@@ -228,7 +228,7 @@ class HealthWait:
         """Follow one rank's log. The open stream is also the cheapest liveness signal there is:
         it ends when the container exits, which pokes the wait into an inspect at once."""
         # a line checker (NCCL's transport) reads the whole boot log; the display needs the last lines
-        argv = runtime.logs(self.runtime, w.container, follow=True, tail="all" if self.on_line else LOG_LINES)
+        argv = runtimes.get(self.runtime).logs(w.container, follow=True, tail="all" if self.on_line else LOG_LINES)
 
         def line(text: str) -> None:
             w.lines.append(text)
@@ -254,7 +254,7 @@ class HealthWait:
 
     # -- container states --------------------------------------------------------------------
     def _inspect_host(self, host: str, items: list[Watched]) -> None:
-        argv = runtime.inspect(self.runtime, *[w.container for w in items])
+        argv = runtimes.get(self.runtime).inspect(*[w.container for w in items])
         res = self.transports[host].run(argv, timeout=20)
         seen = parse_inspect_lines(host, res.text())
         for w in items:
@@ -318,7 +318,7 @@ class HealthWait:
 
     def _logs(self, w: Watched) -> list[str]:
         try:
-            res = self.transports[w.host].run(runtime.logs(self.runtime, w.container, tail=LOG_LINES), timeout=20)
+            res = self.transports[w.host].run(runtimes.get(self.runtime).logs(w.container, tail=LOG_LINES), timeout=20)
             lines = (res.text() + res.err_text()).splitlines() if res.ok else []
         except HostError:
             lines = []

@@ -15,7 +15,7 @@ from datetime import datetime
 from inkctl.execute.state.deployed import parse_time
 from inkctl.execute.hosts.fanout import Background, background, each
 from inkctl.execute.hosts.transport import HostError, Transport
-from inkctl.plan import runtime
+from inkctl import runtimes
 from inkctl.plan.step import Plan
 
 SNAPSHOT_TIMEOUT_S = 120
@@ -64,7 +64,7 @@ def sources(plan: Plan, *, rank: int | None = None, host: str | None = None) -> 
 
 def logs_argv(s: Source, *, tail: str | None = None, since: str | None = None, follow: bool = False,
               timestamps: bool = False) -> list[str]:
-    return list(runtime.logs(s.runtime, s.container, follow=follow, timestamps=timestamps, tail=tail, since=since))
+    return list(runtimes.get(s.runtime).logs(s.container, follow=follow, timestamps=timestamps, tail=tail, since=since))
 
 
 def split_timestamp(line: str) -> tuple[datetime | None, str]:

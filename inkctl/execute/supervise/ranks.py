@@ -17,7 +17,7 @@ from datetime import datetime
 from inkctl.execute.state.deployed import parse_inspect_lines
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime as container_runtime
+from inkctl import runtimes
 
 log = logging.getLogger(__name__)
 QUICK_S = 5.0  # a question to a host that should answer at once (states, last lines)
@@ -74,7 +74,7 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             return out
         runtime = plan.host(host).runtime
         try:
-            res = t.run(container_runtime.inspect(runtime, *[c.name for c in cs]), timeout=timeout)
+            res = t.run(runtimes.get(runtime).inspect(*[c.name for c in cs]), timeout=timeout)
         except HostError as e:
             # a connection that stands is not a lost host: one question failed (a channel refused, a
             # command killed, a runtime busy for a moment); the caller asks again next turn
@@ -92,7 +92,7 @@ def read_ranks(plan, transports: dict, *, lines: int = 0, timeout: float = QUICK
             r.exit_code = c.exit_code if c is not None and r.state == "exited" else None
             if lines and r.state != "running":
                 try:
-                    lg = t.run(container_runtime.logs(runtime, r.container, tail=lines), timeout=timeout)
+                    lg = t.run(runtimes.get(runtime).logs(r.container, tail=lines), timeout=timeout)
                     r.lines = tuple((lg.text() + lg.err_text()).splitlines()[-lines:])
                 except HostError as e:  # the state is reported; the lines are a bonus
                     log.debug("%s: the last lines of %s: %s", e.host, r.container, e.reason)

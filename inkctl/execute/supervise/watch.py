@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Callable
 from inkctl.execute.hosts.fanout import background
 from inkctl.execute.supervise.ranks import alive, fatal_line, first_down, others_text, read_ranks
 from inkctl.execute.hosts.transport import HostError
-from inkctl.plan import runtime as container_runtime
+from inkctl import runtimes
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class Supervisor:
                 self.wake.set()
 
         try:
-            self.transports[c.host].stream(container_runtime.logs(runtime, c.name, follow=True, tail=0), line, self.stop)
+            self.transports[c.host].stream(runtimes.get(runtime).logs(c.name, follow=True, tail=0), line, self.stop)
         except Exception as e:  # the turn reports the host or the container
             log.debug("rank %s on %s: following its log ended: %s", c.rank, c.host, e)
         self.wake.set()

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from inkctl.execute.hosts.fanout import Background, background
-from inkctl.plan import runtime as container_runtime
+from inkctl import runtimes
 from inkctl.plan.step import Plan
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class Watchdog:
         for c in self.plan.containers:
             if c.host == host and c.name not in killed:
                 try:
-                    if self.transports[host].run(container_runtime.kill(runtime, c.name), timeout=30).ok:
+                    if self.transports[host].run(runtimes.get(runtime).kill(c.name), timeout=30).ok:
                         killed.add(c.name)
                 except Exception as e:
                     log.debug("watchdog: %s: kill %s: %s", host, c.name, e)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from inkctl.execute.deploy.preflight.report import FAIL, OK, Host, last_line
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.execute.state.probe import PULL, Sections, image_ids
-from inkctl.plan.runtime import repository
+from inkctl import runtimes
+from inkctl.runtimes.spec import repository
 
 PULL_TIMEOUT_S = 3600
 
@@ -34,7 +35,7 @@ def check_image(h: Host, s: Sections, t: Transport) -> None:
     src = f"{repository(h.image)}@{pin}" if pin else h.image
     why = "missing" if found is None else f"{found[0][:19]}, not the pinned digest"
     try:
-        res = t.run(["sh", "-c", PULL, "inkctl-pull", h.runtime, src, h.image], timeout=PULL_TIMEOUT_S)
+        res = t.run(["sh", "-c", PULL, "inkctl-pull", runtimes.get(h.runtime).command, src, h.image], timeout=PULL_TIMEOUT_S)
     except HostError as e:
         h.put("image", FAIL, f"{h.image} was {why}; the pull was cut off: {e.reason}")
         return

@@ -3,6 +3,7 @@ container name): both read the same ``ps --all``."""
 
 from __future__ import annotations
 
+from inkctl import runtimes
 from inkctl.execute.deploy.preflight.report import FAIL, OK, Host, last_line
 from inkctl.execute.state.deployed import ContainerState, parse_ps
 from inkctl.execute.state.probe import Sections
@@ -18,9 +19,8 @@ def check_runtime(h: Host, s: Sections) -> bool:
         return False
     if rc != 0:
         why = last_line(err, out) or f"exit {rc}"
-        fix = (f"start it on {h.name} (systemctl start docker) and check with `docker version`" if rt == "docker" else
-               f"podman has no daemon: see what `podman info` says on {h.name} (storage, runtime, configuration)")
-        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}", fix)
+        h.put("runtime", FAIL, f"{rt} is installed but not answering (runtime down): {why}",
+              runtimes.get(rt).not_answering(h.name))
         return False
     found = parse_ps(h.name, out)
     running = sum(1 for c in found if c.running)
