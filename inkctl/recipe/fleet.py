@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from inkctl.recipe.disagg import Disagg
 from inkctl.recipe.fields import Strict, default_of, empty_list
 
 # the routing policies each router offers (sglang-router 0.3 / vllm-router 0.1 --policy choices)
@@ -20,6 +21,10 @@ POLICIES: dict[str, tuple[str, ...]] = {
 }
 # the image each router ships in, and how it starts; the PyPI wheels are Rust inside Python
 ROUTER_IMAGES = {"sglang": "lmsysorg/sglang:latest", "vllm": "vllm/vllm-router:latest"}
+# each router's P/D mode (fleet.disagg): its flag, whether --prefill takes the prefill's bootstrap port
+# after its URL, and the pod annotation its Kubernetes discovery reads that port from
+PD_MODE = {"sglang": ("--pd-disaggregation", True, "sglang.ai/bootstrap-port"),
+           "vllm": ("--vllm-pd-disaggregation", False, "vllm.ai/bootstrap-port")}
 
 
 class Router(Strict):
@@ -57,3 +62,4 @@ class Fleet(Strict):
     replicas: int = Field(1, ge=1, le=1024, description="Number of replicas: each a whole engine group (hardware.nodes hosts x gpus_per_host GPUs).")
     port_stride: int = Field(10, ge=1, le=1000, description="Replicas sharing a host get the engine's ports shifted by this much each (port, master/dist-init port).")
     router: Router = Field(default_factory=default_of(Router), description="The request router in front of the replicas.")
+    disagg: Optional[Disagg] = Field(None, description="Prefill/decode disaggregation: a prefill role and a decode role, each its own replicas of the engine group, the KV transfer between them, and fleet.router in its P/D mode (replaces fleet.replicas).")
