@@ -114,8 +114,14 @@ def k8s(target: Target, flags: K8sFlags) -> K8sExport:
         host_network=flags.host_network, offline=not flags.online, vars=tuple(var_pairs(flags.vars)))
     pins, files = hotfix_inputs(loaded)
     run_image = flags.image or _k8s_image(loaded)
-    manifests = export_k8s(loaded.recipe, options, image=run_image, hotfix_pins=pins, hotfix_files=files,
-                           weights_pinned=weights_pinned(loaded))
+    inputs: dict[str, Any] = dict(image=run_image, hotfix_pins=pins, hotfix_files=files,
+                                  weights_pinned=weights_pinned(loaded))
+    if fleet is not None and fleet.disagg is not None:  # one LeaderWorkerSet per role, the router in P/D mode
+        from inkctl.export.k8s_disagg import export_disagg
+
+        manifests = export_disagg(loaded.recipe, options, **inputs)
+    else:
+        manifests = export_k8s(loaded.recipe, options, **inputs)
     done = K8sExport(manifests, run_image, run_image or loaded.recipe.engine.image.ref)
     if flags.check:
         from inkctl.export.k8s_check import check_all

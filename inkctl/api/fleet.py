@@ -39,6 +39,10 @@ def fleet_of(loaded: Loaded) -> FleetPlan:
     from inkctl.plan.fleet import build_fleet
     from inkctl.plan.inputs import plan_inputs
 
+    if loaded.recipe.fleet is not None and loaded.recipe.fleet.disagg is not None:  # prefill/decode replicas
+        from inkctl.plan.disagg import build_disagg
+
+        return build_disagg(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
     return build_fleet(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
 
 
@@ -105,6 +109,15 @@ def spare_hosts(fleet: FleetPlan) -> list[str]:
     from inkctl.plan.fleet import spare_hosts as spare
 
     return spare(fleet)
+
+
+def retired_words(fleet: FleetPlan) -> str:
+    """Which replicas of an earlier fleet up and down remove, in words (``plan`` says it)."""
+    if fleet.disagg:
+        from inkctl.plan.disagg import retired_words as words
+
+        return words(fleet)
+    return f"containers labelled {fleet.name}-r<k>, k >= {len(fleet.replicas)}"
 
 
 def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None) -> list[tuple[str, str]]:

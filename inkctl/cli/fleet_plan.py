@@ -14,7 +14,8 @@ def fleet_json(fleet) -> dict:
             "router": {"kind": r.kind, "policy": r.policy_name, "image": r.image_ref, **plan_json(fleet.router)},
             "gateway": fleet.gateway,
             "replicas": [{"index": rep.index, "deployment": rep.name, "url": rep.url, "gpus": rep.gpus,
-                          **({"model": rep.model} if rep.model else {}), **plan_json(rep.plan)}
+                          **({"model": rep.model} if rep.model else {}), **({"role": rep.role} if rep.role else {}),
+                          **plan_json(rep.plan)}
                          for rep in fleet.replicas]}
 
 
@@ -60,6 +61,11 @@ def _fleet_head(out, loaded, fleet) -> None:
         out.print(f"gateway {escape(fleet.name)}: {len(fleet.replicas)} models behind one endpoint, "
                   "routed by the request's model")
         out.print(f"  router: {r.kind} (multi-model, {r.policy_name}) at {fleet.url}")
+    elif fleet.disagg:
+        roles = [rep.role for rep in fleet.replicas]
+        out.print(f"fleet {escape(fleet.name)}: prefill/decode disaggregated, {roles.count('prefill')} prefill and "
+                  f"{roles.count('decode')} decode replica(s); the KV cache moves from prefill to decode")
+        out.print(f"  router: {r.kind} (P/D, {r.policy_name}) at {fleet.url}")
     else:
         out.print(f"fleet {escape(fleet.name)}: {len(fleet.replicas)} replica(s) of "
                   f"{loaded.recipe.hardware.nodes} host(s) x {loaded.recipe.hardware.gpus_per_host} GPU(s)")
@@ -86,16 +92,16 @@ def _group_plans(out, loaded, fleet, *, full: bool, only_host: str | None) -> No
 def _print_retire(out, fleet, only_host: str | None) -> None:
     """What up and down do with replicas of an earlier, larger fleet: found by label on every
     host of the inventory, removed by these steps."""
-    from inkctl.api.fleet import retire_lines, spare_hosts
+    from inkctl.api.fleet import retire_lines, retired_words, spare_hosts
 
-    n = len(fleet.replicas)
     spare = spare_hosts(fleet)
     out.print("")
     out.print("[bold]replicas no longer in the recipe[/]")
     if spare:
         out.print(f"  spare hosts (no replica): {', '.join(spare)}", markup=False)
-    out.print(f"  on every host: containers labelled {fleet.name}-r<k>, k >= {n}, are removed:", markup=False)
-    for host, line in retire_lines(fleet, f"{fleet.name}-r<k>", only_host):
+    out.print(f"  on every host: {retired_words(fleet)}, are removed:", markup=False)
+    pattern = f"{fleet.name}-(p|d|r)<k>" if fleet.disagg else f"{fleet.name}-r<k>"
+    for host, line in retire_lines(fleet, pattern, only_host):
         out.print(f"    {host}: {line}", markup=False)
 
 

@@ -266,6 +266,17 @@ METRICS = Metrics(
     ),
 )
 
+def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """A P/D replica: --disaggregation-mode; a prefill's bootstrap server (where a decode replica
+    meets it for the KV handshake) on ``port``."""
+    flags = ["--disaggregation-mode", role, "--disaggregation-transfer-backend", transfer.backend or "nixl"]
+    if role == "prefill":
+        flags += ["--disaggregation-bootstrap-port", str(port)]
+    if transfer.ib_device:
+        flags += ["--disaggregation-ib-device", transfer.ib_device]
+    return flags, []
+
+
 # the flags the plan writes that no typed engine.args field passes, and the recipe field behind each
 PLANNED_BY = {"--nnodes": "hardware.nodes", "--node-rank": "hardware.nodes (each host's rank)",
               "--dist-init-addr": "engine.dist_init_port and the head's cluster_address", "--host": "engine.args.bind_host",
@@ -286,4 +297,5 @@ SPEC = EngineSpec(
     renamed=RENAMED,
     server_lines=("The server is fired up",), host_ip_env=("SGLANG_HOST_IP",), proof_program=proof_program("sglang"),
     planned_by=PLANNED_BY, api_key_env=("INKCTL_API_KEY",), api_key_config=True,
+    disagg_backends=("nixl", "mooncake"), disagg_role=disagg_role,
 )

@@ -323,6 +323,18 @@ METRICS = Metrics(
     ),
 )
 
+NIXL = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, separators=(",", ":"))
+
+
+def disagg_role(role: str, transfer, port: int, address: str | None) -> tuple[list[str], list[tuple[str, str]]]:
+    """A P/D replica: the NixlConnector both ways (the router says which side a request is on);
+    NIXL's side channel, where a decode replica reads the prefill's block ids, on ``port``."""
+    env = [("VLLM_NIXL_SIDE_CHANNEL_PORT", str(port))]
+    if address:
+        env.append(("VLLM_NIXL_SIDE_CHANNEL_HOST", address))
+    return ["--kv-transfer-config", NIXL], env
+
+
 # what a headless rank (--headless: every rank but the head, native multi-node or data parallel)
 # refuses, in vLLM's own serve command: "--api-server-count=N cannot be used with --headless"
 # (0.29 on; "api_server_count can't be set in headless mode" before), and "data_parallel_hybrid_lb
@@ -381,4 +393,5 @@ SPEC = EngineSpec(
     boot=BOOT, metrics=METRICS, server_lines=("Starting vLLM API server",), served_aliases=True, host_ip_env=("VLLM_HOST_IP",),
     proof_program=proof_program("vllm"), worker_refuses=WORKER_REFUSES, planned_by=PLANNED_BY,
     overlap_findings=overlap_findings, api_key_env=("VLLM_API_KEY",),
+    disagg_backends=("nixl",), disagg_role=disagg_role,
 )

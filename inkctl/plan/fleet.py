@@ -43,6 +43,7 @@ class Replica:
     plan: Plan
     model: str = ""
     source: Loaded | None = None
+    role: str = ""  # P/D (fleet.disagg): 'prefill' or 'decode'; index counts within the role
 
     @property
     def name(self) -> str:
@@ -50,6 +51,8 @@ class Replica:
 
     @property
     def label(self) -> str:
+        if self.role:
+            return f"{self.role} replica {self.index}"
         return f"model {self.model}" if self.model else f"replica {self.index}"
 
     @property
@@ -77,6 +80,11 @@ class FleetPlan:
     def gateway(self) -> bool:
         """Several models behind one endpoint (a gateway file), not replicas of one."""
         return any(r.model for r in self.replicas)
+
+    @property
+    def disagg(self) -> bool:
+        """Prefill and decode replicas behind a P/D router (fleet.disagg)."""
+        return any(r.role for r in self.replicas)
 
     @property
     def plans(self) -> tuple[Plan, ...]:
@@ -298,7 +306,9 @@ def router_argv(router: Router, urls: list[str], model: str) -> list[str]:
     return argv + list(router.args)
 
 
-def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placeholder: bool = False) -> Plan:
+def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placeholder: bool = False,
+                argv: list[str] | None = None) -> Plan:
+    """``argv``: the router's command line when it is not the replicas' (P/D: plan.disagg)."""
     fleet = fleet_of(recipe)
     r = fleet.router
     name = router_name(recipe.name)
@@ -306,7 +316,7 @@ def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placehol
     urls = [rep.url for rep in replicas]
     _check_ports(recipe, host, replicas, placeholder)
     cname = container_name(name, 0)
-    argv = router_argv(r, urls, recipe.model.name)
+    argv = list(argv or router_argv(r, urls, recipe.model.name))
     rhash = hashlib.sha256("\0".join([r.image_ref, *argv]).encode()).hexdigest()[:12]
     address = f"<{host.name}.address>" if placeholder else host.ssh_address
     spec = ContainerSpec(

@@ -41,8 +41,9 @@ class Rollout:
 
 def rolling(fleet) -> bool:
     """Does ``up`` of this fleet replace changed replicas one at a time? (a gateway's groups are
-    different models: each is replaced where it stands)."""
-    return not fleet.gateway and fleet.rollout.strategy == "rolling"
+    different models: each is replaced where it stands; a P/D fleet's router pairs prefill and
+    decode replicas in its own mode: not rolled, replaced as before)."""
+    return not fleet.gateway and not fleet.disagg and fleet.rollout.strategy == "rolling"
 
 
 def rollout(fleet, changed: dict[str, tuple[str, ...]]) -> Rollout:
@@ -68,6 +69,9 @@ def step_lines(fleet, index: int) -> list[str]:
 
 def plan_lines(fleet) -> list[str]:
     """The rollout ``up`` runs when the replicas run another version of the recipe."""
+    if fleet.disagg:
+        return ["a P/D fleet whose replicas run another version: every replica replaced at once (no rolling "
+                "update yet for prefill/decode roles)"]
     if fleet.gateway:
         return ["models no longer in the file go FIRST, before any model of the file starts (a model put on a "
                 "dropped one's GPUs and port needs them free): off the gateway, drained (at most "

@@ -98,6 +98,10 @@ class EngineSpec:
     api_key_config: bool = False  # the engine reads its key from a --config file (written inside the container)
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
+    # prefill/decode disaggregation (fleet.disagg): the KV transfer backends the engine's P/D takes (none: no P/D),
+    # and (role, transfer, bootstrap_port, address) -> (engine flags, container env) of one replica of a role
+    disagg_backends: tuple[str, ...] = ()
+    disagg_role: Callable[..., tuple[list[str], list[tuple[str, str]]]] = lambda role, t, port, address: ([], [])
     # () -> the program that has the engine in the image read a rank's argv (inkctl/engines/proof/), None: none
     proof_program: Callable[[], bytes | None] = lambda: None
     worker_refuses: frozenset[str] = frozenset()  # flags a headless or worker rank refuses (head_extra takes them)

@@ -11,6 +11,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
+from inkctl.recipe.disagg import Disagg
 from inkctl.recipe.fields import Strict, default_of, empty_list
 from inkctl.recipe.rollout import Rollout
 
@@ -21,6 +22,10 @@ POLICIES: dict[str, tuple[str, ...]] = {
 }
 # the image each router ships in, and how it starts; the PyPI wheels are Rust inside Python
 ROUTER_IMAGES = {"sglang": "lmsysorg/sglang:latest", "vllm": "vllm/vllm-router:latest"}
+# each router's P/D mode (fleet.disagg): its flag, whether --prefill takes the prefill's bootstrap port
+# after its URL, and the pod annotation its Kubernetes discovery reads that port from
+PD_MODE = {"sglang": ("--pd-disaggregation", True, "sglang.ai/bootstrap-port"),
+           "vllm": ("--vllm-pd-disaggregation", False, "vllm.ai/bootstrap-port")}
 
 
 class Router(Strict):
@@ -65,3 +70,4 @@ class Fleet(Strict):
     port_stride: int = Field(10, ge=1, le=1000, description="Replicas sharing a host get the engine's ports shifted by this much each (port, master/dist-init port).")
     router: Router = Field(default_factory=default_of(Router), description="The request router in front of the replicas.")
     rollout: Rollout = Field(default_factory=default_of(Rollout), description="How up of a changed recipe replaces the running replicas (rolling, one at a time, by default).")
+    disagg: Optional[Disagg] = Field(None, description="Prefill/decode disaggregation: a prefill role and a decode role, each its own replicas of the engine group, the KV transfer between them, and fleet.router in its P/D mode (replaces fleet.replicas).")

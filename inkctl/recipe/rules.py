@@ -35,6 +35,7 @@ RULES = {  # each check and the problem code (inkctl/codes.py) of what it finds
     "_parallelism": "parallelism", "_hardware": "hardware", "_networking": "networking", "_gpus": "gpus",
     "_env": "environment", "_mounts": "mounts", "_patches": "patches", "_pins": "unpinned", "_engine": "engine",
     "_hosts": "hosts", "_smoke": "smoke", "_engine_flags": "engine", "_speculative": "engine", "_version": "engine",
+    "_disagg": "engine",
     "_api_key": "environment", "_overlap": "environment",
 }
 
@@ -293,6 +294,12 @@ def _speculative(r: "Recipe") -> list[Problem]:
     if spec.draft is not None and spec.draft.repo == r.model.repo:
         out.append(_err("speculative.draft.repo", "the draft is the served model itself", "name the draft's own repository"))
     return out
+
+
+def _disagg(r: "Recipe") -> list[Problem]:
+    from inkctl.recipe.disagg_rules import disagg_findings
+
+    return disagg_findings(r)
 
 
 def _hosts(r: "Recipe") -> list[Problem]:

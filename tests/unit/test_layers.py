@@ -212,3 +212,13 @@ def test_api_stands_on_bench_only_for_the_benchmark_commands():
                       and any(t == "inkctl.bench" or t.startswith("inkctl.bench.") for t in targets))
     assert on_bench == ["inkctl.api.bench", "inkctl.api.results", "inkctl.api.serving"]
     assert "inkctl.bootlog" in g["inkctl.api.boots"] and unit("inkctl.bootlog", modules()) == "inkctl"
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports test files by their base name (no packages under tests/): two of one name in
+    tests/unit, tests/e2e and tests/cluster stop the whole suite at collection."""
+    from collections import Counter
+
+    root = Path(__file__).resolve().parents[1]
+    names = Counter(p.name for d in ("unit", "e2e", "cluster") for p in (root / d).glob("test_*.py"))
+    assert [n for n, k in names.items() if k > 1] == []

@@ -234,6 +234,10 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
     ps = runtimes.get(rt).ps(label=(GATEWAY_LABEL, fleet.name)) if fleet.gateway else runtimes.get(rt).ps()
 
     def gone(dep: str) -> bool:
+        if fleet.disagg:  # P/D: a role's replicas beyond its count, or the replicas of a plain fleet before it
+            from inkctl.plan.disagg import retired_role_replica
+
+            return retired_role_replica(fleet, dep)
         return dropped_group(fleet, dep) if fleet.gateway else retired_replica(fleet.name, len(fleet.replicas), dep)
 
     def one(name: str) -> dict[str, list[str]]:
@@ -261,7 +265,8 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
             out.setdefault(dep, []).append(host)
     if sink is not None:
         for dep, on in sorted(out.items()):
-            why = "the gateway file" if fleet.gateway else f"the recipe (fleet.replicas {len(fleet.replicas)})"
+            why = "the gateway file" if fleet.gateway else ("the recipe (fleet.disagg)" if fleet.disagg else
+                                                            f"the recipe (fleet.replicas {len(fleet.replicas)})")
             sink.emit(Info(text=f"{dep} is no longer in {why}: removed from {', '.join(on)}"))
         for host, why in [*((n, e.reason) for n, e in conn.errors.items()), *((n, e.reason) for n, e in res.failed.items())]:
             sink.emit(Info(text=f"{host}: could not look for replicas to remove: {why}", level="warning"))

@@ -48,6 +48,7 @@ class Server:
         self.metrics = Metrics()  # served at /metrics under the real engines' names
         self.lock = threading.Lock()
         self.httpd = None
+        self.pd = None  # prefill/decode disaggregation (disagg.Disagg): this replica's role
 
     def start(self):
         """Bind and serve in a thread. Raises OSError when the port is taken."""
@@ -162,6 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200 if s.ready.is_set() else 503, b"", "text/plain")
         if path == "/inkctl/fake/argv":
             return self._send(200, s.argv_info)
+        if path == "/inkctl/fake/pd" and s.pd is not None:
+            return self._send(200, s.pd.status())
         self._send(404, {"detail": "Not Found"})
 
     def do_HEAD(self):
@@ -202,6 +205,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._error(400, "max_tokens must be an integer")
         if limit is None:
             limit = len(WORDS) if chat else 16
+        self.ttft_override, extra = None, {}
+        if s.pd is not None:  # a prefill publishes the prompt's KV, a decode fetches it first
+            from .disagg import Refused
+
+            try:
+                o = s.pd.before(req, s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)), s.slots())
+            except Refused as e:
+                return self._error(e.code, e.message)
+            limit, self.ttft_override, extra = o.get("limit", limit), o.get("ttft"), o.get("extra", {})
         with s.lock:
             s.counter += 1
             nth = s.counter
@@ -231,7 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             if req.get("stream"):
                 self._stream(rid, model, chat, (reasoning, content, tool), finish, usage, req, nth)
             else:
-                time.sleep(s.knob("FAKE_TTFT", s.knob("FAKE_TOKEN_DELAY", 0.01)))
+                time.sleep(self._ttft())
                 s.metrics.first_token(time.monotonic() - t0)
                 time.sleep(s.knob("FAKE_TOKEN_DELAY", 0.01) * max(0, n - 1))
                 text = "".join(content)
@@ -243,11 +255,18 @@ class _Handler(BaseHTTPRequestHandler):
                 else:
                     choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
                 self._send(200, {"id": rid, "object": "chat.completion" if chat else "text_completion",
-                                 "created": int(time.time()), "model": model, "choices": [choice], "usage": usage})
+                                 "created": int(time.time()), "model": model, "choices": [choice], "usage": usage,
+                                 **extra})
         finally:
             s.metrics.finished_one(n, time.monotonic() - t0, finish)
             if slots is not None:
                 slots.release()
+
+    def _ttft(self):
+        """Seconds to the first token: the prefill's (FAKE_TTFT), or what P/D left of it."""
+        if getattr(self, "ttft_override", None) is not None:
+            return self.ttft_override
+        return self.srv.knob("FAKE_TTFT", self.srv.knob("FAKE_TOKEN_DELAY", 0.01))
 
     def _reasoning_field(self):
         return os.environ.get("FAKE_REASONING_FIELD") or self.srv.knobs.get("FAKE_REASONING_FIELD") or "reasoning_content"
@@ -287,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         delay = s.knob("FAKE_TOKEN_DELAY", 0.01)
-        ttft = s.knob("FAKE_TTFT", delay)
+        ttft = self._ttft()
         created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
         field = self._reasoning_field()

@@ -11,6 +11,7 @@ import time
 
 from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob, load_weights,
                      serve_rendezvous, start_crash_timer)
+from . import disagg
 from .openai_server import Server
 
 VERSION = "0.5.4"
@@ -87,6 +88,9 @@ def serve_argv(argv):
                         api_key=args.get("api-key"), version=VERSION,
                         reasoning=bool(args.get("reasoning-parser")), tools=bool(args.get("tool-call-parser")))
         try:
+            server.pd = disagg.from_args("sglang", args, host, log)  # --disaggregation-mode: its bootstrap server
+            if server.pd is not None and server.pd.role == "prefill":
+                server.pd.start()
             server.start()
         except OSError as e:
             fatal(log, f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): {e.strerror}",

@@ -20,6 +20,7 @@ from . import nccl
 from . import phases
 from .engine import (Args, Log, block_forever, dump_argv, fatal, handle_signals, join_rendezvous, knob,
                      listen, load_weights, serve_rendezvous, start_crash_timer)
+from . import disagg
 from .openai_server import Server
 
 VERSION = "0.11.0"
@@ -94,6 +95,9 @@ def main(argv):
                     reasoning=bool(args.get("reasoning-parser")),
                     tools=bool(args.flag("enable-auto-tool-choice") and args.get("tool-call-parser")))
     try:
+        server.pd = disagg.from_args("vllm", args, host, log)  # --kv-transfer-config: the NIXL side channel
+        if server.pd is not None:
+            server.pd.start()
         server.start()
     except OSError as e:
         fatal(log, f"[Errno {e.errno}] error while attempting to bind on address ({host!r}, {port}): {e.strerror}",
