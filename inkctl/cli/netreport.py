@@ -12,35 +12,44 @@ def render(rep: NetReport) -> str:
         lines[0] += f" (torch {first.get('torch')}, NCCL {first.get('nccl')})"
     lines.append(f"{'pair':<20}{'transport':<18}{'busbw':>8}{'link':>8}{'expect':>8}  verdict")
     for p in rep.pairs:
-        d0 = p.diagnoses[p.hosts[0]]
-        bw = f"{p.busbw_gbs:.1f}" if p.busbw_gbs is not None else "-"
-        link = f"{p.link[1]:g}G" if p.link else "?"
-        exp = f"{p.expected:.1f}" if p.expected is not None else "-"
-        lines.append(f"{' <-> '.join(p.hosts)[:19]:<20}{d0.transport[:17]:<18}{bw:>8}{link:>8}{exp:>8}  {p.verdict}")
-        why = p.error or (p.probe.error or {}).get("detail", "")
-        if (p.probe.error or {}).get("reason") == "no-torch":
-            why = "the image has no torch: " + why
-        if why:
-            lines += _wrap(why, "  ")
-        for h, d in p.diagnoses.items():
-            for what, fix in d.problems:
-                lines += _wrap(f"{h}: {what}", "  ")
-                if fix:
-                    lines += _wrap(f"fix: {fix}", "    ")
+        lines += _pair(p)
     lines.append("(busbw and expect in GB/s; expect: network.bandwidth_floor of the link's line rate)")
     lines += _rails(rep)
-    for x in rep.perfs:
-        if x.perf is None and not x.error:
-            lines.append(f"{x.host}: all_reduce_perf is not in the image (nccl-tests): intra-host not measured")
-        elif x.error:
-            lines.append(f"{x.host}: all_reduce_perf failed: {x.error}")
-        else:
-            best = max((s.busbw_gbs for s in x.perf.sizes), default=0.0)
-            lines.append(f"{x.host}: all_reduce_perf over {x.gpus} GPU(s): busbw up to {best:.1f} GB/s"
-                         + (f", average {x.perf.avg_busbw_gbs:g}" if x.perf.avg_busbw_gbs is not None else ""))
+    lines += [_perf(x) for x in rep.perfs]
     for h, why in rep.skipped.items():
         lines += _wrap(f"{h}: not measured: {why}", "")
     return "\n".join(ln for line in lines for ln in (_wrap(line, "") if len(line) > 80 else [line]))
+
+
+def _pair(p) -> list[str]:
+    """One host pair's all-reduce: its row, why it fell short, each host's problems and fixes."""
+    d0 = p.diagnoses[p.hosts[0]]
+    bw = f"{p.busbw_gbs:.1f}" if p.busbw_gbs is not None else "-"
+    link = f"{p.link[1]:g}G" if p.link else "?"
+    exp = f"{p.expected:.1f}" if p.expected is not None else "-"
+    out = [f"{' <-> '.join(p.hosts)[:19]:<20}{d0.transport[:17]:<18}{bw:>8}{link:>8}{exp:>8}  {p.verdict}"]
+    why = p.error or (p.probe.error or {}).get("detail", "")
+    if (p.probe.error or {}).get("reason") == "no-torch":
+        why = "the image has no torch: " + why
+    if why:
+        out += _wrap(why, "  ")
+    for h, d in p.diagnoses.items():
+        for what, fix in d.problems:
+            out += _wrap(f"{h}: {what}", "  ")
+            if fix:
+                out += _wrap(f"fix: {fix}", "    ")
+    return out
+
+
+def _perf(x) -> str:
+    """One host's nccl-tests all_reduce_perf across its own GPUs."""
+    if x.perf is None and not x.error:
+        return f"{x.host}: all_reduce_perf is not in the image (nccl-tests): intra-host not measured"
+    if x.error:
+        return f"{x.host}: all_reduce_perf failed: {x.error}"
+    best = max((s.busbw_gbs for s in x.perf.sizes), default=0.0)
+    return (f"{x.host}: all_reduce_perf over {x.gpus} GPU(s): busbw up to {best:.1f} GB/s"
+            + (f", average {x.perf.avg_busbw_gbs:g}" if x.perf.avg_busbw_gbs is not None else ""))
 
 
 def _rails(rep: NetReport) -> list[str]:

@@ -360,29 +360,16 @@ class _Export:
         return sc
 
     def _mounts(self, run: RunArgs, volumes: list[dict], rank: int) -> list[dict]:
-        r = self.r
-        mounts: list[dict] = []
-        shm = run.ipc == "host" or run.shm_size
-        if shm:
-            empty: dict = {"medium": "Memory"}
-            if run.shm_size:
-                empty["sizeLimit"] = quantity(run.shm_size)
-            volumes.append({"name": "dshm", "emptyDir": empty})
-            mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
-            if rank == 0:
-                what = " ".join(x for x in (f"--ipc {run.ipc}" if run.ipc else "", f"--shm-size {run.shm_size}" if run.shm_size else "") if x)
-                self.gaps.append(Gap("container.ipc", what, "/dev/shm is a memory-backed emptyDir (no host IPC namespace)"))
+        mounts: list[dict] = self._shm(run, volumes, rank)
         cache_mounted = False
-        hotfix_dir = f"{self.plan.host(self._runs(rank)[0].host).state_dir}/hotfix"
-        engine_dir = f"{self.plan.host(self._runs(rank)[0].host).state_dir}/engine"
-        named = {v.name for v in r.container.volumes}
+        state_dir = self.plan.host(self._runs(rank)[0].host).state_dir
         for i, (src, dst, ro) in enumerate(run.volumes):
-            if src == hotfix_dir and dst == MOUNT:
-                self._hotfix_configmap(hotfix_dir)
+            if src == f"{state_dir}/hotfix" and dst == MOUNT:
+                self._hotfix_configmap(src)
                 volumes.append({"name": "hotfix", "configMap": {"name": f"{self.name}-hotfix", "defaultMode": 0o755}})
                 mounts.append({"name": "hotfix", "mountPath": dst, "readOnly": True})
-            elif src == engine_dir and dst == ENGINE_FILES:
-                self._engine_configmap(engine_dir)
+            elif src == f"{state_dir}/engine" and dst == ENGINE_FILES:
+                self._engine_configmap(src)
                 volumes.append({"name": "engine-files", "configMap": {"name": f"{self.name}-engine"}})
                 mounts.append({"name": "engine-files", "mountPath": dst, "readOnly": True})
             elif self._is_cache(src, dst):
@@ -393,23 +380,40 @@ class _Export:
                     self.gaps.append(Gap("container.mounts", f"--volume {shown(src)}:{dst}",
                                          f"the model cache ({self.cache.kind} {self.cache.source}) at {dst}"))
                 cache_mounted = True
-            elif src in named:
-                volumes.append({"name": f"volume-{i}", "emptyDir": {}})
-                mounts.append({"name": f"volume-{i}", "mountPath": dst, **({"readOnly": True} if ro else {})})
-                if rank == 0:
-                    self.gaps.append(Gap("container.volumes", f"--volume {src}:{dst}", "an emptyDir: it lasts as long as the pod (use a PVC to keep it)"))
             else:
-                self._check_vars([src], f"the mount at {dst}")
-                volumes.append({"name": f"host-{i}", "hostPath": {"path": src}})
-                mounts.append({"name": f"host-{i}", "mountPath": dst, **({"readOnly": True} if ro else {})})
-                if rank == 0:
-                    self.gaps.append(Gap("container.mounts", f"--volume {src}:{dst}", f"hostPath {src}: it must exist on every node"))
+                mounts.append(self._other_mount(i, src, dst, ro, volumes, rank))
         if not cache_mounted:
             volumes.append({"name": "model-cache", **self.cache.volume(False)})
             mounts.append({"name": "model-cache", "mountPath": HF_CACHE_DEFAULT})
             if rank == 0:
                 self.gaps.append(Gap("container.mounts", "(no model cache mount)", f"the model cache mounted at {HF_CACHE_DEFAULT}"))
         return mounts
+
+    def _shm(self, run: RunArgs, volumes: list[dict], rank: int) -> list[dict]:
+        """/dev/shm: a memory-backed emptyDir where the container had the host's IPC or a size."""
+        if not (run.ipc == "host" or run.shm_size):
+            return []
+        empty: dict = {"medium": "Memory"}
+        if run.shm_size:
+            empty["sizeLimit"] = quantity(run.shm_size)
+        volumes.append({"name": "dshm", "emptyDir": empty})
+        if rank == 0:
+            what = " ".join(x for x in (f"--ipc {run.ipc}" if run.ipc else "", f"--shm-size {run.shm_size}" if run.shm_size else "") if x)
+            self.gaps.append(Gap("container.ipc", what, "/dev/shm is a memory-backed emptyDir (no host IPC namespace)"))
+        return [{"name": "dshm", "mountPath": "/dev/shm"}]
+
+    def _other_mount(self, i: int, src: str, dst: str, ro: bool, volumes: list[dict], rank: int) -> dict:
+        """A named volume (an emptyDir) or a host path (a hostPath every node must have)."""
+        if src in {v.name for v in self.r.container.volumes}:
+            volumes.append({"name": f"volume-{i}", "emptyDir": {}})
+            if rank == 0:
+                self.gaps.append(Gap("container.volumes", f"--volume {src}:{dst}", "an emptyDir: it lasts as long as the pod (use a PVC to keep it)"))
+            return {"name": f"volume-{i}", "mountPath": dst, **({"readOnly": True} if ro else {})}
+        self._check_vars([src], f"the mount at {dst}")
+        volumes.append({"name": f"host-{i}", "hostPath": {"path": src}})
+        if rank == 0:
+            self.gaps.append(Gap("container.mounts", f"--volume {src}:{dst}", f"hostPath {src}: it must exist on every node"))
+        return {"name": f"host-{i}", "mountPath": dst, **({"readOnly": True} if ro else {})}
 
     def _is_cache(self, src: str, dst: str) -> bool:
         env = dict(self.r.container.env)

@@ -318,25 +318,29 @@ class _Script:
         steps.append("remove_container")
         starts = [s for st in self.plan.stages for s in st.steps
                   if getattr(s, "rank", None) == rank and isinstance(s, (Run, WaitFor))]
+        steps += self._before_start(rank, starts)
+        steps += [x for s in starts for x in self._start_step(s)]
+        steps.append("follow_container")
+        return out + ["  " + x for x in steps] + ["}"]
+
+    def _before_start(self, rank: int, starts: list) -> list[str]:
+        """What a rank checks before its container starts: the pinned image, the weights' sizes,
+        and (Ray) the head's ports it joins."""
+        steps = []
         image = next((s.container.image for s in starts if isinstance(s, Run) and s.container is not None), None)
         if image and self.image_pin:
-            inspect = runtimes.get(rt).image_inspect(image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
+            inspect = runtimes.get(self.rt).image_inspect(image, format='{{.Id}} {{range .RepoDigests}}{{.}} {{end}}')
             steps.append(f"check_image {command_line([self.image_pin])} {self.sh(inspect)}")
-        for path, size in self.weights_check.get(rank, ()):
-            steps.append(f"check_size {self.sh([path])} {size}")
+        steps += [f"check_size {self.sh([path])} {size}" for path, size in self.weights_check.get(rank, ())]
         engine = spec_of(self.r.engine.kind)
         if rank > 0 and engine.serves_in_head(self.r):  # the workers join a cluster the head opens first
             steps += [f'wait_tcp "$INK_HEAD_ADDR" {port} {int(self.r.health.timeout_s)}' for port, _ in engine.ports(self.r)]
-        for s in starts:
-            if isinstance(s, WaitFor):
-                expect = command_line([s.expect or "", str(s.expect_count)])
-                steps.append(f"wait_until {int(s.timeout_s)} {expect} {self.sh(s.argv)}")
-            elif s.container is not None:
-                steps += self.wrapped("start_container", s.argv, "      ")
-            else:
-                steps += self.wrapped("run_step", s.argv, "      ")
-        steps.append("follow_container")
-        return out + ["  " + x for x in steps] + ["}"]
+        return steps
+
+    def _start_step(self, s) -> list[str]:
+        if isinstance(s, WaitFor):
+            return [f"wait_until {int(s.timeout_s)} {command_line([s.expect or '', str(s.expect_count)])} {self.sh(s.argv)}"]
+        return self.wrapped("start_container" if s.container is not None else "run_step", s.argv, "      ")
 
     def _spec(self, rank: int):
         return next(s.container for s in self.plan.steps()
