@@ -92,10 +92,13 @@ class Run:
             self.inkctl("down", rec, "--hosts", self.inventory, check=False)
 
     def served(self, port: int) -> float:
-        from inkctl.client.prometheus import E2E, parse
+        from inkctl.client.prometheus import parse
+        from inkctl.recipe.engine_registry import spec_of
 
+        e2e = spec_of("vllm").metrics.e2e  # the fleet's engines are the fake vLLM (its real metric names)
         with urllib.request.urlopen(f"http://{self.addr}:{port}/metrics", timeout=5) as r:
-            return parse(r.read().decode()).histogram(E2E).count
+            h = parse(r.read().decode()).histogram(e2e)
+        return h.count if h is not None else 0.0
 
     def affinity(self, policy: str, groups: int = 6, per: int = 10) -> float:
         """Mean over groups of (requests on the group's busiest replica) / (group's requests)."""

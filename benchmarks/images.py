@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
+from benchmarks.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
 IMAGE = "bench-images:1"
 TOP = "bench-images-top:1"
 BASE = "inkctl-fake-engine:latest"

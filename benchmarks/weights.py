@@ -41,7 +41,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
+from benchmarks.testbed import Testbed  # noqa: E402  (the relay benchmarks' shared set-up)
 REPO = "bench/weights-model"
 BIG = "bench/weights-model-4x"
 IMAGE = "bench-relay-image:1"
