@@ -18,7 +18,7 @@ from tests.cluster.proc import wait_for
 from tests.e2e.conftest import ROOT, containers
 
 pytestmark = pytest.mark.cluster
-CHECKS = ["ssh", "runtime", "gpus", "gpu-free", "image", "paths", "ports", "memory", "name"]
+CHECKS = ["ssh", "runtime", "gpus", "gpu-free", "image", "argv", "paths", "ports", "memory", "fabric", "name"]
 
 
 def checks(ran) -> dict[tuple[str, str], dict]:
