@@ -426,7 +426,7 @@ def test_a_router_in_front_passes_the_api_key_through(cluster, inkctl, inventory
     """Issue 29: the real sglang-router in front of guarded engines: a request without the key gets
     their 401 through it, one with the key an answer; up's readiness completion (through the
     router), bench and top send the key; the value shows nowhere."""
-    from tests.e2e.test_api_key import ENV, KEY, _guarded, _status
+    from tests.e2e.test_guarded_endpoints import ENV, KEY, _guarded, _status
 
     inv = inventory("h5", h5={"gpus": "0,1,2,3"})
     rec = _guarded(recipe, "fleet", "e2e-key-fleet")
@@ -450,7 +450,7 @@ def test_a_gateway_in_front_of_guarded_models(cluster, inkctl, inventory, tmp_pa
     """Issue 29 with vllm-router (multi-model): both models guarded by the same key; the gateway's
     per-model answers carry it, a request without it gets 401 through the gateway."""
     from tests.e2e.conftest import RECIPES
-    from tests.e2e.test_api_key import ENV, KEY, _status
+    from tests.e2e.test_guarded_endpoints import ENV, KEY, _status
 
     for name in ("gateway.yaml", "gw-alpha.yaml", "gw-beta.yaml"):
         doc = yaml.safe_load((RECIPES / name).read_text())
