@@ -31,6 +31,17 @@ def expert_on(r: Recipe) -> bool:
     return ep is not None and ep.enabled
 
 
+def expert_size_finding(r: Recipe, why: str) -> list[Problem]:
+    """Engines whose expert ranks live inside the tensor group: the expert size divides
+    tensor_parallel (``why``: the engine's own reason, said in the message)."""
+    a, ep = r.engine.args, r.engine.args.expert
+    size = (ep.size if ep is not None else None) or a.tensor_parallel
+    if a.tensor_parallel % size:
+        return [problem("engine.args.expert.size", f"expert size {size} does not divide tensor_parallel "
+                        f"{a.tensor_parallel} ({why})", f"use a divisor of {a.tensor_parallel}")]
+    return []
+
+
 def port_clash(r: Recipe, *rendezvous: int) -> list[Problem]:
     """The API port may not be one of the head's rendezvous ports (multi-node)."""
     port = r.engine.args.port

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
-from inkctl.engines._common import (COMPILE_CACHE_COMMON, expert_on, extra_args, flag_findings, gpu_count_finding, opt,
+from inkctl.engines._common import (COMPILE_CACHE_COMMON, expert_on, expert_size_finding, extra_args, flag_findings, gpu_count_finding, opt,
                                     port_clash, problem, proof_program)
 from inkctl.errors import Problem
 from inkctl.recipe.engine import EngineBase
@@ -162,15 +162,11 @@ def parallel_findings(r: Recipe) -> list[Problem]:
 
 
 def expert_findings(r: Recipe) -> list[Problem]:
-    a, ep, out = r.engine.args, r.engine.args.expert, list[Problem]()
+    ep = r.engine.args.expert
     if not expert_on(r):
-        return out
+        return []
     assert ep is not None
-    size = ep.size or a.tensor_parallel
-    if a.tensor_parallel % size:
-        out.append(problem("engine.args.expert.size", f"expert size {size} does not divide tensor_parallel "
-                           f"{a.tensor_parallel} (SGLang's expert ranks live inside the tensor group)",
-                           f"use a divisor of {a.tensor_parallel}"))
+    out = expert_size_finding(r, "SGLang's expert ranks live inside the tensor group")
     if ep.all2all_backend and ep.all2all_backend not in A2A:
         out.append(problem("engine.args.expert.all2all_backend", f"SGLang has no --moe-a2a-backend {ep.all2all_backend!r}",
                            f"known: {', '.join(A2A)}"))

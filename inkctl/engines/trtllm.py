@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from inkctl.engines._common import expert_on, extra_args, flag_findings, gpu_count_finding, opt, problem, proof_program
+from inkctl.engines._common import expert_on, expert_size_finding, extra_args, flag_findings, gpu_count_finding, opt, problem, proof_program
 from inkctl.errors import Problem
 from inkctl.recipe.engine import EngineBase
 from inkctl.recipe.engine_registry import BootPhases, EngineSpec, Metrics
@@ -178,15 +178,11 @@ def parallel_findings(r: Recipe) -> list[Problem]:
 
 
 def expert_findings(r: Recipe) -> list[Problem]:
-    a, ep, out = r.engine.args, r.engine.args.expert, list[Problem]()
+    ep = r.engine.args.expert
     if not expert_on(r):
-        return out
+        return []
     assert ep is not None
-    size = ep.size or a.tensor_parallel
-    if a.tensor_parallel % size:
-        out.append(problem("engine.args.expert.size", f"expert size {size} does not divide tensor_parallel "
-                           f"{a.tensor_parallel} (TensorRT-LLM's MoE splits the tensor group into expert and "
-                           "tensor ranks)", f"use a divisor of {a.tensor_parallel}"))
+    out = expert_size_finding(r, "TensorRT-LLM's MoE splits the tensor group into expert and tensor ranks")
     for field in ("all2all_backend", "deepep_mode", "deepep_max_dispatch_tokens_per_rank"):
         if getattr(ep, field, None):
             out.append(problem(f"engine.args.expert.{field}", f"{field} is not a TensorRT-LLM option",
