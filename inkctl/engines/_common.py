@@ -129,7 +129,6 @@ def flag_findings(r) -> list[Problem]:
     # every flag of every bundled plan is, the test holds (tests/unit/test_argv_flags.py)
     planned = planned_flags(r) if given & may_plan(spec) else {}
     told = set(spec.set_by_inkctl) | set(typed_flags(r.engine.kind, a))  # rules.py says those already
-    field_of = {**{f: f"engine.args.{k}" for k, flags in spec.flag_of.items() for f in flags}, **spec.planned_by}
     out = []
     for name, items in (("extra", a.extra), ("head_extra", a.head_extra), ("worker_extra", a.worker_extra)):
         for i, x in enumerate(items):
@@ -139,7 +138,8 @@ def flag_findings(r) -> list[Problem]:
             path = f"engine.args.{name}[{i}]"
             ranks = planned.get(flag, set())
             if ranks and (flag not in told or name != "extra") and (name == "extra" or (0 in ranks) == (name == "head_extra")):
-                use = f"set {field_of[flag]} instead" if flag in field_of else "the plan writes it from the recipe's fields"
+                field = spec.field_of(flag)
+                use = f"set {field} instead" if field else "the plan writes it from the recipe's fields"
                 out.append(problem(path, f"{flag} is already in the planned argv: given again, {spec.name} keeps "
                                    "the last one without a word", f"remove it; {use}"))
             elif flag in spec.worker_refuses and r.multinode and name != "head_extra":

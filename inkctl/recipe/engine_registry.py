@@ -107,6 +107,10 @@ class EngineSpec:
     worker_refuses: frozenset[str] = frozenset()  # flags a headless or worker rank refuses (head_extra takes them)
     planned_by: Mapping[str, str] = field(default_factory=dict)  # a flag the plan writes -> the recipe field behind it
 
+    def field_of(self, flag: str) -> str | None:
+        """The recipe field behind a flag the plan writes: ``planned_by``, else the typed field
+        that passes it (``flag_of``); None when neither says."""
+        return self.planned_by.get(flag) or next((f"engine.args.{k}" for k, flags in self.flag_of.items() if flag in flags), None)
 
 _modules: dict[str, str] = {}  # kind -> module, registered or found in inkctl/engines/
 _specs: dict[str, EngineSpec] = {}

@@ -230,7 +230,7 @@ def _extra_flag(r: "Recipe", i: int, flag: str) -> Problem | None:
     passed = typed_flags(kind, r.engine.args)
     if set_by_inkctl(kind, flag):  # the same words as a flag read off the plan (engines/_common.flag_findings)
         spec = spec_of(kind)
-        field = spec.planned_by.get(flag) or next((f"engine.args.{k}" for k, fl in spec.flag_of.items() if flag in fl), None)
+        field = spec.field_of(flag)
         return _err(path, f"{flag} is already in the planned argv: given again, {spec.name} keeps the last one without "
                     "a word", f"remove it; set {field} instead" if field else "remove it; the plan writes it from the recipe's fields")
     if foreign is not None:
