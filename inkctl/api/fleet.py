@@ -2,7 +2,7 @@
 one endpoint) below the command line: load and plan (``FleetPlan``), ``up`` (trust, secrets,
 signals, ``execute.deploy.fleet.bring_up_fleet``, the ``Finished`` event), ``down``, the
 groups' states for ``status``, and what ``plan`` shows of replicas an earlier, larger fleet
-left behind. Supervision is ``api/fleet_watch.py``'s, ``inkctl top``'s scrapes ``api/top.py``'s. Light to import
+left behind. Supervision is ``api/fleet_watch.py``'s, ``inkctl top``'s scrapes ``api/measure/top.py``'s. Light to import
 (``plan`` and ``validate`` of a fleet recipe use it): what ``up`` needs is imported there.
 """
 
@@ -22,25 +22,25 @@ if TYPE_CHECKING:
     from inkctl.execute.deploy.fleet import FleetOutcome
     from inkctl.execute.deploy.takedown import TakeDown
     from inkctl.execute.events import Sink
-    from inkctl.plan.fleet import FleetPlan, Replica
+    from inkctl.plan.replicas.fleet import FleetPlan, Replica
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 def is_gateway(recipe: Any) -> bool:
     """Is this file a gateway file (several recipes behind one endpoint)?"""
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
 
     return is_gateway_file(recipe)
 
 
 def fleet_of(loaded: Loaded) -> FleetPlan:
     """The fleet's plans (every replica's and the router's) from a loaded recipe."""
-    from inkctl.plan.fleet import build_fleet
+    from inkctl.plan.replicas.fleet import build_fleet
     from inkctl.plan.inputs import plan_inputs
 
     if loaded.recipe.fleet is not None and loaded.recipe.fleet.disagg is not None:  # prefill/decode replicas
-        from inkctl.plan.disagg import build_disagg
+        from inkctl.plan.replicas.disagg import build_disagg
 
         return build_disagg(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
     return build_fleet(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
@@ -49,7 +49,7 @@ def fleet_of(loaded: Loaded) -> FleetPlan:
 def _where(loaded: Loaded) -> str:
     """file:line:col of the recipe's fleet section (errors about replicas point there)."""
     try:
-        from inkctl.recipe.document import parse_document
+        from inkctl.recipe.reading.document import parse_document
 
         doc = parse_document(loaded.path)
         pos = doc.position(("fleet", "replicas")) or doc.position(("fleet",))
@@ -75,7 +75,7 @@ def load_fleet(target: Target, command: str, *, need_hosts: bool = True) -> tupl
 
 def load_gateway_fleet(target: Target, command: str) -> tuple[Any, FleetPlan]:
     """A gateway file, its inventory and recipes -> (LoadedGateway, its FleetPlan)."""
-    from inkctl.plan.gateway import build_gateway
+    from inkctl.plan.replicas.gateway import build_gateway
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.gateway import load_gateway
     from inkctl.scrub import arm_for
@@ -106,7 +106,7 @@ def replica_loaded(loaded: Any, rep: Replica) -> Loaded:
 
 def spare_hosts(fleet: FleetPlan) -> list[str]:
     """The inventory's hosts no replica uses."""
-    from inkctl.plan.fleet import spare_hosts as spare
+    from inkctl.plan.replicas.fleet import spare_hosts as spare
 
     return spare(fleet)
 
@@ -114,7 +114,7 @@ def spare_hosts(fleet: FleetPlan) -> list[str]:
 def retired_words(fleet: FleetPlan) -> str:
     """Which replicas of an earlier fleet up and down remove, in words (``plan`` says it)."""
     if fleet.disagg:
-        from inkctl.plan.disagg import retired_words as words
+        from inkctl.plan.replicas.disagg import retired_words as words
 
         return words(fleet)
     return f"containers labelled {fleet.name}-r<k>, k >= {len(fleet.replicas)}"
@@ -123,7 +123,7 @@ def retired_words(fleet: FleetPlan) -> str:
 def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None) -> list[tuple[str, str]]:
     """(host, command line) of the steps that remove ``deployment``'s containers from every host
     of the inventory (the one removal; the containers are found by label at run time)."""
-    from inkctl.plan.fleet import retire_steps
+    from inkctl.plan.replicas.fleet import retire_steps
     from inkctl.plan.quote import command_line
 
     rt = fleet.router.hosts[0].runtime
@@ -133,14 +133,14 @@ def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None
 
 def rollout_lines(fleet: FleetPlan) -> list[str]:
     """What ``up`` does when the replicas run another version: the order and each step."""
-    from inkctl.plan.rollout import plan_lines
+    from inkctl.plan.replicas.rollout import plan_lines
 
     return plan_lines(fleet)
 
 
 def gateway_label(fleet: FleetPlan) -> str:
     """The label (key=value) every container of a gateway's groups carries."""
-    from inkctl.plan.gateway import GATEWAY_LABEL
+    from inkctl.plan.replicas.gateway import GATEWAY_LABEL
     from inkctl.runtimes.spec import LABEL_PREFIX
 
     return f"{LABEL_PREFIX}{GATEWAY_LABEL}={fleet.name}"

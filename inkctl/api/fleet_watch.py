@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from inkctl.api.target import Target
     from inkctl.api.up import UpOptions
     from inkctl.execute.supervise.watch import RestartBudget
-    from inkctl.plan.fleet import FleetPlan, Replica
+    from inkctl.plan.replicas.fleet import FleetPlan, Replica
 
 
 def watch_fleet(loaded: Any, fleet: FleetPlan, how: Watching, say: Voice, *, target: Target,

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from inkctl.execute.deploy.runner import Outcome
     from inkctl.execute.events import Sink
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
     scrubbed) on failure, with exit code 130 when cancelled."""
     t0 = time.monotonic()
     from inkctl.execute.deploy.bringup import warm_imports
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
     if is_gateway_file(target.recipe):

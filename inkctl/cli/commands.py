@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.common.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 
 @app.command()
@@ -31,7 +31,7 @@ def validate(
 
 
 def _check_hosts(loaded) -> None:
-    from inkctl.api.plan import check_hosts
+    from inkctl.api.paper.plan import check_hosts
 
     check_hosts(loaded)
 
@@ -59,7 +59,7 @@ def schema(
     format_: Optional[str] = typer.Option(None, "--format", hidden=True, help="The old name of --output."),
 ) -> None:
     """Print the recipe JSON Schema, or the recipe reference in Markdown (-o markdown)."""
-    from inkctl.api.recipes import schema as schema_text
+    from inkctl.api.paper.recipes import schema as schema_text
 
     sys.stdout.write(schema_text(format_ or output))
 
@@ -72,8 +72,8 @@ def recipes(
     output: str = OutputOpt,
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
-    from inkctl.api.recipes import listing
-    from inkctl.cli.listing import recipe_listing
+    from inkctl.api.paper.recipes import listing
+    from inkctl.cli.show.listing import recipe_listing
 
     fmt = output_format(output)
     found = listing(directory, from_, ref)

@@ -9,16 +9,16 @@ import sys
 from pathlib import Path
 from typing import List, Optional
 
-from inkctl.cli.values import output_format, overrides
+from inkctl.cli.common.values import output_format, overrides
 
 
 def plan(recipe: Path, hosts: Optional[Path] = None, set_: Optional[List[str]] = None, output: str = "text",
          host: Optional[str] = None, full: bool = False) -> int:
     """What `up` will run: per rank the host, role, image and exact argv (secrets masked); a
     gateway file (with hosts): every model's group and the gateway's steps."""
-    from inkctl.api.plan import check_host, on_paper, up_command
+    from inkctl.api.paper.plan import check_host, on_paper, up_command
     from inkctl.api.target import Target
-    from inkctl.cli.errors_view import print_problems
+    from inkctl.cli.show.errors_view import print_problems
 
     fmt = output_format(output)
     target = Target.of(recipe, hosts, overrides(set_))
@@ -36,24 +36,24 @@ def plan(recipe: Path, hosts: Optional[Path] = None, set_: Optional[List[str]] =
 
 def _plan_json(paper) -> dict:
     if paper.plan is None:
-        from inkctl.cli.fleet_plan import fleet_json
+        from inkctl.cli.show.fleet_plan import fleet_json
 
         return fleet_json(paper.fleet)
-    from inkctl.cli.plan_json import plan_json
+    from inkctl.cli.show.plan_json import plan_json
 
     return plan_json(paper.plan)
 
 
 def _print_paper(paper, host: Optional[str], full: bool, next_command: str) -> None:
-    from inkctl.api.plan import argv_verdicts
-    from inkctl.cli.plan_text import print_plan
-    from inkctl.cli.terminal import plain
+    from inkctl.api.paper.plan import argv_verdicts
+    from inkctl.cli.show.plan_text import print_plan
+    from inkctl.cli.show.terminal import plain
 
     if paper.plan is not None:
         print_plan(plain(), paper.plan, paper.loaded, only_host=host, full=full, next_command=next_command,
                    verdicts=argv_verdicts(paper))
     else:
-        from inkctl.cli.fleet_plan import print_fleet_plan
+        from inkctl.cli.show.fleet_plan import print_fleet_plan
 
         print_fleet_plan(paper.loaded, paper.fleet, full=full, only_host=host, next_command=next_command)
 

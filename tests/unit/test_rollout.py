@@ -14,12 +14,12 @@ import yaml
 
 from inkctl.client.drain import drain
 from inkctl.errors import InkctlError
-from inkctl.plan.fleet import build_fleet
+from inkctl.plan.replicas.fleet import build_fleet
 from inkctl.plan.record import record_text
-from inkctl.plan.rollout import drop_aside, keep_aside, old_plan, plan_lines, restore_aside, rollout
+from inkctl.plan.replicas.rollout import drop_aside, keep_aside, old_plan, plan_lines, restore_aside, rollout
 from inkctl.plan.step import Run, WaitHealth
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 RECIPE = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "fleet.yaml"
 BOX = [Host(name="box", address="192.0.2.9", gpus="0,1,2,3,4,5")]

@@ -102,7 +102,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
 def _rolled(loaded, fleet, sink, secrets, **kw) -> dict[str, Outcome]:
     """A running fleet whose replicas run another version: replaced one at a time first
     (``rolling.py``); deployment -> outcome of each replaced replica."""
-    from inkctl.plan.rollout import rolling
+    from inkctl.plan.replicas.rollout import rolling
 
     if not rolling(fleet):
         return {}
@@ -221,8 +221,8 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
     from inkctl.execute.deploy.takedown import remove_from_host
     from inkctl.execute.state.deployed import parse_ps
     from inkctl import runtimes
-    from inkctl.plan.fleet import retired_replica, retire_steps
-    from inkctl.plan.gateway import GATEWAY_LABEL, dropped_group
+    from inkctl.plan.replicas.fleet import retired_replica, retire_steps
+    from inkctl.plan.replicas.gateway import GATEWAY_LABEL, dropped_group
 
     hosts = list(fleet.hosts)
     if not hosts:
@@ -235,7 +235,7 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
 
     def gone(dep: str) -> bool:
         if fleet.disagg:  # P/D: a role's replicas beyond its count, or the replicas of a plain fleet before it
-            from inkctl.plan.disagg import retired_role_replica
+            from inkctl.plan.replicas.disagg import retired_role_replica
 
             return retired_role_replica(fleet, dep)
         return dropped_group(fleet, dep) if fleet.gateway else retired_replica(fleet.name, len(fleet.replicas), dep)

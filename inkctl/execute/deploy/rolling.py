@@ -77,7 +77,7 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
     Nothing to do (no replica runs another version, or no router answers in front of them): an
     empty ``Rolled``; ``up`` then goes on as it does for a fleet's first start."""
     from inkctl.execute.events import Info
-    from inkctl.plan.rollout import rollout
+    from inkctl.plan.replicas.rollout import rollout
 
     rolled = Rolled()
     if not router_ready(fleet):
@@ -248,7 +248,7 @@ def _keep_aside(rep, accept_new: bool) -> dict[str, str]:
     """Each host's deployment directory copied aside, and its plan record: host -> its text
     (a host without one is left out: the old version cannot come back there)."""
     from inkctl.plan.record import record_path
-    from inkctl.plan.rollout import keep_aside
+    from inkctl.plan.replicas.rollout import keep_aside
 
     def one(tr, h) -> str | None:
         tr.run(list(keep_aside(h.state_dir)), timeout=120)
@@ -259,7 +259,7 @@ def _keep_aside(rep, accept_new: bool) -> dict[str, str]:
 
 
 def _drop_aside(rep, accept_new: bool) -> None:
-    from inkctl.plan.rollout import drop_aside
+    from inkctl.plan.replicas.rollout import drop_aside
 
     try:
         _on_replica_hosts(rep, accept_new, lambda tr, h: tr.run(list(drop_aside(h.state_dir)), timeout=60))
@@ -279,7 +279,7 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.hosts.fanout import each
     from inkctl.plan.removal import removal
-    from inkctl.plan.rollout import old_plan, restore_aside
+    from inkctl.plan.replicas.rollout import old_plan, restore_aside
 
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}): the new version failed; starting the old version again",
                    level="warning"))
