@@ -162,6 +162,22 @@ def test_a_file_opened_while_loading_is_looked_at_again(tmp_path):
     assert cache.get(recipe) is None
 
 
+def test_bytecode_kept_apart_is_no_read(tmp_path, monkeypatch):
+    """Bytecode under PYTHONPYCACHEPREFIX is compiled from files the key holds (inkctl's, Python's,
+    pydantic's): hashing it on every verdict, as a file the recipe read, would only cost."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("name: a\n")
+    pyc = tmp_path / "pyc" / "work" / "inkctl" / "model.cpython-311.pyc"
+    pyc.parent.mkdir(parents=True)
+    pyc.write_bytes(b"code")
+    other = tmp_path / "included.txt"
+    other.write_text("one")
+    opened = {str(pyc), str(other)}
+    assert set(reads_of(recipe, opened, [])) == {str(pyc), str(other)}
+    monkeypatch.setattr(sys, "pycache_prefix", str(tmp_path / "pyc"))
+    assert set(reads_of(recipe, opened, [])) == {str(other)}
+
+
 def test_off_and_unwritable(tmp_path, monkeypatch):
     monkeypatch.setenv("INKCTL_VALIDATE_CACHE", "0")
     assert validate_cache.open_cache() is None

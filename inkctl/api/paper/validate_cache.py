@@ -187,13 +187,15 @@ def recording(opened: set[str]) -> Iterator[None]:
 
 def reads_of(path: Path, opened: set[str], looked_for: list[Path]) -> dict[str, str]:
     """The files a verdict on ``path`` depends on, each as it was: what loading opened (less the
-    recipe itself, inkctl's and Python's own files, which the key holds) and what it looked for."""
+    recipe itself, inkctl's and Python's own files, which the key holds, and their bytecode) and
+    what it looked for."""
     import inkctl
 
     mine = os.path.abspath(path)
-    own = tuple(os.path.join(os.path.abspath(d), "") for d in
-                {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(inkctl.__file__)}
-                | {str(_package_dir(n) or "") for n in THIRD_PARTY} - {""})
+    # bytecode kept apart (PYTHONPYCACHEPREFIX) is compiled from those own files: not read again
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(inkctl.__file__), sys.pycache_prefix,
+            *(_package_dir(n) for n in THIRD_PARTY)}
+    own = tuple(os.path.join(os.path.abspath(d), "") for d in dirs if d)
     files = {p for p in opened if p != mine and not p.startswith(own)}
     files |= {os.path.abspath(p) for p in looked_for}
     return {p: file_state(p) for p in sorted(files)}
