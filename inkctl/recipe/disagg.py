@@ -8,8 +8,6 @@ NixlConnector; SGLang: ``--disaggregation-mode``, ``--disaggregation-transfer-ba
 ``--disaggregation-bootstrap-port``).
 """
 
-from __future__ import annotations
-
 from typing import Literal, Optional
 
 from pydantic import Field

@@ -1,7 +1,5 @@
 """Shared field types for recipes and inventories: names, digests, host paths, variables."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated, Callable, TypeVar
 

@@ -5,8 +5,6 @@ describes it (``hardware.nodes`` hosts x ``gpus_per_host``); the fleet only says
 what stands in front of them.
 """
 
-from __future__ import annotations
-
 from typing import Literal, Optional
 
 from pydantic import Field, model_validator

@@ -17,8 +17,6 @@ holds no secret: a client's ``Authorization`` header is passed to the engine as 
 Why this router and not another: docs/gateway.md.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Optional

@@ -14,8 +14,6 @@ How the engines lay ranks out (their docs' multi-node data-parallel and expert-p
   tensor_parallel. --ep-size divides tensor_parallel.
 """
 
-from __future__ import annotations
-
 from typing import Literal, Optional
 
 from pydantic import Field

@@ -3,8 +3,6 @@
 Kept apart from ``fleet.py``: a rollout is about changing a running fleet, not its shape.
 """
 
-from __future__ import annotations
-
 from typing import Literal
 
 from pydantic import Field

@@ -13,8 +13,6 @@ num_speculative_tokens, revision); SGLang ``--speculative-algorithm`` with
 ``--speculative-num-steps``, ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``).
 """
 
-from __future__ import annotations
-
 from typing import Any, Optional
 
 from pydantic import Field

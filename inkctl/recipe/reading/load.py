@@ -20,7 +20,6 @@ from inkctl.errors import Problem, RecipeInvalid
 from inkctl.recipe.reading.document import MAX_DEPTH, MAX_NODES, Document, parse, parse_document
 from inkctl.recipe.reading.override import OVERRIDE, apply_override, parse_override, typed_for
 from inkctl.recipe.reading.paths import dotted
-from inkctl.recipe.reading.pydantic_errors import explain, prune_unions
 
 __all__ = ["Document", "load_model", "parse_document", "parse_override", "OVERRIDE", "MAX_NODES", "MAX_DEPTH"]
 
@@ -98,6 +97,8 @@ def load_model(model: type[BaseModel], path: str | Path, overrides: list[str] | 
     try:
         obj = model.model_validate(doc.data)
     except ValidationError as e:
+        from inkctl.recipe.reading.pydantic_errors import explain, prune_unions  # only a failed validation
+
         items = []
         for err in e.errors(include_url=False):
             x = explain(model, err, _raw(doc))
