@@ -26,17 +26,20 @@ class OnPaper(NamedTuple):
 def on_paper(target: Target) -> OnPaper:
     """The plan ``up`` would run for TARGET: a gateway file's models and router, a fleet's
     replicas, or one deployment's ranks."""
-    from inkctl.api.fleet import fleet_of, load_gateway_fleet
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.reading.filekind import is_gateway_file
     from inkctl.recipe.reading.source import load_recipe
 
     if is_gateway_file(target.recipe):
+        from inkctl.api.fleet import load_gateway_fleet
+
         lg, fleet = load_gateway_fleet(Target(target.recipe, target.hosts), "plan")
         return OnPaper(lg, None, fleet, gateway=True)
     loaded = load_recipe(target.recipe, list(target.sets), target.hosts)
     if loaded.recipe.fleet is not None:
+        from inkctl.api.fleet import fleet_of
+
         return OnPaper(loaded, None, fleet_of(loaded))
     return OnPaper(loaded, build_plan(loaded.recipe, loaded.hosts, **plan_inputs(loaded)), None)
 

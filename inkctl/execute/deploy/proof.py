@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl.plan.proof import RankArgv, program_input, proof_run
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:  # `plan` reads kept verdicts (known, said) without the transport or logging
+    from inkctl.execute.hosts.transport import Transport
 
 MARK = "@@INKCTL-PROOF "
 TIMEOUT_S = 300.0  # a real engine's imports (torch, the engine) on a cold page cache
@@ -97,7 +97,9 @@ def keep(v: Verdict) -> None:
             tmp.write_text(text)
             tmp.replace(d / name)
     except OSError as e:
-        log.debug("proof cache not written: %s", e)
+        import logging
+
+        logging.getLogger(__name__).debug("proof cache not written: %s", e)
 
 
 def _from(doc: dict, r: RankArgv, source: str) -> Verdict:
@@ -117,6 +119,8 @@ def prove_rank(r: RankArgv, kind: str, t: Transport, image_id: str, pinned: dict
     doc = cached(key)
     if doc is not None:
         return _from(doc, r, "cache")
+    from inkctl.execute.hosts.transport import HostError
+
     t0 = time.monotonic()
     name = f"inkctl-proof-{key[:12]}-{os.getpid()}"
     try:
