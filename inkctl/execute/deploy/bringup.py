@@ -34,7 +34,6 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     from inkctl.execute.events import Info
     from inkctl.execute.hosts.connect import close_all
 
-    _warm_health()
     lock, transports, answers = _connected(loaded, plan, sink, accept_new, interrupt)
     launched = False
     try:
@@ -79,7 +78,6 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     """Every host connected and probed, each the moment it is connected: (the deploy lock, the
     transports, host -> its probe's answer). A host that cannot be reached, or ``interrupt``,
     raises with nothing held."""
-    from inkctl.execute.deploy.preflight import probe_one
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.state.deploylock import DeployLock
@@ -97,13 +95,20 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     lock.record()  # one holder record for every host, made before the probes' threads ask for it
     answers: dict = {}
     connected: list[float] = []
+    first = threading.Lock()
 
     def on_host(h: str, secs: float, e) -> None:
         if e is None:
+            if first.acquire(blocking=False):  # the health wait's client is made while the hosts answer
+                _warm_health()
             connected.append(secs)
             sink.emit(HostConnected(host=h, seconds=round(secs, 3)))
 
     def probe(name: str, transport) -> None:
+        # preflight's modules load here, in the first connected host's thread: the other
+        # handshakes go on meanwhile (nothing but connecting stands before the first connection)
+        from inkctl.execute.deploy.preflight import probe_one
+
         if not interrupt.is_set():
             answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
 
@@ -354,13 +359,23 @@ def _transport_check(loaded, sink, allow: bool):
     return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
 
 
+_WARMING: set[str] = set()  # what warm_imports has started importing in this process
+
+
 def warm_imports(*modules: str) -> None:
     """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
-    recipe loads, off the critical path."""
+    recipe loads, off the critical path. A module already imported (or already being warmed)
+    is not asked again."""
     import importlib
+    import sys
+
+    todo = [m for m in modules if m not in sys.modules and m not in _WARMING]
+    if not todo:
+        return
+    _WARMING.update(todo)
 
     def warm():
-        for m in modules:
+        for m in todo:
             try:
                 importlib.import_module(m)
             except ImportError as e:  # the command that needs it says so
