@@ -92,7 +92,7 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
     rolls back (the command line sets it on Ctrl-C/SIGTERM). Raises InkctlError (its message
     scrubbed) on failure, with exit code 130 when cancelled."""
     t0 = time.monotonic()
-    from inkctl.execute.deploy.bringup import warm_imports
+    from inkctl.execute.hosts.warm import warm_imports
     from inkctl.recipe.filekind import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile

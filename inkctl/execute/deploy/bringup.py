@@ -18,6 +18,7 @@ from typing import Union
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deploy.replace import Replacement, replace_old
 from inkctl.execute.deploy.runner import Outcome, Runner, UpStatus, launch
+from inkctl.execute.hosts.warm import warm_imports
 from inkctl import runtimes
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,8 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
 
         if not interrupt.is_set():
             answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
+            # what runs once every answer is in loads while the other hosts still answer
+            warm_imports(*AFTER_PROBES)
 
     res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
     transports = lock.transports = res.transports
@@ -124,6 +127,11 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
                         f"probed in {time.monotonic() - t:.2f} s"))
     return lock, transports, answers
+
+
+# what the bring-up imports between the last probe's answer and the launch (the image check,
+# the boot-phase reader): loaded while the hosts answer, not after
+AFTER_PROBES = ("inkctl.execute.image.build", "inkctl.execute.supervise.bootphases")
 
 
 def _settle(existing, problem, loaded, plan, transports, sink, skip: list[str], check,
@@ -357,31 +365,6 @@ def _transport_check(loaded, sink, allow: bool):
 
     hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
     return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
-
-
-_WARMING: set[str] = set()  # what warm_imports has started importing in this process
-
-
-def warm_imports(*modules: str) -> None:
-    """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
-    recipe loads, off the critical path. A module already imported (or already being warmed)
-    is not asked again."""
-    import importlib
-    import sys
-
-    todo = [m for m in modules if m not in sys.modules and m not in _WARMING]
-    if not todo:
-        return
-    _WARMING.update(todo)
-
-    def warm():
-        for m in todo:
-            try:
-                importlib.import_module(m)
-            except ImportError as e:  # the command that needs it says so
-                log.debug("warming %s: %s", m, e)
-
-    threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
 def _warm_health() -> None:
