@@ -183,10 +183,13 @@ class Case:
         return dt
 
     def profile(self, out: Path) -> None:
-        """One more ``up`` under cProfile; prints where its CPU went."""
+        """One more ``up`` under cProfile; prints where its CPU went. ``main`` is profiled in
+        process (``python -m inkctl`` ends in os._exit, before cProfile could write its file)."""
         import pstats
 
-        subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), *self.up_argv()], env=self.env(),
+        code = ("import cProfile, sys; sys.argv = ['inkctl', *sys.argv[1:]]; from inkctl.cli.app import main; "
+                f"cProfile.run('main()', {str(out)!r})")
+        subprocess.run([sys.executable, "-c", code, *self.up_argv()[2:]], env=self.env(),
                        capture_output=True, text=True, cwd=ROOT, check=True)
         print(f"\nprofile of one inkctl up at {self.n} hosts (cumulative, main thread; the hosts' threads show as waits):")
         pstats.Stats(str(out)).sort_stats("cumulative").print_stats(18)
