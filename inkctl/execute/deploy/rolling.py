@@ -72,10 +72,11 @@ def router_ready(fleet) -> bool:
 
 
 def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-         interrupt: threading.Event, weights=None) -> Rolled:
+         interrupt: threading.Event, weights=None, launched=None) -> Rolled:
     """Replace the replicas that run another version, one at a time (see the module's text).
     Nothing to do (no replica runs another version, or no router answers in front of them): an
-    empty ``Rolled``; ``up`` then goes on as it does for a fleet's first start."""
+    empty ``Rolled``; ``up`` then goes on as it does for a fleet's first start. ``launched(plan)``:
+    called with each replica's new plan once it serves (a rollout stopped later keeps it said)."""
     from inkctl.execute.events import Info
     from inkctl.plan.replicas.rollout import rollout
 
@@ -104,6 +105,8 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
             except _Failed as f:
                 raise _stopped(fleet, done, ro.deployments[k + 1:], f, interrupted=f.interrupted) from None
             done.append(rep.name)
+            if launched is not None:
+                launched(rep.plan)
     finally:
         if surge is not None:
             _surge_down(fleet, surge, sink, accept_new)
@@ -145,7 +148,15 @@ def _surge_down(fleet, s, sink, accept_new: bool) -> None:
             drain(s.url, fleet.rollout.drain_timeout_s, _reader(s))
     except InkctlError as e:
         sink.emit(Info(text=f"surge: {s.name} not taken out of the router: {e.message}", level="warning"))
-    take_down(s.plan, list(s.hosts), accept_new=accept_new)
+    try:  # take_down holds the deploy lease while it removes (as down does)
+        failed = take_down(s.plan, list(s.hosts), accept_new=accept_new).failed
+    except InkctlError as e:  # LockHeld: another up or down of it runs
+        failed = {h.name: e.message for h in s.plan.hosts}
+    if failed:
+        why = "; ".join(f"{h}: {w}" for h, w in failed.items())
+        sink.emit(Info(text=f"surge: {s.name} was not removed ({why}); the next inkctl up or inkctl down of the "
+                            "fleet removes it (a replica beyond fleet.replicas)", level="warning"))
+        return
     sink.emit(Info(text=f"surge: {s.name} out of the router, drained and removed"))
 
 
@@ -230,15 +241,18 @@ def _replica_loaded(loaded, rep):
 
 
 def _on_replica_hosts(rep, accept_new: bool, fn):
-    """fn(transport, planned host) on each host of the replica; host -> its value (failures raise)."""
+    """fn(transport, planned host) on each host of the replica, under the replica's deploy lease
+    (the one up and down take); host -> its value (failures raise, LockHeld too)."""
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.hosts.fanout import each
+    from inkctl.execute.state.deploylock import DeployLock
 
     conn = connect_each(list(rep.hosts), accept_new=accept_new)
     try:
         if conn.errors:
             raise connection_failure(list(rep.hosts), conn)
-        vals = each(lambda h: fn(conn.transports[h.name], h), list(rep.plan.hosts), name="rollout")
+        with DeployLock(rep.plan, conn.transports, "up (rollout)"):
+            vals = each(lambda h: fn(conn.transports[h.name], h), list(rep.plan.hosts), name="rollout")
         return {h.name: v for h, v in zip(rep.plan.hosts, vals)}
     finally:
         close_all(conn.transports)
@@ -279,6 +293,7 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.hosts.fanout import each
     from inkctl.plan.removal import removal
+    from inkctl.execute.state.deploylock import DeployLock, LockHeld
     from inkctl.plan.replicas.rollout import old_plan, restore_aside
 
     sink.emit(Info(text=f"replica {rep.index} ({rep.name}): the new version failed; starting the old version again",
@@ -288,9 +303,14 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     except ValueError as e:
         return f"its old version cannot be started again: {e}"
     conn = connect_each(list(rep.hosts), accept_new=accept_new)
+    lock = None
     try:
         if conn.errors:
             return connection_failure(list(rep.hosts), conn).reason
+        try:  # the lease up and down take: no other up or down of this replica runs meanwhile
+            lock = DeployLock(rep.plan, conn.transports, "up (rollback)").acquire()
+        except LockHeld as e:
+            return f"its old version was not started again: {e.message}"
 
         def clean(h) -> None:
             tr = conn.transports[h.name]
@@ -303,6 +323,8 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     except Exception as e:  # noqa: BLE001 - said in the error the rollout ends with
         return f"its old version did not start again: {getattr(e, 'message', None) or e}"
     finally:
+        if lock is not None:
+            lock.release()
         close_all(conn.transports)
     try:
         put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)

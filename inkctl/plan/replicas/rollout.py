@@ -67,8 +67,53 @@ def step_lines(fleet, index: int) -> list[str]:
     ]
 
 
-def plan_lines(fleet) -> list[str]:
-    """The rollout ``up`` runs when the replicas run another version of the recipe."""
+HOST_RECORDS = "the per-rank changes (- old, + new) are read from each host's plan record when up runs"
+
+
+@dataclass(frozen=True)
+class LocalRecord:
+    """The last launch of a deployment this machine recorded (``inkctl.launchlog``)."""
+
+    path: str
+    date: str
+    record: dict
+
+
+def replica_changes(rep, local: LocalRecord) -> list:
+    """What replacing ``rep`` changes per rank against its last local launch record
+    (``plan.record.RankChange``, the diff ``up`` shows from the hosts' records). Raises
+    ValueError when the record is not one."""
+    from inkctl.plan.record import argv_by_rank, launched_argv, rank_changes
+
+    old, old_where = launched_argv(local.record)
+    where = {**old_where, **{c.rank: c.host for c in rep.plan.containers}}
+    return rank_changes(old, argv_by_rank(rep.plan.stages), where)
+
+
+def change_lines(rep, local: LocalRecord | None, base: str) -> list[str]:
+    """``plan``'s lines for one replica: what changes per rank against its last local launch
+    record, where that record is, or that there is none."""
+    from inkctl.plan.record import diff_plans, launched_argv, argv_by_rank
+
+    if local is None:
+        return [f"no local launch record of {rep.name} (under {base}): its changes are read from its hosts' "
+                "plan records when up runs"]
+    try:
+        old, old_where = launched_argv(local.record)
+    except ValueError:
+        return [f"{local.path}: not a launch record; its changes are read from its hosts' plan records when up runs"]
+    old_hash = str(local.record.get("recipe_hash", "?"))
+    where = {**old_where, **{c.rank: c.host for c in rep.plan.containers}}
+    head = (f"what changes (- old, + new) against its last local launch ({local.path}, {local.date}; recipe hash "
+            f"{old_hash} -> {rep.plan.recipe_hash})" if old_hash != rep.plan.recipe_hash else
+            f"the same version as its last local launch ({local.path}, {local.date}): nothing to replace")
+    return [head + ":"] + diff_plans(old, argv_by_rank(rep.plan.stages), where)
+
+
+def plan_lines(fleet, records: dict[str, LocalRecord | None] | None = None, base: str = "") -> list[str]:
+    """The rollout ``up`` runs when the replicas run another version of the recipe. ``records``:
+    each replica's last local launch record (deployment -> record, None where there is none,
+    read under ``base``); with none at all the changes are the hosts' plan records' (read by up)."""
     if fleet.disagg:
         return ["a P/D fleet whose replicas run another version: every replica replaced at once (no rolling "
                 "update yet for prefill/decode roles)"]
@@ -82,6 +127,7 @@ def plan_lines(fleet) -> list[str]:
         return ["if the replicas run another version: every replica replaced at once (fleet.rollout.strategy "
                 "all_at_once): the fleet does not serve while the new version boots"]
     n = len(fleet.replicas)
+    local_any = any(v is not None for v in (records or {}).values())
     out = [f"if the replicas run another version of the recipe: one replica at a time, in order "
            f"({', '.join(r.name for r in fleet.replicas)}); the others serve meanwhile" if n > 1 else
            "if the replica runs another version of the recipe: it is replaced; with one replica, nothing "
@@ -95,7 +141,10 @@ def plan_lines(fleet) -> list[str]:
     for i, rep in enumerate(fleet.replicas):
         out.append(f"replica {i} ({rep.name}):")
         out += [f"  {k}. {line}" for k, line in enumerate(step_lines(fleet, i), 1)]
-    out.append("the per-rank changes (- old, + new) are read from each host's plan record when up runs")
+        if local_any:
+            out += ["  " + line for line in change_lines(rep, (records or {}).get(rep.name), base)]
+    out.append(HOST_RECORDS if not local_any else
+               "up reads each host's plan record again when it runs: what the hosts run is what gets replaced")
     return out
 
 
