@@ -125,3 +125,16 @@ def test_launch_records_keep_the_newest_few(tmp_path):
         launchlog.save(tmp_path, "d", {"ranks": [], "n": k}, when=datetime(2026, 1, 1, 0, 0, k, tzinfo=timezone.utc))
     assert len(list(launchlog.folder(tmp_path, "d").glob("*.json"))) == launchlog.KEEP
     assert launchlog.latest(tmp_path, "d")[1]["n"] == launchlog.KEEP + 1
+
+
+def test_the_launch_record_names_secrets_and_holds_no_value(tmp_path, monkeypatch):
+    from inkctl.plan.deploy import build_plan
+
+    monkeypatch.setenv("HF_TOKEN", "hf_sekrit_value_0123456789")
+    root = Path(__file__).resolve().parents[2]
+    recipe = load_recipe(root / "examples" / "vllm-single-docker.yaml").recipe
+    plan = build_plan(recipe, [Host(name="box", address="192.0.2.9", user="ubuntu")])
+    path = launchlog.save(tmp_path, plan.deployment, launch_record(plan))
+    text = path.read_text()
+    assert "HF_TOKEN" in launchlog.latest(tmp_path, plan.deployment)[1]["ranks"][0]["env"]
+    assert "hf_sekrit" not in text and "HF_TOKEN=" not in text

@@ -8,6 +8,11 @@ started, its health and the recipe's smoke checks, back in the router; then the 
 others serve meanwhile. The old version comes back from the plan record its hosts kept at the
 last launch (``plan.record``: every run step of the ranks on that host, in launch order) and the
 files of its deployment directory, kept aside until the new version serves.
+
+``plan`` shows what each step replaces, per rank, against the last launch of that replica this
+machine recorded (``inkctl.launchlog``, read by the caller): the diff ``up`` shows from the
+hosts' records (``plan.record.rank_changes``). Without such a record, what ``plan`` printed
+before: the hosts' records are read when ``up`` runs.
 """
 
 from __future__ import annotations
