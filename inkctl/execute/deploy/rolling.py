@@ -90,8 +90,8 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
     reps = {r.name: r for r in fleet.replicas}
     sink.emit(Info(text=f"rolling update of {fleet.name}: {len(ro.steps)} of {len(fleet.replicas)} replicas run another "
                         f"version; one at a time: {', '.join(ro.deployments)}"))
-    if len(fleet.replicas) == 1:
-        sink.emit(Info(text=f"{fleet.name} has one replica: nothing serves while the new version boots", level="warning"))
+    for alone in _alone(fleet, ro.deployments):
+        sink.emit(Info(text=alone, level="warning"))
     kw = dict(accept_new=accept_new, keep=keep, timeout=timeout, skip=skip, interrupt=interrupt, weights=weights)
     surge = _surge_up(loaded, fleet, sink, secrets, **kw) if fleet.surge is not None else None
     done: list[str] = []
@@ -111,6 +111,18 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
         if surge is not None:
             _surge_down(fleet, surge, sink, accept_new)
     return rolled
+
+
+def _alone(fleet, changed: tuple[str, ...]) -> list[str]:
+    """The replaced replicas that are the only one of their kind (a fleet of one; a P/D role of one)."""
+    out = []
+    for rep in fleet.replicas:
+        kind = [r for r in fleet.replicas if r.role == rep.role]
+        if rep.name in changed and len(kind) == 1:
+            out.append(f"{fleet.name}: {rep.name} is the only {rep.role} replica: nothing serves while its new "
+                       "version boots" if rep.role else
+                       f"{fleet.name} has one replica: nothing serves while the new version boots")
+    return out
 
 
 def _surge_up(loaded, fleet, sink, secrets, **kw):
@@ -191,22 +203,22 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     from inkctl.execute.events import Info
 
     t0 = time.monotonic()
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}): out of the router, draining"))
+    sink.emit(Info(text=f"{rep.label} ({rep.name}): out of the router, draining"))
     take_out(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
     d = drain(rep.url, ro.drain_timeout_s, _reader(rep), stop=interrupt.is_set)
     rolled.drained[rep.name] = round(d.seconds, 3)
     if d.ok:
-        sink.emit(Info(text=f"replica {rep.index} ({rep.name}): drained in {d.seconds:.1f} s"))
+        sink.emit(Info(text=f"{rep.label} ({rep.name}): drained in {d.seconds:.1f} s"))
     else:
         left = "an unknown number of requests" if d.left is None else f"{d.left:g} requests"
-        sink.emit(Info(text=f"replica {rep.index} ({rep.name}): {left} still in flight after {d.seconds:.1f} s "
+        sink.emit(Info(text=f"{rep.label} ({rep.name}): {left} still in flight after {d.seconds:.1f} s "
                             "(fleet.rollout.drain_timeout_s); stopping it anyway", level="warning"))
     try:
         if interrupt.is_set():  # Ctrl-C while it drained: the old version never stopped
             raise Cancelled()
         records = _keep_aside(rep, accept_new)
     except BaseException as e:  # noqa: BLE001 - back in the router as it is, then said
-        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt))
         raise _Failed(rep, e, "", interrupted, replaced=False) from None
     try:
@@ -216,11 +228,11 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
         restored = _restore(fleet, rep, records, sink, accept_new)
         raise _Failed(rep, e, restored, interrupted) from None
-    put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+    put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
     _drop_aside(rep, accept_new)
     rolled.outcomes[rep.name] = o
     rolled.seconds[rep.name] = round(time.monotonic() - t0, 3)
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the new version and is back in the router "
+    sink.emit(Info(text=f"{rep.label} ({rep.name}) runs the new version and is back in the router "
                         f"({time.monotonic() - t0:.1f} s out of it)"))
 
 
@@ -296,7 +308,7 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     from inkctl.execute.state.deploylock import DeployLock, LockHeld
     from inkctl.plan.replicas.rollout import old_plan, restore_aside
 
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}): the new version failed; starting the old version again",
+    sink.emit(Info(text=f"{rep.label} ({rep.name}): the new version failed; starting the old version again",
                    level="warning"))
     try:
         plan = old_plan(rep.plan, records)
@@ -327,10 +339,10 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
             lock.release()
         close_all(conn.transports)
     try:
-        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
     except InkctlError as e:
         return f"its old version runs but is not back in the router: {e.message}"
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the old version ({plan.recipe_hash}) again and is "
+    sink.emit(Info(text=f"{rep.label} ({rep.name}) runs the old version ({plan.recipe_hash}) again and is "
                         "back in the router"))
     return ""
 
@@ -347,7 +359,7 @@ def _stopped(fleet, done: list[str], untouched: tuple[str, ...] | list[str], f: 
             what = "interrupted while it drained" if f.interrupted else f"its old version could not be kept aside: {cause}"
         else:
             what = "interrupted while its new version was starting" if f.interrupted else f"its new version failed: {cause}"
-        lines.append(f"rolling update of {fleet.name} stopped at replica {f.rep.index} ({f.rep.name}): {what}")
+        lines.append(f"rolling update of {fleet.name} stopped at {f.rep.label} ({f.rep.name}): {what}")
         state = "still on the old version (never stopped), back in the router" if not f.replaced else (
             "back on the old version, in the router" if not f.restored else f"NOT restored: {f.restored}")
         lines.append(f"  {f.rep.name}: {state}")
