@@ -153,11 +153,11 @@ def run_size(cluster, tmp: Path, n: int, env: dict) -> dict:
     from inkctl.execute.hosts.connect import close_all, connect_all
     from inkctl.execute.state.images import HostImages
     from inkctl.execute.image.pinning import observe
-    from inkctl.plan.build import build_context
+    from inkctl.plan.image.build import build_context
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.lockfile import write_lock
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     recipe, hosts = workspace(tmp, cluster, n)
     loaded = load_recipe(recipe, (), hosts)

@@ -113,7 +113,7 @@ class Case:
     def __init__(self, cluster, n: int, work: Path):
         import yaml
 
-        from inkctl.plan.fleet import build_fleet
+        from inkctl.plan.replicas.fleet import build_fleet
         from inkctl.plan.step import Run
         from inkctl.recipe.hosts import Host
         from inkctl.recipe.model import Recipe

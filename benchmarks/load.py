@@ -42,7 +42,7 @@ def best(fn, runs: int) -> float:
 def main() -> int:
     import yaml
 
-    from inkctl.recipe.load import load_model
+    from inkctl.recipe.reading.load import load_model
     from inkctl.recipe.model import Recipe
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -5,7 +5,7 @@ Baseline ("floor"): `python -c "import pydantic, yaml"`, measured in the same ru
 any command that validates YAML with pydantic can cost. Target (issue 2): each command at
 most 2.0x the floor. Also checks that paramiko, docker and httpx are never imported.
 
-`inkctl validate` keeps its verdict on a file (api/validate_cache.py); each validate case runs
+`inkctl validate` keeps its verdict on a file (api/paper/validate_cache.py); each validate case runs
 twice: "cold", the cache emptied before every run (the first validation of a file: it makes
 the verdict and keeps it), and "warm", the verdict found (the file validated again, unchanged).
 A bundled recipe, a user's recipe file (a copy of an example in a directory of its own) and

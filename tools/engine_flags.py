@@ -306,7 +306,7 @@ def main() -> None:
 def write_index() -> None:
     """The flag names of every table in one small file, what validate reads at start-up."""
     sys.path.insert(0, str(ROOT))
-    from inkctl.recipe.engine_versions import INDEX, index_of
+    from inkctl.recipe.checks.engine_versions import INDEX, index_of
 
     index = index_of(p for p in OUT.glob("*.json") if p.name != INDEX)
     (OUT / INDEX).write_text(json.dumps(index, separators=(",", ":"), sort_keys=True) + "\n")

@@ -13,7 +13,7 @@ A Python caller names the target (``Target.of(recipe, hosts, sets, backend=...)`
 ``up``/``down``/``status``/``logs``/``watch`` here; each returns the backend's typed result
 (the command line renders it by its type). All progress goes to one typed event stream
 (``execute.events``: a ``Sink``); a cancel token (``threading.Event``) stops long work: the
-command line sets it on Ctrl-C/SIGTERM (``cli/signals.py``); nothing here installs handlers.
+command line sets it on Ctrl-C/SIGTERM (``cli/common/signals.py``); nothing here installs handlers.
 A new backend is a class here with these five methods and a line in ``BACKENDS``.
 """
 
@@ -27,8 +27,8 @@ from inkctl.api.target import Target
 from inkctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from inkctl.api.logs import LogsOptions
-    from inkctl.api.reach import OnAccept
+    from inkctl.api.observe.logs import LogsOptions
+    from inkctl.api.observe.reach import OnAccept
     from inkctl.api.up import UpOptions
     from inkctl.api.watching import Watching
     from inkctl.execute.events import Sink
@@ -103,7 +103,7 @@ class SSH:
 
         what = kind_of(target, "status")
         if what.kind == "group":
-            from inkctl.api.status import status
+            from inkctl.api.observe.status import status
 
             return status(target, accept_new=accept_new, on_accept=on_accept)
         from inkctl.api.fleet import fleet_status
@@ -111,7 +111,7 @@ class SSH:
         return fleet_status(*_fleet(target, what, "status"), accept_new)
 
     def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None) -> None:
-        from inkctl.api.logs import ranks, read_logs
+        from inkctl.api.observe.logs import ranks, read_logs
 
         picked = ranks(target, opts)
         view.ranks(picked.sources)
@@ -136,7 +136,7 @@ class SSH:
 
 def _up_kind(target: Target, opts: UpOptions) -> Any:
     """What up brings up; a fleet or a gateway file refuses what only one group does."""
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
 
     if is_gateway_file(target.recipe):
         if opts.watch is not None or opts.detach or target.sets:

@@ -16,7 +16,7 @@ from inkctl.errors import UsageError, counted
 if TYPE_CHECKING:
     from inkctl.execute.events import Sink
     from inkctl.execute.image.build import ImageReport
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def build(target: Target, options: BuildOptions, display: Callable[[], Sink | No
     """The image's report; or, when nothing is built (patches.mode is not build, ``--emit``), what
     to say: a dict whose ``message`` is the sentence for people. ``display()`` is made only when
     something is built."""
-    from inkctl.plan.build import build_context
+    from inkctl.plan.image.build import build_context
     from inkctl.plan.inputs import require_trusted
 
     loaded = load(target, "build", need_hosts=False)

@@ -17,7 +17,7 @@ from inkctl.errors import InkctlError, UsageError
 if TYPE_CHECKING:
     from inkctl.execute.deploy.cachesync import HostCache
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 @dataclass(frozen=True)

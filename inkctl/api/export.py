@@ -96,8 +96,8 @@ def k8s(target: Target, flags: K8sFlags) -> K8sExport:
     places the pods)."""
     from inkctl.export.k8s import DEFAULT_DEVICE_RESOURCES, Cache, K8sOptions, export_k8s
     from inkctl.plan.inputs import hotfix_inputs, require_trusted, weights_pinned
-    from inkctl.recipe.filekind import is_gateway_file
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.filekind import is_gateway_file
+    from inkctl.recipe.reading.source import load_recipe
 
     recipe = target.recipe
     if is_gateway_file(recipe):  # several recipes behind one endpoint: no Kubernetes form yet
@@ -170,7 +170,7 @@ def prometheus(target: Target, interval: float) -> Scrape:
     """Scrape targets for every engine (each replica's), the router and each host's
     node_exporter, and a dashboard over the names the engines export."""
     from inkctl.api.fleet import is_gateway
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     if is_gateway(target.recipe):  # every model's engine and the one router in front
         return _gateway_scrape(target, interval)
@@ -308,7 +308,7 @@ def slurm(recipe: Path, sets: list[str], options: dict[str, Any], *, hosts_file:
     fields the command line gives, VAR the ``--var NAME=VALUE`` values."""
     from inkctl.export.slurm import SlurmOptions
     from inkctl.export.slurm_inputs import job_for
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     loaded = load_recipe(recipe, sets, hosts_file=hosts_file) if hosts_file else load_recipe(recipe, sets)
     slurm_options = SlurmOptions(**options, vars=tuple(var_pairs(var)))

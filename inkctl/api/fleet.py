@@ -2,7 +2,7 @@
 one endpoint) below the command line: load and plan (``FleetPlan``), ``up`` (trust, secrets,
 signals, ``execute.deploy.fleet.bring_up_fleet``, the ``Finished`` event), ``down``, the
 groups' states for ``status``, and what ``plan`` shows of replicas an earlier, larger fleet
-left behind. Supervision is ``api/fleet_watch.py``'s, ``inkctl top``'s scrapes ``api/top.py``'s. Light to import
+left behind. Supervision is ``api/fleet_watch.py``'s, ``inkctl top``'s scrapes ``api/measure/top.py``'s. Light to import
 (``plan`` and ``validate`` of a fleet recipe use it): what ``up`` needs is imported there.
 """
 
@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inkctl.api.target import Target, load
@@ -22,25 +23,25 @@ if TYPE_CHECKING:
     from inkctl.execute.deploy.fleet import FleetOutcome
     from inkctl.execute.deploy.takedown import TakeDown
     from inkctl.execute.events import Sink
-    from inkctl.plan.fleet import FleetPlan, Replica
+    from inkctl.plan.replicas.fleet import FleetPlan, Replica
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 def is_gateway(recipe: Any) -> bool:
     """Is this file a gateway file (several recipes behind one endpoint)?"""
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
 
     return is_gateway_file(recipe)
 
 
 def fleet_of(loaded: Loaded) -> FleetPlan:
     """The fleet's plans (every replica's and the router's) from a loaded recipe."""
-    from inkctl.plan.fleet import build_fleet
+    from inkctl.plan.replicas.fleet import build_fleet
     from inkctl.plan.inputs import plan_inputs
 
     if loaded.recipe.fleet is not None and loaded.recipe.fleet.disagg is not None:  # prefill/decode replicas
-        from inkctl.plan.disagg import build_disagg
+        from inkctl.plan.replicas.disagg import build_disagg
 
         return build_disagg(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
     return build_fleet(loaded.recipe, loaded.hosts, source=_where(loaded), **plan_inputs(loaded))
@@ -49,7 +50,7 @@ def fleet_of(loaded: Loaded) -> FleetPlan:
 def _where(loaded: Loaded) -> str:
     """file:line:col of the recipe's fleet section (errors about replicas point there)."""
     try:
-        from inkctl.recipe.document import parse_document
+        from inkctl.recipe.reading.document import parse_document
 
         doc = parse_document(loaded.path)
         pos = doc.position(("fleet", "replicas")) or doc.position(("fleet",))
@@ -75,7 +76,7 @@ def load_fleet(target: Target, command: str, *, need_hosts: bool = True) -> tupl
 
 def load_gateway_fleet(target: Target, command: str) -> tuple[Any, FleetPlan]:
     """A gateway file, its inventory and recipes -> (LoadedGateway, its FleetPlan)."""
-    from inkctl.plan.gateway import build_gateway
+    from inkctl.plan.replicas.gateway import build_gateway
     from inkctl.plan.inputs import plan_inputs
     from inkctl.recipe.gateway import load_gateway
     from inkctl.scrub import arm_for
@@ -106,7 +107,7 @@ def replica_loaded(loaded: Any, rep: Replica) -> Loaded:
 
 def spare_hosts(fleet: FleetPlan) -> list[str]:
     """The inventory's hosts no replica uses."""
-    from inkctl.plan.fleet import spare_hosts as spare
+    from inkctl.plan.replicas.fleet import spare_hosts as spare
 
     return spare(fleet)
 
@@ -114,7 +115,7 @@ def spare_hosts(fleet: FleetPlan) -> list[str]:
 def retired_words(fleet: FleetPlan) -> str:
     """Which replicas of an earlier fleet up and down remove, in words (``plan`` says it)."""
     if fleet.disagg:
-        from inkctl.plan.disagg import retired_words as words
+        from inkctl.plan.replicas.disagg import retired_words as words
 
         return words(fleet)
     return f"containers labelled {fleet.name}-r<k>, k >= {len(fleet.replicas)}"
@@ -123,7 +124,7 @@ def retired_words(fleet: FleetPlan) -> str:
 def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None) -> list[tuple[str, str]]:
     """(host, command line) of the steps that remove ``deployment``'s containers from every host
     of the inventory (the one removal; the containers are found by label at run time)."""
-    from inkctl.plan.fleet import retire_steps
+    from inkctl.plan.replicas.fleet import retire_steps
     from inkctl.plan.quote import command_line
 
     rt = fleet.router.hosts[0].runtime
@@ -131,16 +132,60 @@ def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None
             for st in retire_steps(h, rt, deployment, ["<its containers>"])]
 
 
-def rollout_lines(fleet: FleetPlan) -> list[str]:
-    """What ``up`` does when the replicas run another version: the order and each step."""
-    from inkctl.plan.rollout import plan_lines
+def rollout_lines(fleet: FleetPlan, results_dir: Path | None = None) -> list[str]:
+    """What ``up`` does when the replicas run another version: the order and each step, and per
+    replica what changes against its last launch recorded under ``results_dir`` (``up``'s
+    ``--results-dir``; None: not looked for)."""
+    from inkctl.plan.replicas.rollout import plan_lines
 
-    return plan_lines(fleet)
+    if results_dir is None or not rolling_fleet(fleet):
+        return plan_lines(fleet)
+    return plan_lines(fleet, local_records(fleet, results_dir), str(results_dir / "launches"))
+
+
+def rolling_fleet(fleet: FleetPlan) -> bool:
+    from inkctl.plan.replicas.rollout import rolling
+
+    return rolling(fleet)
+
+
+def local_records(fleet: FleetPlan, results_dir: Path) -> dict[str, Any]:
+    """Each replica's last launch recorded on this machine (``inkctl.launchlog``): deployment ->
+    ``LocalRecord``, or None where there is none."""
+    from inkctl import launchlog
+    from inkctl.plan.replicas.rollout import LocalRecord
+
+    out: dict[str, Any] = {}
+    for rep in fleet.replicas:
+        got = launchlog.latest(results_dir, rep.name)
+        out[rep.name] = None if got is None else LocalRecord(str(got[0]), str(got[1].get("date", "")), got[1])
+    return out
+
+
+def rollout_changes(fleet: FleetPlan, results_dir: Path) -> dict[str, dict]:
+    """``plan -o json``: per replica with a local launch record, where it is and what changes per
+    rank (deployment -> {record, date, recipe_hash, ranks})."""
+    from inkctl.plan.replicas.rollout import replica_changes
+
+    if not rolling_fleet(fleet):
+        return {}
+    out: dict[str, dict] = {}
+    reps = {r.name: r for r in fleet.replicas}
+    for name, local in local_records(fleet, results_dir).items():
+        if local is None:
+            continue
+        try:
+            ranks = [c.as_dict() for c in replica_changes(reps[name], local)]
+        except ValueError:
+            continue
+        out[name] = {"record": local.path, "date": local.date, "recipe_hash": local.record.get("recipe_hash"),
+                     "ranks": ranks}
+    return out
 
 
 def gateway_label(fleet: FleetPlan) -> str:
     """The label (key=value) every container of a gateway's groups carries."""
-    from inkctl.plan.gateway import GATEWAY_LABEL
+    from inkctl.plan.replicas.gateway import GATEWAY_LABEL
     from inkctl.runtimes.spec import LABEL_PREFIX
 
     return f"{LABEL_PREFIX}{GATEWAY_LABEL}={fleet.name}"
@@ -204,12 +249,20 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
     runlog.note(fleet=fleet.name)
     note_options(opts)
     sec = secure(loaded, secrets, display)
+    kept: set[str] = set()
+
+    def launched(plan: Plan) -> None:  # what runs now, kept on this machine for plan's diff (api.boots)
+        from inkctl.api.boots import record_launches
+
+        kept.add(plan.deployment)
+        record_launches(opts.results_dir, [plan], sec.sink)
+
     try:
         from inkctl.weights.preflight import weights_check
 
         outcome = bring_up_fleet(loaded, fleet, sec.sink, secrets, accept_new=opts.accept_new, keep=opts.keep,
                                  timeout=opts.timeout, skip=list(opts.skip), interrupt=cancel or threading.Event(),
-                                 weights=weights_check, only=only)
+                                 weights=weights_check, only=only, launched=launched)
     except (Cancelled, KeyboardInterrupt):
         err = InkctlError("interrupted: what this run started was removed", exit_code=EXIT_INTERRUPTED,
                           hint=f"check with: inkctl status {target.where()}")
@@ -219,6 +272,9 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
         sec.scrub.error(e)
         _failed(sec.sink, fleet, t0, e)
         raise
+    for rep in fleet.replicas:
+        if rep.name not in kept and (only is None or rep.name in only):
+            launched(rep.plan)
     result = FleetUpResult(fleet, outcome, time.monotonic() - t0)
     first = result.first_ttft_s
     sec.sink.emit(Finished(ok=True, deployment=fleet.name, seconds=round(result.seconds, 3), url=fleet.url,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from inkctl.execute.events import Sink
     from inkctl.execute.image.relay import Pushed
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 # the api, and the events a display of ``images push-to-hosts`` reads (besides Info)

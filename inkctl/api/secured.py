@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from inkctl.execute.events import ScrubbingSink, Sink
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
     from inkctl.scrub import Scrubber
     from inkctl.secret import Secret
 

@@ -96,7 +96,7 @@ def container_mode(value: str | None, sets: list[str], recipe: Any) -> tuple[str
         raise UsageError(f"--container {value!r}: expected {', '.join(CONTAINERS[:-1])} or {CONTAINERS[-1]}")
     if value in runtimes.in_task_names():
         return value, sets
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     c = load_recipe(recipe, sets).recipe.container
     if c.runtime == value:
@@ -347,7 +347,7 @@ def slurm_target(target: Target, command: str, *, partition: str | None = None, 
     order; the target's inventory (``--hosts FILE``) gives per-node settings by node name."""
     from inkctl.plan.deploy import build_plan
     from inkctl.plan.inputs import plan_inputs
-    from inkctl.recipe.source import load_inventory
+    from inkctl.recipe.reading.source import load_inventory
     from inkctl.scrub import arm_for
 
     loaded = load(Target(target.recipe, None, target.sets), command, need_hosts=False)

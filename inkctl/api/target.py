@@ -12,7 +12,7 @@ from inkctl.errors import UsageError
 
 if TYPE_CHECKING:
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Targeted(NamedTuple):
 
 def load(target: Target, command: str, *, need_hosts: bool = True) -> Loaded:
     """The recipe with its hosts and overrides; a command that touches hosts needs hosts."""
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     loaded = load_recipe(target.recipe, list(target.sets), target.hosts)
     if need_hosts and loaded.hosts is None:
@@ -67,7 +67,7 @@ class Kind(NamedTuple):
 def kind_of(target: Target, command: str) -> Kind:
     """A gateway file, a fleet or one group; a recipe loaded with whatever the command prints
     masked from here on (a host's stderr, an engine's echoed env)."""
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
     from inkctl.scrub import arm_for
 
     if is_gateway_file(target.recipe):

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from inkctl.execute.events import Sink
     from inkctl.execute.supervise.watch import Failure, RestartBudget
     from inkctl.plan.step import Plan
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
 
 
 class Voice:
@@ -194,7 +194,7 @@ def supervise(loaded: Loaded, plan: Plan, accept_new: bool, interval: float, say
 
             host, e = next(iter(conn.errors.items()))
             return Failure("host-lost", f"cannot reach {host}: {e.message.split(': ', 1)[-1]}", host, None, time.monotonic())
-        from inkctl.api.serving import recipe_api_key
+        from inkctl.api.measure.serving import recipe_api_key
 
         sup = Supervisor(plan, conn.transports, loaded.recipe, interval=interval, stuck_after_s=stuck_after or None,
                          on_state=lambda text: say("ok", text), api_key=recipe_api_key(loaded.recipe))

@@ -20,7 +20,7 @@ from inkctl.weights.distribute import (WeightsHostDone, WeightsProgress, Weights
 
 if TYPE_CHECKING:
     from inkctl.execute.events import Sink
-    from inkctl.recipe.loaded import Loaded
+    from inkctl.recipe.reading.loaded import Loaded
     from inkctl.recipe.manifest import Manifest
     from inkctl.scrub import Scrubber
     from inkctl.weights.run import Report

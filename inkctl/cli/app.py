@@ -71,7 +71,7 @@ def _version(value: bool) -> None:
 
 def _debug_on() -> None:
     STATE["debug"] = True
-    from inkctl.cli.logconfig import configure
+    from inkctl.cli.common.logconfig import configure
 
     configure(debug=True)
 
@@ -84,7 +84,7 @@ COMMAND_MODULES = {
     "build": "inkctl.cli.images", "lock": "inkctl.cli.images", "lease": "inkctl.cli.lease",
     "doctor": "inkctl.cli.observe",
     "status": "inkctl.cli.observe", "logs": "inkctl.cli.logs",
-    "export": "inkctl.cli.export", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
+    "export": "inkctl.cli.export.app", "init": "inkctl.cli.project", "weights": "inkctl.cli.weights",
     "smoke": "inkctl.cli.bench", "bench": "inkctl.cli.bench", "results": "inkctl.cli.bench",
     "watch": "inkctl.cli.watch", "cache": "inkctl.cli.cache", "images": "inkctl.cli.images_push", "top": "inkctl.cli.fleet",
     "runs": "inkctl.cli.runs",
@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> None:
     STATE["debug"] = os.environ.get("INKCTL_DEBUG", "") not in ("", "0")
     words = [a for a in args if not a.startswith("-")]
     if STATE["debug"] or (words and words[0] not in PAPER):
-        from inkctl.cli.logconfig import configure
+        from inkctl.cli.common.logconfig import configure
 
         configure(debug=STATE["debug"])
     light = None if os.environ.get("_INKCTL_COMPLETE") else _light(args)
@@ -236,7 +236,7 @@ def _fold_pipes(args: list[str]) -> None:
     words = [a for a in args if not a.startswith("-")]
     if not words or words[0] not in FOLDED or _machine_format(args):
         return
-    from inkctl.cli.terminal import Folded, _isatty, screen_width
+    from inkctl.cli.show.terminal import Folded, _isatty, screen_width
 
     width = screen_width()
     if not _isatty(sys.stdout):
@@ -352,7 +352,7 @@ def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
         else:
             import typer.main
 
-            from inkctl.cli.helptext import polish
+            from inkctl.cli.common.helptext import polish
 
             command = typer.main.get_command(_app())
             polish(command)
@@ -361,7 +361,7 @@ def _dispatch(args: list[str], light: Callable[[], int] | None = None) -> None:
         if isinstance(rv, int) and rv:
             sys.exit(rv)  # typer.Exit(code) comes back as a return value without standalone mode
     except InkctlError as e:
-        from inkctl.cli.errors_view import print_error
+        from inkctl.cli.show.errors_view import print_error
 
         print_error(e)
         _failed(e.message, e.hint)

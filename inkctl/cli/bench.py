@@ -3,9 +3,9 @@
 Each command works against a deployment (RECIPE --hosts FILE: the URL, model and checks come
 from the plan) or against any OpenAI-compatible server (--url URL --model NAME).
 
-Thin: ``inkctl.api.serving`` finds the server, ``api.smoke`` checks it, ``api.bench`` runs the
+Thin: ``inkctl.api.measure.serving`` finds the server, ``api.smoke`` checks it, ``api.bench`` runs the
 sweep and saves the run, ``api.results`` reads runs back; these functions check the flags,
-call them and print (``cli/benchtable.py``, ``cli/smoketable.py``).
+call them and print (``cli/show/benchtable.py``, ``cli/show/smoketable.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
 from inkctl.errors import UsageError
 
 UrlOpt = typer.Option(None, "--url", help="Base URL of an OpenAI-compatible server (http://host:port), instead of a deployment.")
@@ -29,8 +29,8 @@ DEFAULT_CONCURRENCY = "1,2,4,8,16,32,64"
 
 def _where(recipe: Optional[Path], hosts: Optional[Path], set_, url: Optional[str], model: Optional[str],
            command: str, api_key: Optional[str] = None):
-    """The server to talk to (``inkctl.api.serving.where``: a fleet through its router)."""
-    from inkctl.api.serving import where
+    """The server to talk to (``inkctl.api.measure.serving.where``: a fleet through its router)."""
+    from inkctl.api.measure.serving import where
     from inkctl.api.target import Target
 
     target = Target.of(recipe, hosts, set_) if recipe is not None else None
@@ -69,8 +69,8 @@ def smoke(
     output: str = OutputOpt,
 ) -> None:
     """Send the smoke checks to a running server and judge the answers (exit 1 when any fails)."""
-    from inkctl.api.smoke import Ask
-    from inkctl.api.smoke import smoke as api_smoke
+    from inkctl.api.measure.smoke import Ask
+    from inkctl.api.measure.smoke import smoke as api_smoke
 
     fmt = output_format(output)
     where = _where(recipe, hosts, set_, url, model, "smoke", _api_key(api_key_env))
@@ -82,7 +82,7 @@ def smoke(
         print(json.dumps({"url": where.base_url, "model": where.model, "ok": not checked.failed,
                           "checks": [asdict(r) for r in checked.results]}, indent=2))
     else:
-        from inkctl.cli.smoketable import smoke_table
+        from inkctl.cli.show.smoketable import smoke_table
 
         print(smoke_table(checked.results))
     failure = checked.failure()
@@ -121,7 +121,7 @@ def bench(
     output: str = OutputOpt,
 ) -> None:
     """Measure a running server: a sweep of concurrency or request rate, vllm bench serve's metrics."""
-    from inkctl.api import bench as api_bench
+    from inkctl.api.measure import bench as api_bench
 
     fmt = output_format(output)
     if api not in ("chat", "completions"):
@@ -136,7 +136,7 @@ def bench(
         results_dir=results_dir, accept_new=accept_new_host_keys)
     where = _where(recipe, hosts, set_, url, model, "bench", _api_key(api_key_env))
     run = api_bench.prepare(where, opts, _api_key(api_key_env))
-    from inkctl.cli.benchtable import point_header, point_line
+    from inkctl.cli.show.benchtable import point_header, point_line
 
     slo = bool(goodput)
     if fmt == "text":
@@ -156,7 +156,7 @@ class _Progress:
     def __init__(self, total: Optional[int]):
         import sys
 
-        from inkctl.cli.terminal import _isatty
+        from inkctl.cli.show.terminal import _isatty
 
         self.total, self.on = total, _isatty(sys.stderr)
         self.last = 0.0
@@ -168,7 +168,7 @@ class _Progress:
 
         if not self.on or time.monotonic() - self.last < 0.5:
             return
-        from inkctl.cli.benchtable import progress_text
+        from inkctl.cli.show.benchtable import progress_text
 
         self.last = time.monotonic()
         sys.stderr.write("\r" + progress_text(conc, rate, done, failed, self.total) + "\x1b[K")
@@ -202,7 +202,7 @@ def _say_measured(measured, fmt: str) -> None:
     if fmt == "json":
         print(json.dumps({"run": run_dir.name, "path": str(run_dir), "points": measured.points}, indent=2))
     else:
-        from inkctl.cli.terminal import relative
+        from inkctl.cli.show.terminal import relative
 
         print(f"saved {relative(str(run_dir.resolve()))} ({len(measured.names)} point file(s)"
               f"{', ' + ', '.join(extra) if extra else ''})")
@@ -224,8 +224,8 @@ def _numbers(text: str, kind, flag: str) -> list:
 # ---------------------------------------------------------------------------------- results
 
 def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
-    from inkctl.api import results as api_results
-    from inkctl.cli.boottable import boot_compare, boot_table
+    from inkctl.api.measure import results as api_results
+    from inkctl.cli.show.boottable import boot_compare, boot_table
 
     if not refs:
         _list_boots(results_dir, fmt)
@@ -241,7 +241,7 @@ def _boots(results_dir: Path, refs: list[str], fmt: str) -> None:
 
 
 def _list_boots(results_dir: Path, fmt: str) -> None:
-    from inkctl.api import results as api_results
+    from inkctl.api.measure import results as api_results
 
     listing = api_results.list_boots(results_dir)
     if fmt == "json":
@@ -283,8 +283,8 @@ def results(
 
 
 def _list_runs(results_dir: Path, fmt: str) -> None:
-    from inkctl.api import results as api_results
-    from inkctl.cli.benchtable import runs_table
+    from inkctl.api.measure import results as api_results
+    from inkctl.cli.show.benchtable import runs_table
 
     listing = api_results.list_runs(results_dir)
     print(json.dumps(listing, indent=2) if fmt == "json" else runs_table(listing, results_dir))
@@ -292,7 +292,7 @@ def _list_runs(results_dir: Path, fmt: str) -> None:
 
 def _one_run(results_dir: Path, runs: list[str], recipe: Optional[Path], plot: bool, fmt: str) -> None:
     """A run compared with another or with a recipe, plotted, or shown."""
-    from inkctl.api import results as api_results
+    from inkctl.api.measure import results as api_results
 
     run = api_results.load_run(results_dir, runs[0])
     if len(runs) == 2:
@@ -306,8 +306,8 @@ def _one_run(results_dir: Path, runs: list[str], recipe: Optional[Path], plot: b
 
 
 def _compare(a, b, fmt: str) -> None:
-    from inkctl.api import results as api_results
-    from inkctl.cli.benchtable import compare_table
+    from inkctl.api.measure import results as api_results
+    from inkctl.cli.show.benchtable import compare_table
 
     rows = api_results.compare_runs(a, b)
     print(json.dumps({"a": a.name, "b": b.name, "rows": rows}, indent=2) if fmt == "json"
@@ -315,12 +315,12 @@ def _compare(a, b, fmt: str) -> None:
 
 
 def _against_recipe(run, recipe: Path, fmt: str) -> None:
-    from inkctl.api import results as api_results
-    from inkctl.cli.benchtable import recipe_table
+    from inkctl.api.measure import results as api_results
+    from inkctl.cli.show.benchtable import recipe_table
 
     cmp = api_results.against_recipe(run, recipe)
     if not cmp.same_model and fmt == "text":
-        from inkctl.cli.terminal import plain
+        from inkctl.cli.show.terminal import plain
 
         plain(stderr=True).print(f"note: {run.name} measured {run.meta.get('model')}; the recipe serves "
                                  f"{cmp.recipe_model}: the numbers below compare two models", markup=False)
@@ -330,7 +330,7 @@ def _against_recipe(run, recipe: Path, fmt: str) -> None:
 
 
 def _show(run, fmt: str) -> None:
-    from inkctl.cli.benchtable import point_header, point_line
+    from inkctl.cli.show.benchtable import point_header, point_line
 
     meta = run.meta
     if fmt == "json":
@@ -343,7 +343,7 @@ def _show(run, fmt: str) -> None:
         print(point_line(p, slo))
     boot = (meta.get("provenance") or {}).get("boot")
     if boot:  # how the deployment it measured had booted (up's latest boot record then)
-        from inkctl.cli.boottable import boot_table
+        from inkctl.cli.show.boottable import boot_table
 
         print(f"booted as {boot.get('id')}:")
         print(boot_table(boot))

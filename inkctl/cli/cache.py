@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 from inkctl.errors import UsageError
 
 
@@ -36,7 +36,7 @@ def cache(
     from inkctl.api import cache as api
     from inkctl.api.target import Target
 
-    from inkctl.cli.signals import cancel_token
+    from inkctl.cli.common.signals import cancel_token
 
     with cancel_token() as cancel:
         done = api.cache(Target.of(recipe, hosts, set_),

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.common.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 
 @app.command()
@@ -31,7 +31,7 @@ def validate(
 
 
 def _check_hosts(loaded) -> None:
-    from inkctl.api.plan import check_hosts
+    from inkctl.api.paper.plan import check_hosts
 
     check_hosts(loaded)
 
@@ -44,12 +44,15 @@ def plan(
     output: str = OutputOpt,
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
     full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
+    results_dir: Path = typer.Option(Path("bench-results"), "--results-dir",
+                                     help="Where up keeps its records: a fleet's rolling update is diffed against "
+                                          "the last launch recorded there."),
 ) -> None:
     """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
     A gateway file (with --hosts): every model's group and the gateway's steps."""
     from inkctl.cli.plan import plan as run_plan
 
-    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full)
+    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full, results_dir=results_dir)
 
 
 @app.command()
@@ -59,7 +62,7 @@ def schema(
     format_: Optional[str] = typer.Option(None, "--format", hidden=True, help="The old name of --output."),
 ) -> None:
     """Print the recipe JSON Schema, or the recipe reference in Markdown (-o markdown)."""
-    from inkctl.api.recipes import schema as schema_text
+    from inkctl.api.paper.recipes import schema as schema_text
 
     sys.stdout.write(schema_text(format_ or output))
 
@@ -72,8 +75,8 @@ def recipes(
     output: str = OutputOpt,
 ) -> None:
     """List recipes (default: the bundled ones) with hardware, engine, parallelism and status."""
-    from inkctl.api.recipes import listing
-    from inkctl.cli.listing import recipe_listing
+    from inkctl.api.paper.recipes import listing
+    from inkctl.cli.show.listing import recipe_listing
 
     fmt = output_format(output)
     found = listing(directory, from_, ref)

@@ -4,7 +4,7 @@ Thin: the api picks the backend (``--slurm`` names Slurm's) and the kind (one gr
 a gateway file), loads, plans, resolves secrets and rolls back; these functions check that
 the flags go together, hold the cancel token Ctrl-C sets, pick the display (a live one, or
 JSON lines) and print the summary: a fleet's with ``cli/fleet.py``, a Slurm job's with
-``cli/slurm.py`` (each thin too).
+``cli/show/slurm.py`` (each thin too).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import (AcceptOpt, AccountOpt, ContainerOpt, GpusOpt, HookOpt, HostsOpt, JobDirOpt, OutputOpt,
+from inkctl.cli.common.options import (AcceptOpt, AccountOpt, ContainerOpt, GpusOpt, HookOpt, HostsOpt, JobDirOpt, OutputOpt,
                                 PartitionOpt, RecipeArg, RestartOpt, SetOpt, StuckAfterOpt, TimeOpt, output_format)
-from inkctl.cli.slurm import PendingOpt, SlurmFlag
+from inkctl.cli.show.slurm import PendingOpt, SlurmFlag
 from inkctl.errors import EXIT_INTERRUPTED, UsageError
 
 
@@ -96,7 +96,7 @@ class _UpView:
 
     def run(self) -> None:
         from inkctl.api import backend
-        from inkctl.cli.signals import cancel_token
+        from inkctl.cli.common.signals import cancel_token
         from inkctl.cli.watch import Events
 
         with cancel_token() as cancel:
@@ -106,14 +106,14 @@ class _UpView:
 
     def display(self):
         if self.target.backend == "slurm":
-            from inkctl.cli.slurm import Lines
+            from inkctl.cli.show.slurm import Lines
 
             return Lines(self.fmt)
         if self.fmt == "json":
             from inkctl.execute.events import JsonLines
 
             return JsonLines()
-        from inkctl.cli.live import LiveDisplay
+        from inkctl.cli.show.live import LiveDisplay
 
         return LiveDisplay()
 
@@ -132,7 +132,7 @@ def _said(result, fmt: str, recipe: Path) -> None:
 
         said_up(result, fmt)
     elif isinstance(result, SlurmUpResult):
-        from inkctl.cli.slurm import said_up as slurm_said_up
+        from inkctl.cli.show.slurm import said_up as slurm_said_up
 
         slurm_said_up(result, recipe, fmt)
     elif result.watch_stopped:
@@ -140,7 +140,7 @@ def _said(result, fmt: str, recipe: Path) -> None:
 
 
 def _summary(r) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out, plan, outcome = console(), r.plan, r.outcome
     if r.already:
@@ -163,7 +163,7 @@ def _summary(r) -> None:
 
 def _boot_and_smoke(out, outcome) -> None:
     if outcome.boot:
-        from inkctl.cli.boottable import boot_table
+        from inkctl.cli.show.boottable import boot_table
 
         out.print(boot_table(outcome.boot, outcome.boot.get("slower") or ()), markup=False, highlight=False)
     if outcome.smoke:
@@ -202,7 +202,7 @@ def down(
     from inkctl.api.fleet import FleetDownResult
     from inkctl.api.slurm import SlurmDownResult
     from inkctl.api.target import Target
-    from inkctl.cli.slurm import Lines
+    from inkctl.cli.show.slurm import Lines
 
     result = backend.down(Target.of(recipe, hosts, set_, slurm=slurm), accept_new=accept_new_host_keys,
                           events=Lines(fmt) if slurm else None)
@@ -211,7 +211,7 @@ def down(
 
         said_down(result, fmt)
     elif isinstance(result, SlurmDownResult):
-        from inkctl.cli.slurm import said_down as slurm_said_down
+        from inkctl.cli.show.slurm import said_down as slurm_said_down
 
         slurm_said_down(result, fmt)
     else:
@@ -232,13 +232,13 @@ def _say_down(result, fmt: str) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         console().print(result.summary(), markup=False)
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out, plan, report = console(), result.plan, result.report
     for text in report.notices:

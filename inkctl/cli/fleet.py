@@ -15,9 +15,9 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
-from inkctl.cli.fleet_plan import fleet_json as fleet_json
-from inkctl.cli.fleet_plan import print_fleet_plan as print_fleet_plan
+from inkctl.cli.common.options import HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.show.fleet_plan import fleet_json as fleet_json
+from inkctl.cli.show.fleet_plan import print_fleet_plan as print_fleet_plan
 from inkctl.errors import EXIT_INTERRUPTED
 
 # ----------------------------------------------------------------------------------- plan
@@ -32,7 +32,7 @@ def said_up(result, fmt: str) -> None:
 
 
 def _say_up(result) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out, fleet, first = console(), result.fleet, result.first_ttft_s
     if result.already:
@@ -81,7 +81,7 @@ def said_down(result, fmt: str) -> None:
     if failure is not None:
         raise failure
     if fmt == "text":
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         what = f"{len(fleet.replicas)} models' groups and the gateway" if fleet.gateway else \
             f"{len(fleet.replicas)} replicas and the router"
@@ -89,7 +89,7 @@ def said_down(result, fmt: str) -> None:
 
 
 def _down_lines(result) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out = console()
     for plan, rep in result.reports:
@@ -110,7 +110,7 @@ def said_status(st, fmt: str) -> None:
         print(json.dumps({"fleet": fleet.name, "gateway": fleet.gateway, "url": fleet.url, "ok": ok, "groups": rows},
                          indent=2))
     else:
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         out = console()
         what = "gateway" if fleet.gateway else "fleet"
@@ -184,7 +184,7 @@ def top(
     generation tokens/s, TTFT p50 from the histogram, requests) and the router's."""
     from inkctl.api.fleet import load_any
     from inkctl.api.target import Target
-    from inkctl.api.top import sampler as sampler_for
+    from inkctl.api.measure.top import sampler as sampler_for
 
     fmt = output_format(output)
     loaded, fleet = load_any(Target.of(recipe, hosts, set_), "top")
@@ -208,7 +208,7 @@ class _TopView:
     """top's tables: redrawn in place on a terminal; piped, one after another; or JSON lines."""
 
     def __init__(self, fmt: str, fleet):
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         self.fmt, self.fleet = fmt, fleet
         self.out = console()

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
 from inkctl.errors import counted
 
 LocalOpt = typer.Option(False, "--local", help="Use the local Docker daemon (docker SDK) instead of building/observing on each host.")
@@ -48,19 +48,19 @@ def build(
         return
     _summary(done)
     if done.pushed:
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         console().print(f"pushed {done.pushed} (pinned in the lock file)", markup=False)
 
 
 def _live():
-    from inkctl.cli.live import LiveDisplay
+    from inkctl.cli.show.live import LiveDisplay
 
     return LiveDisplay()
 
 
 def _summary(report) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out = console()
     out.print(f"image {report.image}: context {report.context_bytes} bytes "
@@ -75,7 +75,7 @@ def _say(fmt: str, doc: dict) -> None:
     if fmt == "json":
         print(json.dumps(doc, indent=2))
     else:
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         console().print(doc["message"], markup=False)
 
@@ -106,7 +106,7 @@ def _pin(recipe: Path, *, hosts, set_, local: bool, accept_new: bool, fmt: str) 
     if fmt == "json":
         print(json.dumps({"lock": str(done.path), "pins": done.pins, "changed": done.changed}, indent=2, sort_keys=True))
         return
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out = console()
     out.print(f"wrote {done.path}: {counted(len(done.pins), 'pin')}"

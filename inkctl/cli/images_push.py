@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 images_app = typer.Typer(help="The recipe's image on every host: streamed host to host, no registry needed.",
                          no_args_is_help=True)
@@ -37,7 +37,7 @@ def push_to_hosts_cmd(
     from inkctl.api.target import Target
 
     target = Target.of(recipe, hosts, set_)
-    from inkctl.cli.signals import cancel_token
+    from inkctl.cli.common.signals import cancel_token
     from inkctl.errors import Cancelled
 
     with cancel_token(lambda: Cancelled(started=True)) as cancel:
@@ -65,7 +65,7 @@ class _Lines:
     """Text progress: a line when a host starts, then every 25% of what the source sent."""
 
     def __init__(self):
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         self.out = console()
 
@@ -97,7 +97,7 @@ def _mib(n: int) -> str:
 
 
 def _summary(out) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     c = console()
     c.print(f"{out.image}: {out.image_id[:19]} from {out.source}", markup=False)

@@ -25,9 +25,9 @@ def import_(
     variant: Optional[str] = typer.Option(None, "--variant", help="A vLLM recipes model file's variant (default: default)."),
 ) -> None:
     """Turn another tool's recipe into an inkctl recipe, validate it, and list what did not map."""
-    from inkctl.api.importing import import_recipe
-    from inkctl.cli.errors_view import print_problems
-    from inkctl.cli.terminal import console
+    from inkctl.api.paper.importing import import_recipe
+    from inkctl.cli.show.errors_view import print_problems
+    from inkctl.cli.show.terminal import console
 
     result = import_recipe(file, out=out, name=name, model=model, accelerator=accelerator,
                            gpus_per_host=gpus_per_host, nodes=nodes, image=image, variant=variant)

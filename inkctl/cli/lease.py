@@ -2,7 +2,7 @@
 
 Distinct from ``inkctl lock RECIPE`` (which pins hashes in RECIPE.lock.json): this one says who
 holds a deployment's lease (inkctl.execute.state.deploylock) and breaks a stale one. Thin:
-flags -> ``inkctl.api.lease`` -> print.
+flags -> ``inkctl.api.observe.lease`` -> print.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, output_format
 
 lease_app = typer.Typer(
     help="The deploy lease (one up/down/build per deployment at a time): who holds it; break a stale one.",
@@ -42,14 +42,14 @@ _command("release", "Break the deployment's lease on every host (after a command
 
 
 def _lease(verb: str, recipe: Path, *, hosts, set_, accept_new: bool, fmt: str) -> None:
-    from inkctl.api.lease import lease
+    from inkctl.api.observe.lease import lease
     from inkctl.api.target import Target
 
     got = lease(Target.of(recipe, hosts, set_), verb, accept_new=accept_new)
     if fmt == "json":
         print(json.dumps(got.as_dict(), indent=2))
         return
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     for line in got.lines():
         console().print(f"{got.deployment} {line}", markup=False)

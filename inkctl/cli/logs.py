@@ -1,6 +1,6 @@
 """``logs``: every rank's log merged, each line prefixed host/rank.
 
-Thin: ``inkctl.api.logs`` loads, picks the ranks, connects, reads (or follows) and masks; this
+Thin: ``inkctl.api.observe.logs`` loads, picks the ranks, connects, reads (or follows) and masks; this
 module checks the flags and prints each line as it comes (a colour per rank on a terminal,
 plain otherwise, or JSON lines); the api picks the backend (``--slurm``: the job's output).
 """
@@ -15,8 +15,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, accepted, output_format
-from inkctl.cli.slurm import SlurmFlag
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, accepted, output_format
+from inkctl.cli.show.slurm import SlurmFlag
 from inkctl.errors import UsageError
 
 PREFIX_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_red", "bright_cyan", "bright_magenta",
@@ -44,7 +44,7 @@ def logs(
     if tail is not None and not (tail.isdigit() or tail == "all"):
         raise UsageError(f"--tail must be a number of lines or 'all', not {tail!r}")
     from inkctl.api import backend
-    from inkctl.api.logs import LogsOptions
+    from inkctl.api.observe.logs import LogsOptions
     from inkctl.api.target import Target
 
     opts = LogsOptions(follow=follow, tail=tail, since=since, rank=rank, host=host, accept_new=accept_new_host_keys)
@@ -84,7 +84,7 @@ class _LinePrinter:
 
         from rich.text import Text
 
-        from inkctl.cli.terminal import console
+        from inkctl.cli.show.terminal import console
 
         out = console()
         # the terminal's width: a long line goes on under its prefix, never under the one before

@@ -1,9 +1,9 @@
 """``doctor`` and ``status``: read what the hosts have; change nothing (a pull aside).
 
-Thin: ``inkctl.api.doctor`` and ``api.status`` load, plan, connect (every host in parallel;
+Thin: ``inkctl.api.observe.doctor`` and ``api.status`` load, plan, connect (every host in parallel;
 an unreachable host is reported as such, next to the answers of the others) and ask; these
 functions print what comes back. The api picks the backend (``--slurm``) and the kind; a
-fleet's or a gateway's rows are rendered by ``cli/fleet.py``, a Slurm job's by ``cli/slurm.py``.
+fleet's or a gateway's rows are rendered by ``cli/fleet.py``, a Slurm job's by ``cli/show/slurm.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, accepted, output_format
-from inkctl.cli.slurm import SlurmFlag
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, RecipeArg, SetOpt, accepted, output_format
+from inkctl.cli.show.slurm import SlurmFlag
 
 RESULT_STYLE = {"ok": ("ok", "green"), "warn": ("warn", "yellow"), "fail": ("FAIL", "bold red"),
                 "skipped": ("skipped", "dim"), "not-run": ("-", "dim")}
@@ -62,7 +62,7 @@ def doctor(
 ) -> None:
     """Run the preflight alone: ssh, runtime, GPUs, image, paths, ports, memory, names, weights. Exit 0 if all pass.
     With --network, also measure bus bandwidth per host pair and name the transport NCCL chose."""
-    from inkctl.api.doctor import doctor as api_doctor
+    from inkctl.api.observe.doctor import doctor as api_doctor
     from inkctl.api.target import Target
 
     fmt = output_format(output)
@@ -81,7 +81,7 @@ def doctor(
 
 
 def _print_doctor(d) -> None:
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out = console()
     out.print(preflight_table(d.results))
@@ -90,7 +90,7 @@ def _print_doctor(d) -> None:
         extra = f", {len(warned)} warning(s)" if warned else ""
         out.print(f"[green]ready[/]: every check passed on {len(d.plan.hosts)} host(s){extra}", highlight=False)
     if d.net is not None:
-        from inkctl.cli.netreport import render
+        from inkctl.cli.show.netreport import render
 
         print(render(d.net))
 
@@ -124,7 +124,7 @@ def status(
 
         said_status(st, fmt)
     elif isinstance(st, SlurmStatus):
-        from inkctl.cli.slurm import said_status as slurm_said_status
+        from inkctl.cli.show.slurm import said_status as slurm_said_status
 
         slurm_said_status(st, fmt)
     else:
@@ -146,8 +146,8 @@ def _say_status(st, fmt: str) -> None:
 def _print_status(plan, rows: list[dict], health: dict, recipe=None) -> None:
     from rich.text import Text
 
-    from inkctl.cli.plan_text import identity
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.plan_text import identity
+    from inkctl.cli.show.terminal import console
 
     t, notes = _status_table(plan, rows)
     out = console()

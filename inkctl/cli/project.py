@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from inkctl.api.init import DEFAULT
+from inkctl.api.paper.init import DEFAULT
 from inkctl.cli.app import app
 
 
@@ -20,7 +20,7 @@ def init(
                                  "in the recipe (api_key): the endpoint then answers only requests that carry it."),
 ) -> None:
     """Copy a bundled recipe and an inventory template here, to edit; overwrites nothing."""
-    from inkctl.api.init import init as start
+    from inkctl.api.paper.init import init as start
 
     project = start(name, Path.cwd(), lambda path: print(f"wrote {path}"), api_key=api_key)
     inv, recipe_file = project.inventory, project.recipe_file

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import OutputOpt, output_format
+from inkctl.cli.common.options import OutputOpt, output_format
 
 WIDTH = 80
 SHOWN_EVENTS = 12

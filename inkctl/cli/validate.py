@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from inkctl.cli.values import output_format
+from inkctl.cli.common.values import output_format
 from inkctl.errors import EXIT_INVALID
 
 
@@ -17,7 +17,7 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
     """A line per recipe or gateway file, every problem located; the exit status: EXIT_INVALID if any fails.
     With ``hosts``, ``check_hosts(loaded)`` plans each recipe on them (``cli/commands.py`` passes
     ``api/plan.check_hosts``)."""
-    from inkctl.api.validate import verdicts
+    from inkctl.api.paper.validate import verdicts
 
     fmt = output_format(output)
     results = verdicts(paths, strict, set_, hosts, check_hosts)
@@ -32,8 +32,8 @@ def validate(paths: List[str], strict: bool = False, output: str = "text", set_:
 
 
 def _text(results: list, strict: bool) -> None:
-    from inkctl.cli.errors_view import print_problems
-    from inkctl.cli.terminal import plain
+    from inkctl.cli.show.errors_view import print_problems
+    from inkctl.cli.show.terminal import plain
 
     out = plain()
     for path, ok, problems, warnings in results:

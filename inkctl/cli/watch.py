@@ -17,8 +17,8 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.slurm import SlurmFlag
-from inkctl.cli.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
+from inkctl.cli.show.slurm import SlurmFlag
+from inkctl.cli.common.options import (AcceptOpt, BackoffOpt, HookOpt, HostsOpt, IntervalOpt, MaxRestartsOpt, OutputOpt, RestartOpt,
                                 SetOpt, SocketFallbackOpt, StuckAfterOpt, output_format)
 from inkctl.errors import EXIT_INTERRUPTED
 
@@ -69,8 +69,8 @@ def watch(
     from inkctl.api import backend
     from inkctl.api.target import Target
     from inkctl.api.watching import Watching
-    from inkctl.cli.signals import cancel_token
-    from inkctl.cli.slurm import Lines
+    from inkctl.cli.common.signals import cancel_token
+    from inkctl.cli.show.slurm import Lines
 
     how = Watching(accept_new=accept_new_host_keys, restart=restart, hook=hook, interval=interval, stuck_after=stuck_after,
                    max_restarts_per_hour=max_restarts_per_hour, backoff=backoff,

@@ -10,7 +10,7 @@ from typing import List, Optional
 import typer
 
 from inkctl.cli.app import app
-from inkctl.cli.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
+from inkctl.cli.common.options import AcceptOpt, HostsOpt, OutputOpt, SetOpt, output_format
 from inkctl.errors import UsageError
 
 
@@ -42,7 +42,7 @@ def weights(
 
     options = WeightsOptions(source=from_, verify=verify, repair=repair, bwlimit=bwlimit,
                              accept_new=accept_new_host_keys)
-    from inkctl.cli.signals import cancel_token
+    from inkctl.cli.common.signals import cancel_token
     from inkctl.errors import Cancelled
 
     with cancel_token(lambda: Cancelled(started=True)) as cancel:  # a second Ctrl-C abandons the copies
@@ -77,7 +77,7 @@ def _display(fmt: str, manifest):
         from inkctl.execute.events import JsonLines
 
         return JsonLines()
-    from inkctl.cli.weights_view import WeightsView
+    from inkctl.cli.show.weights_view import WeightsView
 
     return WeightsView(manifest)
 
@@ -86,7 +86,7 @@ def _said(fmt: str, report) -> None:
     if fmt == "json":
         print(json.dumps({"event": "weights", **report.as_dict()}))
         return
-    from inkctl.cli.terminal import console
+    from inkctl.cli.show.terminal import console
 
     out = console()
     for line in report.lines():

@@ -119,7 +119,7 @@ def flag_findings(r) -> list[Problem]:
     ``worker_extra``: a flag the plan already writes (argparse keeps the last one, silently: a
     ``--distributed-executor-backend mp`` after the plan's ``ray`` breaks a two-host Ray boot), and
     a flag a headless worker refuses given to the workers (``engine.args.head_extra`` takes it)."""
-    from inkctl.recipe.engine_flags import typed_flags
+    from inkctl.recipe.checks.engine_flags import typed_flags
     from inkctl.recipe.engine_registry import spec_of
 
     spec = spec_of(r.engine.kind)

@@ -5,7 +5,7 @@ a Slurm job's sentences (``Said``) and supervision's (``Supervision``: watch, up
 restarts) alike.
 
 The runner never prints. It emits these to a sink; the CLI picks the sink: the live display
-(``inkctl.cli.live``) for people, or one JSON object per line for machines (``--output json``).
+(``inkctl.cli.show.live``) for people, or one JSON object per line for machines (``--output json``).
 Every event passes through :class:`Scrubber` first: whatever a remote command printed, a
 resolved secret value never leaves inkctl.
 """

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from inkctl.export.k8s import LWS_NAME_LABEL, ROLE_LABEL, Gap, K8sOptions, Manifests, export_k8s, k8s_name
 from inkctl.export.k8s_fleet import router_manifests
-from inkctl.plan.disagg import disagg_of, role_recipe
+from inkctl.plan.replicas.disagg import disagg_of, role_recipe
 from inkctl.recipe.disagg import ROLES
 from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.fleet import PD_MODE

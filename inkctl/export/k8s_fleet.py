@@ -7,7 +7,7 @@ Role that may get, list and watch them. Pure: recipe in, manifests out.
 
 from __future__ import annotations
 
-from inkctl.plan.fleet import fleet_of, router_argv
+from inkctl.plan.replicas.fleet import fleet_of, router_argv
 from inkctl.recipe.model import Recipe
 
 

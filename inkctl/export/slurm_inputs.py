@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from inkctl.export.slurm import SlurmJob, SlurmOptions, export_slurm
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 
 def job_for(loaded: Loaded, options: SlurmOptions, *, inventory: bool = False, image: str | None = None) -> SlurmJob:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 
 from inkctl.bundled import lock_command
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 
 def hotfix_inputs(loaded: Loaded) -> tuple[dict[str, str], dict[str, bytes]]:
@@ -32,7 +32,7 @@ def hotfix_inputs(loaded: Loaded) -> tuple[dict[str, str], dict[str, bytes]]:
 def built_image(loaded: Loaded) -> str | None:
     if loaded.recipe.patches.mode != "build":
         return None
-    from inkctl.plan.build import image_tag
+    from inkctl.plan.image.build import image_tag
 
     return image_tag(loaded)
 
@@ -68,7 +68,7 @@ def require_trusted(loaded: Loaded, *, patches: bool = True) -> None:
 
     require_no_drift(loaded)
     if patches and loaded.recipe.patches.mode == "build":
-        from inkctl.plan.build import build_context
+        from inkctl.plan.image.build import build_context
 
         build_context(loaded)  # pure: raises naming the file and both hashes
     pins, files = hotfix_inputs(loaded)

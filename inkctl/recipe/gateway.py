@@ -29,7 +29,7 @@ from inkctl.errors import Problem
 from inkctl.recipe.fields import HostName, Name, Strict, default_of, empty_list
 from inkctl.recipe.fleet import Router
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.loaded import Loaded
+from inkctl.recipe.reading.loaded import Loaded
 
 
 class Gateway(Router):
@@ -102,7 +102,7 @@ def field_path(path: tuple) -> str:
 
 def gateway_positions(path: Path, spec: GatewayFile) -> dict[tuple, tuple[int, int]]:
     """(line, col) of the gateway file's fields that its errors point at."""
-    from inkctl.recipe.document import parse_document
+    from inkctl.recipe.reading.document import parse_document
 
     doc = parse_document(path)
     positions: dict[tuple, tuple[int, int]] = {}
@@ -120,8 +120,8 @@ def load_gateway(path: str | Path, hosts_file: str | Path | None) -> LoadedGatew
     """The gateway file, its inventory and every recipe it names; problems located in the file
     that has them (a recipe's own in the recipe)."""
     from inkctl.errors import UsageError
-    from inkctl.recipe.load import load_model
-    from inkctl.recipe.source import load_inventory, load_recipe
+    from inkctl.recipe.reading.load import load_model
+    from inkctl.recipe.reading.source import load_inventory, load_recipe
 
     path = Path(path)
     spec, warnings = load_model(GatewayFile, path)

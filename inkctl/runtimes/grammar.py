@@ -164,7 +164,7 @@ class DockerLike:
 
     # --- what depends on the runtime outside argv ---------------------------------------------
     def findings(self, gpus: str, security_opt: Sequence[str]) -> list[Problem]:
-        """What a recipe's container section gets wrong for this runtime (``recipe/rules.py``)."""
+        """What a recipe's container section gets wrong for this runtime (``recipe/checks/rules.py``)."""
         return []
 
     def not_answering(self, host: str) -> str:

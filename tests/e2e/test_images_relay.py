@@ -93,7 +93,7 @@ MIXED = """
 import json, sys
 from inkctl.execute.hosts.connect import connect_all, close_all
 from inkctl.execute.image.relay import Node, push_to_hosts
-from inkctl.recipe.source import load_inventory
+from inkctl.recipe.reading.source import load_inventory
 
 inv, state = sys.argv[1], json.loads(sys.argv[2])
 hosts = load_inventory(inv)

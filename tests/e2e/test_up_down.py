@@ -173,9 +173,9 @@ def test_rank_crashing_during_boot_is_reported_and_everything_removed(cluster, i
     # noticed long before the 60 s health timeout (preflight, the argv proof included, comes first)
     assert time.monotonic() - t0 < 30
     err = r.stderr
-    assert "rank 1 on h2 (container inkctl-e2e-crash-r1) exited with code 3" in err
-    assert "CUDA error: an illegal memory access" in err  # its own log lines
-    assert "rolled back" in err
+    assert "rank 1 on h2 (container inkctl-e2e-crash-r1) exited with code 3" in err, err
+    assert "CUDA error: an illegal memory access" in err, err  # its own log lines
+    assert "rolled back" in err, err
     for h in ("h1", "h2"):
         assert containers(cluster, h, "e2e-crash") == []
         assert not state_dir(cluster, h, "e2e-crash").exists()

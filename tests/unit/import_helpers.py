@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from inkctl.api.importing import import_recipe
+from inkctl.api.paper.importing import import_recipe
 from inkctl.plan.deploy import build_plan
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 PROGRAMS = (["vllm", "serve"], ["sglang", "serve"], ["python3", "-m", "sglang.launch_server"])
 

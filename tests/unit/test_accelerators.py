@@ -13,7 +13,7 @@ from inkctl.execute.state.gpu_amd import parse
 from inkctl.plan.container import gpu_args
 from inkctl.recipe.accelerators import KNOWN, lookup, normalize
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 AMD = Path(__file__).resolve().parents[1] / "fixtures" / "amd-smi"
 

@@ -3,7 +3,7 @@ and a request without it gets 401 (issue 29, "Guarded endpoints")."""
 
 from __future__ import annotations
 
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 import json
 import os
@@ -153,7 +153,7 @@ def test_the_key_must_be_a_bearer_token(monkeypatch):
 
 
 def test_plan_json_names_the_secret_never_its_value(monkeypatch):
-    from inkctl.cli.plan_json import plan_json
+    from inkctl.cli.show.plan_json import plan_json
 
     monkeypatch.setenv("MY_ENDPOINT_KEY", KEY)
     text = json.dumps(plan_json(build_plan(recipe("sglang"), HOSTS)))
@@ -169,7 +169,7 @@ def test_init_makes_a_key_the_recipe_names_and_never_prints_it(tmp_path, name):
     key = (tmp_path / "api-key").read_text().strip()
     assert (tmp_path / "api-key").stat().st_mode & 0o777 == 0o600 and len(key) > 40
     assert key not in r.stdout + r.stderr
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
     from inkctl.secret import resolve_secrets
 
     rec = load_recipe(tmp_path / f"{name}.yaml").recipe

@@ -10,7 +10,7 @@ import copy
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.proof import rank_argvs
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 TWO = {
     "name": "t",
@@ -92,7 +92,7 @@ def test_every_flag_a_bundled_plan_writes_is_one_its_engine_declares():
 
     from inkctl.engines._common import may_plan, planned_flags
     from inkctl.recipe.engine_registry import spec_of
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     root = Path(__file__).resolve().parents[2]
     paths = [p for d in ("recipes", "examples") for p in sorted((root / d).glob("*.yaml")) if not p.name.startswith("hosts")]

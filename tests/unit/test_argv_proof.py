@@ -18,7 +18,7 @@ from inkctl.execute.deploy import proof
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.inputs import plan_inputs
 from inkctl.plan.proof import RankArgv, program_input, rank_argvs
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_SITE = ROOT / "tests" / "cluster" / "fake_engine" / "site"

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from inkctl.errors import InkctlError
-from inkctl.plan.build import build_context, image_tag, repository
-from inkctl.plan.build_files import VERIFY_SH
-from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, diff_targets
+from inkctl.plan.image.build import build_context, image_tag, repository
+from inkctl.plan.image.build_files import VERIFY_SH
+from inkctl.plan.image.patch_apply import PatchError, apply_diff, apply_edits, diff_targets
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "build-three-kinds.Dockerfile"
 ORIGINAL = b"def gemm():\n    num_stages = 4\n    return num_stages\n"
@@ -202,7 +202,7 @@ def _verify(tmp_path: Path, *args: str) -> subprocess.CompletedProcess | None:
     script = tmp_path / "inkctl" / "verify.sh"
     script.parent.mkdir(exist_ok=True)
     script.write_text(VERIFY_SH)
-    (script.parent / "patch_apply.py").write_bytes((Path(__file__).resolve().parents[2] / "inkctl/plan/patch_apply.py").read_bytes())
+    (script.parent / "patch_apply.py").write_bytes((Path(__file__).resolve().parents[2] / "inkctl/plan/image/patch_apply.py").read_bytes())
     if not args:
         return None
     return subprocess.run(["/bin/sh", str(script), *args], capture_output=True, text=True)

@@ -143,7 +143,7 @@ def test_two_processes_in_one_second_get_a_run_record_each(tmp_path):
 
 def _pin_many(recipe: str, key: str, n: int, go) -> None:
     from inkctl.api.cache import pin_cache
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     class Source:
         host, files = "h1", ["a"]

@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from inkctl.errors import InkctlError, RecipeInvalid
-from inkctl.plan.disagg import build_disagg
+from inkctl.plan.replicas.disagg import build_disagg
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.rules import recipe_findings
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.checks.rules import recipe_findings
+from inkctl.recipe.reading.source import load_recipe
 
 from tests.unit.openai_fake import ROOT, free_port
 
@@ -260,7 +260,7 @@ def test_export_k8s_writes_one_leaderworkerset_per_role_and_a_pd_router(tmp_path
 
 
 def test_up_removes_the_role_replicas_the_recipe_no_longer_has(tmp_path):
-    from inkctl.plan.disagg import retired_role_replica
+    from inkctl.plan.replicas.disagg import retired_role_replica
 
     def edit(doc):
         doc["fleet"]["disagg"]["decode"]["replicas"] = 2

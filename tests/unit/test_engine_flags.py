@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from inkctl.plan.deploy import build_plan
-from inkctl.recipe.engine_versions import check_argv, flag_of, table_for, tables, targeted_release
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.checks.engine_versions import check_argv, flag_of, table_for, tables, targeted_release
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted((ROOT / "recipes").glob("*.yaml")) + sorted(p for p in (ROOT / "examples").glob("*.yaml")
@@ -293,7 +293,7 @@ def test_the_index_validate_reads_is_current_with_the_tables():
     must say what the tables say (tools/engine_flags.py rewrites it with each dump)."""
     import json
 
-    from inkctl.recipe.engine_versions import INDEX, TABLES, index_of
+    from inkctl.recipe.checks.engine_versions import INDEX, TABLES, index_of
 
     assert json.loads((TABLES / INDEX).read_text()) == index_of(p for p in TABLES.glob("*.json") if p.name != INDEX), \
         "run: python -c 'import sys; sys.path.insert(0, \"tools\"); import engine_flags; engine_flags.write_index()'"
@@ -337,7 +337,7 @@ def test_a_release_without_a_table_is_told_what_was_not_checked(tmp_path):
 def test_the_replacement_is_taken_from_the_releases_own_words():
     """Where no entry of RENAMED says, the last table with the flag may: SGLang's help of a
     deprecated alias ("Deprecated alias for --x") and vLLM's negations."""
-    from inkctl.recipe.engine_versions import replacement
+    from inkctl.recipe.checks.engine_versions import replacement
 
     sg = {t.version: t for t in tables("sglang")}
     assert replacement("sglang", "--cuda-graph-max-bs", sg["0.5.23"]) == "--cuda-graph-max-bs-decode"
@@ -372,6 +372,6 @@ def test_vllm_033_is_judged_by_its_own_parser(tmp_path):
 def json_source(table) -> str:
     import json
 
-    from inkctl.recipe.engine_versions import TABLES
+    from inkctl.recipe.checks.engine_versions import TABLES
 
     return json.loads((TABLES / table.file).read_text())["source"]

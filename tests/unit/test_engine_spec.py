@@ -85,9 +85,9 @@ hosts:
 
 
 def test_a_toy_engine_validates_plans_and_renders(toy, tmp_path):
-    from inkctl.cli.render import plan_json
+    from inkctl.cli.show.plan_json import plan_json
     from inkctl.plan.deploy import build_plan
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     f = tmp_path / "toy.yaml"
     f.write_text(TOY_RECIPE)
@@ -110,7 +110,7 @@ def test_a_toy_engine_validates_plans_and_renders(toy, tmp_path):
 
 
 def test_a_toy_engines_errors_are_located(toy, tmp_path):
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     f = tmp_path / "toy.yaml"
     f.write_text(TOY_RECIPE.replace("tensor_parallel: 2,", "tensor_parallel: 2, bogus: 1,")
@@ -126,7 +126,7 @@ def test_a_toy_engines_errors_are_located(toy, tmp_path):
 
 
 def test_an_unknown_kind_names_every_registered_one(toy, tmp_path):
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     f = tmp_path / "x.yaml"
     f.write_text(TOY_RECIPE.replace("kind: toy", "kind: tyo"))
@@ -141,7 +141,7 @@ def test_an_unknown_kind_names_every_registered_one(toy, tmp_path):
 def test_validating_one_recipe_imports_only_its_engine():
     code = textwrap.dedent("""
         import sys
-        from inkctl.recipe.source import load_recipe
+        from inkctl.recipe.reading.source import load_recipe
         load_recipe("examples/vllm-single-docker.yaml")
         print(sorted(m for m in sys.modules if m.startswith("inkctl.engines.")))
     """)
@@ -159,13 +159,13 @@ def test_help_imports_no_engine():
 def test_the_toy_engines_boot_lines_metrics_and_ports_reach_the_readers(toy, tmp_path):
     """The modules that read an engine's habits (boot phases, dashboard, compile cache, preflight
     ports, top) find the toy's through its spec."""
-    from inkctl.api.top import top_rows
+    from inkctl.api.measure.top import top_rows
     from inkctl.client.prometheus import parse
     from inkctl.execute.deploy.preflight import planned_ports
     from inkctl.execute.supervise.bootphases import read_log
     from inkctl.export.prometheus import dashboard
     from inkctl.plan import compilecache
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     assert read_log(["x", "toy weights in 3.5 s"], "toy").seconds == {"weights": 3.5}
     panels = [p for row in dashboard("d", "toy", False)["panels"] for p in [row]]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.engine_registry import kinds, spec_of
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -72,7 +72,7 @@ def test_a_file_secret_is_a_credential_the_watch_reads_back(tmp_path):
     assert sets == [f"secrets.HF_TOKEN={{file: {creds}/HF_TOKEN}}"]
     sys.path.insert(0, str(ROOT))
     from inkctl.secret import resolve_secrets
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     loaded = load_recipe(copy, sets)
     assert resolve_secrets(dict(loaded.recipe.secrets))["HF_TOKEN"].reveal() == "hf_abcdefghijklmnop"

@@ -27,7 +27,7 @@ def _run(*args, env=None, timeout=10):
 
 def test_its_options_are_the_real_serve_commands():
     """Every option the fake takes, and no other, is in the table click built from serve.py."""
-    from inkctl.recipe.engine_versions import tables
+    from inkctl.recipe.checks.engine_versions import tables
 
     (table,) = tables("trtllm")
     assert set(fake.OPTIONS) == set(table.names)

@@ -3,7 +3,7 @@ here by a test that failed before its fix."""
 
 from __future__ import annotations
 
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 import os
 import subprocess
@@ -41,7 +41,7 @@ def test_lease_help_describes_its_own_status():
 def test_prose_that_names_inkctl_is_not_folded_like_a_command():
     """HF_TOKEN=short printed a stray ` \\` in the middle of prose: "inkctl masks ..." was taken for
     the start of a command line."""
-    from inkctl.cli.terminal import fold
+    from inkctl.cli.show.terminal import fold
 
     text = ("  HF_TOKEN: the value from env HF_TOKEN has 5 characters; inkctl masks every secret value in all it "
             "prints, and masking one shorter than 8 characters would shred the output: use the real secret")
@@ -51,7 +51,7 @@ def test_prose_that_names_inkctl_is_not_folded_like_a_command():
 
 
 def test_folding_never_breaks_inside_a_path_a_hash_or_a_url():
-    from inkctl.cli.terminal import fold
+    from inkctl.cli.show.terminal import fold
 
     path = "/usr/local/lib/python3.11/site-packages/inkctl/share/examples/vllm-single-docker-with-a-long-name.yaml"
     url = "https://huggingface.co/organisation-with-a-long-name/model-with-an-even-longer-name-FP8-dynamic/tree/main"
@@ -163,7 +163,7 @@ def test_doctor_checks_the_secrets_up_would_stop_on(tmp_path):
     rec.write_text(yaml.safe_dump(doc))
     inv = tmp_path / "inv.yaml"
     inv.write_text("hosts:\n  - {name: gone, address: 192.0.2.1, port: 1}\n")  # documentation range: never reached
-    from inkctl.api.doctor import secrets_check
+    from inkctl.api.observe.doctor import secrets_check
     from inkctl.api.target import Target, load_target
 
     loaded, plan, _ = load_target(Target.of(rec, inv, None), "doctor")
@@ -290,7 +290,7 @@ def test_a_release_cut_off_halfway_still_gives_the_lease_back(tmp_path):
 
 
 def test_bench_rows_show_itl_and_goodput_with_slos_and_a_dash_for_an_all_failed_point():
-    from inkctl.cli.benchtable import point_header, point_line, progress_text
+    from inkctl.cli.show.benchtable import point_header, point_line, progress_text
 
     p = {"max_concurrency": 4, "request_rate": "inf", "completed": 8, "failed": 0, "request_throughput": 2.0,
          "output_throughput": 100.0, "median_ttft_ms": 20.0, "p99_ttft_ms": 40.0, "median_tpot_ms": 5.0,

@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from inkctl.errors import InkctlError
-from inkctl.plan.fleet import build_fleet, router_argv
+from inkctl.plan.replicas.fleet import build_fleet, router_argv
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 RECIPE = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "fleet.yaml"
 
@@ -138,7 +138,7 @@ def test_export_k8s_of_a_fleet(tmp_path):
 def test_hosts_beyond_the_replicas_are_spare_and_searched_for_retired_replicas(tmp_path):
     """Lowering fleet.replicas keeps the inventory: the hosts no replica uses are spare, and
     up/down remove replicas NAME-r<k>, k >= replicas, found there (the one removal)."""
-    from inkctl.plan.fleet import retire_steps, retired_replica, spare_hosts
+    from inkctl.plan.replicas.fleet import retire_steps, retired_replica, spare_hosts
 
     r = _recipe(tmp_path, fleet={"replicas": 2})
     hosts = [Host(name="h1", address="a"), Host(name="h2", address="b"), Host(name="h3", address="c")]
@@ -159,7 +159,7 @@ GATEWAY = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "gateway.yam
 def _gateway(tmp_path, text: str | None = None, hosts='[{name: h5, address: 192.0.2.5, gpus: "0,1,2,3,4,5,6,7"}]'):
     import shutil
 
-    from inkctl.plan.gateway import build_gateway
+    from inkctl.plan.replicas.gateway import build_gateway
     from inkctl.recipe.gateway import load_gateway
 
     for name in ("gw-alpha.yaml", "gw-beta.yaml"):
@@ -207,7 +207,7 @@ def test_gateway_collisions_are_located_in_the_gateway_file(tmp_path, change, te
 
 def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
     from inkctl.errors import RecipeInvalid
-    from inkctl.recipe.filekind import is_gateway_file
+    from inkctl.recipe.reading.filekind import is_gateway_file
 
     assert is_gateway_file(GATEWAY) and not is_gateway_file(RECIPE)
     with pytest.raises(RecipeInvalid) as e:
@@ -217,7 +217,7 @@ def test_a_gateway_file_is_told_apart_from_a_recipe(tmp_path):
 
 
 def test_gateway_plan_json_shows_the_registrations(tmp_path):
-    from inkctl.cli.plan_json import plan_json
+    from inkctl.cli.show.plan_json import plan_json
 
     f = _gateway(tmp_path)
     steps = [s for st in plan_json(f.router)["stages"] for s in st["steps"] if s["kind"] == "register"]

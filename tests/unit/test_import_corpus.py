@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from inkctl.errors import InkctlError
-from inkctl.recipe import foreign_shell, sparkrun
+from inkctl.recipe.foreign import shell as foreign_shell, sparkrun
 from tests.unit.import_helpers import imported, same_value, values_after
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "import"
@@ -169,7 +169,7 @@ def test_vllm_recipes_model_file_imports_without_its_prose_or_is_refused(src, tm
 
 def test_corpus_counts():
     """What the corpus holds and what it comes to (the figures of the report)."""
-    from inkctl.api.importing import import_recipe
+    from inkctl.api.paper.importing import import_recipe
 
     counts: dict[str, int] = {}
     for src in SPARKRUN + VLLM_RECIPES:

@@ -27,7 +27,7 @@ from inkctl.plan.hotfix import MOUNT
 from inkctl.plan.inputs import plan_inputs
 from inkctl.plan.step import Run
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "k8s"

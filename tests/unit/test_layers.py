@@ -186,8 +186,8 @@ def test_the_checker_sees_what_it_must():
     g = graph()
     assert "inkctl.secret" in g["inkctl.scrub"]  # imported inside arm_for()
     assert "inkctl.execute.hosts.target" in g["inkctl.execute.hosts.ssh"]  # under TYPE_CHECKING
-    assert "inkctl.recipe.model" in g["inkctl.recipe.rules"]
-    assert "inkctl.recipe.model" not in graph(types=False)["inkctl.recipe.rules"]
+    assert "inkctl.recipe.model" in g["inkctl.recipe.checks.rules"]
+    assert "inkctl.recipe.model" not in graph(types=False)["inkctl.recipe.checks.rules"]
     known = modules()
     assert unit("inkctl.execute.events", known) == "execute"
     assert unit("inkctl.execute.hosts.ssh", known) == "execute.hosts"
@@ -210,7 +210,7 @@ def test_api_stands_on_bench_only_for_the_benchmark_commands():
     g = graph()
     on_bench = sorted(m for m, targets in g.items() if m.startswith("inkctl.api.")
                       and any(t == "inkctl.bench" or t.startswith("inkctl.bench.") for t in targets))
-    assert on_bench == ["inkctl.api.bench", "inkctl.api.results", "inkctl.api.serving"]
+    assert on_bench == ["inkctl.api.measure.bench", "inkctl.api.measure.results", "inkctl.api.measure.serving"]
     assert "inkctl.bootlog" in g["inkctl.api.boots"] and unit("inkctl.bootlog", modules()) == "inkctl"
 
 
@@ -222,3 +222,35 @@ def test_no_two_test_files_share_a_name():
     root = Path(__file__).resolve().parents[1]
     names = Counter(p.name for d in ("unit", "e2e", "cluster") for p in (root / d).glob("test_*.py"))
     assert [n for n, k in names.items() if k > 1] == []
+
+
+MAX_SIDE_BY_SIDE = 20
+
+
+def crowded(root: Path) -> dict[str, int]:
+    """Folders under ``root`` holding more than ``MAX_SIDE_BY_SIDE`` modules (``__init__`` included)."""
+    out = {}
+    for folder in sorted({p.parent for p in root.rglob("*.py")}):
+        n = len(list(folder.glob("*.py")))
+        if n > MAX_SIDE_BY_SIDE:
+            out[str(folder.relative_to(root.parent))] = n
+    return out
+
+
+def test_no_folder_holds_more_than_twenty_modules_side_by_side():
+    """A newcomer reads a folder at a glance: a group that grows past twenty modules becomes a
+    subpackage named for what it does (``recipe/checks/``, ``api/observe/``, ``cli/show/``),
+    under the same floor (``unit`` gives a subpackage its parent's)."""
+    found = crowded(ROOT)
+    assert not found, f"more than {MAX_SIDE_BY_SIDE} modules side by side: {found}"
+
+
+def test_the_count_sees_a_crowded_folder_and_not_its_subpackages(tmp_path):
+    pkg = tmp_path / "inkctl" / "big"
+    (pkg / "sub").mkdir(parents=True)
+    for i in range(MAX_SIDE_BY_SIDE):
+        (pkg / f"m{i}.py").write_text("")
+        (pkg / "sub" / f"m{i}.py").write_text("")
+    assert crowded(tmp_path / "inkctl") == {}
+    (pkg / "__init__.py").write_text("")
+    assert crowded(tmp_path / "inkctl") == {"inkctl/big": MAX_SIDE_BY_SIDE + 1}

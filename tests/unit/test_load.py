@@ -15,8 +15,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from inkctl.errors import EXIT_INVALID, Problem, RecipeInvalid
-from inkctl.recipe.document import LIBYAML
-from inkctl.recipe.load import MAX_DEPTH, MAX_NODES, load_model, parse_document, parse_override
+from inkctl.recipe.reading.document import LIBYAML
+from inkctl.recipe.reading.load import MAX_DEPTH, MAX_NODES, load_model, parse_document, parse_override
 
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from inkctl.errors import Problem, RecipeInvalid
-from inkctl.recipe.load import load_model
+from inkctl.recipe.reading.load import load_model
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

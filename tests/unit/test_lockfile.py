@@ -12,12 +12,12 @@ import pytest
 from inkctl.errors import InkctlError
 from inkctl.execute.state.images import ImageInfo
 from inkctl.execute.image.pinning import Refused, changes, observe
-from inkctl.plan.build import image_tag
+from inkctl.plan.image.build import image_tag
 from inkctl.plan.inputs import require_trusted
 from inkctl.recipe.lockfile import (HEADER, LockDrift, drift_findings, local_drift, lock_path, read_pins,
                                     require_no_drift, write_lock)
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 ORIGINAL = b"NUM_STAGES = 4\nuse_helion = True\n"
 PATCHED = b"NUM_STAGES = 3\nuse_helion = False\n"

@@ -12,9 +12,9 @@ import pytest
 
 from inkctl.codes import BY_CODE, CODES, markdown
 from inkctl.errors import RecipeInvalid
-from inkctl.recipe.load import load_model
+from inkctl.recipe.reading.load import load_model
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.source import load_inventory, load_recipe
+from inkctl.recipe.reading.source import load_inventory, load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SPARK = ROOT / "recipes/inkling-small-2x-dgx-spark-vllm.yaml"
@@ -194,7 +194,7 @@ def test_validate_json_lists_what_strict_fails_on_with_codes_and_fixes():
 def test_escape_keeps_markup_looking_text_literal():
     import io
 
-    from inkctl.cli.terminal import Plain, escape
+    from inkctl.cli.show.terminal import Plain, escape
 
     out = io.StringIO()
     Plain(out).print(f"[bold]{escape('v1 [red] [/] [x]')}[/]")

@@ -14,7 +14,7 @@ from inkctl.execute.supervise.health import HealthWait
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import WaitHealth
 from inkctl.recipe.hosts import Host
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 LINES = ["NCCL INFO Bootstrap", "a line the checker chokes on", "NCCL INFO Using network Socket", "last"]
 

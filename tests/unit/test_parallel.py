@@ -12,7 +12,7 @@ import yaml
 from inkctl.plan.deploy import build_plan
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 VLLM_DP = {
     "name": "dsv3",

@@ -96,7 +96,7 @@ def test_patch_changed_since_lock_is_refused_before_any_host(tmp_path, listener)
     """With a lock file the drift names the pin and both hashes (old -> new)."""
     recipe = write_recipe(tmp_path, listener.getsockname()[1])
     from inkctl.recipe.lockfile import file_key, local_observations, write_lock
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     loaded = load_recipe(recipe)
     write_lock(loaded, local_observations(loaded))  # trust on first use: the file as it is now

@@ -35,7 +35,7 @@ def bundled() -> list[str]:
 def too_wide(text: str, width: int = WIDTH) -> list[str]:
     """Lines wider than the screen, but for a line that is one word a person pastes (a path, a URL,
     a hash) wider than the screen itself: that is never broken (issue 29), so it runs past."""
-    from inkctl.cli.terminal import _whole
+    from inkctl.cli.show.terminal import _whole
 
     def one_whole_word(line: str) -> bool:
         words = line.strip().rstrip(" \\").split()
@@ -98,7 +98,7 @@ def test_columns_is_the_width_when_given_and_json_stays_whole(tmp_path):
 def test_a_folded_command_stays_one_command_for_the_shell():
     """A hint's `inkctl ...` broken over lines ends each broken line with ` \\`: pasted into a
     shell, it is the same command."""
-    from inkctl.cli.terminal import fold
+    from inkctl.cli.show.terminal import fold
 
     line = ("hint: once the host is back, run: inkctl down /srv/projects/deploy/recipes/inkling-small-2x.yaml "
             "--hosts /srv/projects/deploy/inventories/two-sparks.yaml; then up again")
@@ -111,7 +111,7 @@ def test_a_folded_command_stays_one_command_for_the_shell():
 
 
 def test_a_long_sh_c_script_in_a_plan_is_folded_where_sh_joins_it_again():
-    from inkctl.cli.shell_text import _shell
+    from inkctl.cli.show.shell_text import _shell
 
     script = ("printf '%s|' 'two words' \"and  three\"; sync; if { echo 1 > /dev/null; } 2>/dev/null; then echo "
               "dropped; else echo denied; fi; printf '%s|' 'a b  c' \"x  y z\" done at the end of a long script")
@@ -131,7 +131,7 @@ def test_on_a_terminal_a_problem_line_folds_as_one_line_with_colour_codes(monkey
     (the text used to continue 26 columns in, the hint's rest at 4)."""
     import io
 
-    from inkctl.cli.terminal import Plain, visible
+    from inkctl.cli.show.terminal import Plain, visible
 
     class Tty(io.StringIO):
         def isatty(self):

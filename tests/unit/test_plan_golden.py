@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.cli.plan_json import plan_json
+from inkctl.cli.show.plan_json import plan_json
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.inputs import plan_inputs
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden"

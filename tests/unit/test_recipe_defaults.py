@@ -62,7 +62,7 @@ def test_a_default_equals_the_validated_section(model, name):
 
 
 def test_validating_a_recipe_builds_one_validator():
-    code = ("from inkctl.recipe.source import load_recipe\nfrom inkctl.recipe import model, container, patch\n"
+    code = ("from inkctl.recipe.reading.source import load_recipe\nfrom inkctl.recipe import model, container, patch\n"
             "load_recipe('examples/vllm-single-docker.yaml')\n"
             "built = [c.__name__ for m in (model, container, patch) for c in vars(m).values()\n"
             "         if isinstance(c, type) and getattr(c, '__pydantic_complete__', False)]\n"

@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from inkctl.recipe.model import Recipe
-from inkctl.recipe.rules import recipe_findings
+from inkctl.recipe.checks.rules import recipe_findings
 
 BASE = {
     "name": "t",

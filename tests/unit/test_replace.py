@@ -10,7 +10,7 @@ from inkctl.execute.deploy.replace import Replacement
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.record import argv_by_rank, diff_argv, flag_units, parse_record
 from inkctl.plan.step import Put
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "tests" / "e2e" / "recipes" / "vllm-native-2.yaml"

@@ -381,13 +381,15 @@ def test_health_answered_early_starts_no_remote_process():
         srv.shutdown()
 
 
-def test_one_removal_for_rollback_down_and_replace():
+def test_one_removal_for_rollback_down_and_replace(monkeypatch):
     """The rollback runs the plan's teardown, and down and a replacement run the steps
     plan.removal makes for what they find, all through takedown.remove_from_host: a host that
     cannot remove a container says the same thing whichever command asked."""
+    from inkctl.execute.deploy import takedown
     from inkctl.execute.deploy.takedown import RemovalFailed, remove_from_host
     from inkctl.plan.removal import removal
 
+    monkeypatch.setattr(takedown, "RETRY_PAUSE_S", 0.0)
     plan = build_plan(recipe(), HOSTS)
     assert plan.teardown == tuple(s for c, h in zip(plan.containers, plan.hosts)
                                   for s in removal(c.host, "docker", [c.name], h.state_dir, rank=c.rank, missing_ok=True))
@@ -397,11 +399,52 @@ def test_one_removal_for_rollback_down_and_replace():
     runner.touched = {"a", "b"}
     cleaned, left = runner.rollback("test")
     assert cleaned == ["b"]
-    assert left == ["a: remove the container failed with exit code 125: Error: device or resource busy"]
+    assert left == ["a: remove the container failed with exit code 125 (3 tries): Error: device or resource busy"]
     assert [c[1] for c in b.calls] == [s.argv for s in plan.teardown if s.host == "b"]
 
     down = ScriptedHost("a", refuses)
     with pytest.raises(RemovalFailed) as info:
         remove_from_host(down, removal("a", "docker", ["t-0", "t-old"], "/srv/t"))
-    assert info.value.message == "a: remove the containers failed with exit code 125: Error: device or resource busy"
-    assert [c[1] for c in down.calls] == [("docker", "rm", "--force", "t-0", "t-old")]
+    assert info.value.message == "a: remove the containers failed with exit code 125 (3 tries): Error: device or resource busy"
+    assert [c[1] for c in down.calls] == [("docker", "rm", "--force", "t-0", "t-old")] * 3
+
+
+def test_a_removal_the_engine_refuses_once_is_asked_again(monkeypatch):
+    """docker under load refuses now and then what it does a moment later ("did not receive an
+    exit event", a channel sshd turns away): the step is asked again while the host answers; a
+    host that does not answer is not asked three times."""
+    from inkctl.execute.deploy import takedown
+    from inkctl.execute.deploy.takedown import remove_from_host
+    from inkctl.execute.hosts.transport import HostError
+    from inkctl.plan.removal import removal
+
+    monkeypatch.setattr(takedown, "RETRY_PAUSE_S", 0.0)
+    answers = iter([(1, "", "Error response from daemon: cannot remove container: could not kill: "
+                               "tried to kill container, but did not receive an exit event"), (0, "", "")])
+    flaky = ScriptedHost("a", [(lambda a: a[:2] == ("docker", "rm"), lambda _a: next(answers))])
+    remove_from_host(flaky, removal("a", "docker", ["t-0"], "/srv/t"))
+    assert [c[1][:2] for c in flaky.calls] == [("docker", "rm"), ("docker", "rm"), ("rm", "-rf")]
+
+    # a rollback allows exit 1 (the container may never have started), but only for "no such container"
+    answers = iter([(1, "", "Error response from daemon: cannot remove container: could not kill"), (0, "", "")])
+    rollback = ScriptedHost("a", [(lambda a: a[:2] == ("docker", "rm"), lambda _a: next(answers))])
+    remove_from_host(rollback, removal("a", "docker", ["t-0"], "/srv/t", missing_ok=True))
+    assert [c[1][:2] for c in rollback.calls] == [("docker", "rm"), ("docker", "rm"), ("rm", "-rf")]
+    never = ScriptedHost("a", [(lambda a: a[:2] == ("docker", "rm"), (1, "", "Error response from daemon: No such container: t-0"))])
+    remove_from_host(never, removal("a", "docker", ["t-0"], "/srv/t", missing_ok=True))
+    assert [c[1][:2] for c in never.calls] == [("docker", "rm"), ("rm", "-rf")]
+
+    refused = iter([HostError("a", "command", "the host refused to start a command: ChannelException")])
+
+    def once(_a):
+        for e in refused:
+            raise e
+        return 0, "", ""
+    turned_away = ScriptedHost("a", [(lambda a: a[:2] == ("rm", "-rf"), once)])
+    remove_from_host(turned_away, removal("a", "docker", [], "/srv/t"))
+    assert [c[1][:2] for c in turned_away.calls] == [("rm", "-rf"), ("rm", "-rf")]
+
+    gone = ScriptedHost("a", [(lambda a: True, HostError("a", "unreachable", "connection lost"))])
+    with pytest.raises(HostError):
+        remove_from_host(gone, removal("a", "docker", ["t-0"], "/srv/t"))
+    assert len(gone.calls) == 1

@@ -14,7 +14,7 @@ from inkctl.execute.hosts.transport import HostError
 from inkctl import runtimes
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Run
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ import pytest
 from inkctl import runtimes
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Run
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 from inkctl.runtimes.protocol import Runtime
 from inkctl.runtimes.spec import ContainerSpec, Mount
 
@@ -125,7 +125,7 @@ def test_nerdctl_plans_through_the_registry_alone():
     loaded = load_recipe(ROOT / "examples" / "vllm-single-docker.yaml", ["container.runtime=nerdctl"], None)
     r = loaded.recipe
     assert r.container.runtime == "nerdctl"
-    from inkctl.recipe.rules import recipe_findings
+    from inkctl.recipe.checks.rules import recipe_findings
 
     assert not [p for p in recipe_findings(r) if p.severity == "error"]
     plan = build_plan(r)

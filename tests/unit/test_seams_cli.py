@@ -136,7 +136,7 @@ def test_product_text_speaks_the_users_words():
 def test_only_paths_under_the_cwd_are_shown_relative(tmp_path, monkeypatch):
     """A path under the cwd is shown as the user typed it; one beside it stays absolute
     ('../x' would be shorter, but says less, and differs with where a command was run)."""
-    from inkctl.cli.terminal import relative
+    from inkctl.cli.show.terminal import relative
 
     work = tmp_path / "work" / "proj"
     work.mkdir(parents=True)

@@ -15,7 +15,7 @@ import yaml
 from inkctl.slurm.ctl import Partition, fields
 from inkctl.export.slurm import HEAD, SlurmOptions, export_slurm
 from inkctl.plan.quote import shell_words
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "tests/e2e/recipes"

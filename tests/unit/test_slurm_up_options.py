@@ -26,7 +26,9 @@ def inkctl(*args, env=None):
 
 
 def test_up_and_export_share_one_declaration_of_each_slurm_option():
-    from inkctl.cli import deploy, export_slurm, options
+    from inkctl.cli import deploy
+    from inkctl.cli.export import slurm as export_slurm
+    from inkctl.cli.common import options
 
     up = inspect.signature(deploy.up).parameters
     export = inspect.signature(export_slurm.slurm).parameters
@@ -45,8 +47,8 @@ def test_up_and_export_share_one_declaration_of_each_slurm_option():
     ("docker", "runtime", "docker", "all"), ("pyxis", "pyxis", "docker", "all"), ("apptainer", "apptainer", "docker", "all"),
 ])
 def test_container_option_picks_the_runtime_or_slurms_own(value, mode, runtime, gpus):
-    from inkctl.cli.options import slurm_container
-    from inkctl.recipe.source import load_recipe
+    from inkctl.cli.common.options import slurm_container
+    from inkctl.recipe.reading.source import load_recipe
 
     got, sets = slurm_container(value, ["name=x"], E2E / "single.yaml")
     assert got == mode

@@ -1,5 +1,5 @@
-"""sparkrun's template rendering and runtime resolution, reproduced (recipe/sparkrun.py), and the
-shell reading of the rendered command (recipe/foreign_shell.py).
+"""sparkrun's template rendering and runtime resolution, reproduced (recipe/foreign/sparkrun.py), and the
+shell reading of the rendered command (recipe/foreign/shell.py).
 
 The expected renderings were produced by sparkrun's own substitution (vpd 0.9.13's
 ``legacy.arguments.arg_substitute``, repeated to a fixed point over defaults + model, as
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from inkctl.errors import InkctlError
-from inkctl.recipe import foreign_shell, sparkrun
-from inkctl.recipe.foreign_flags import unbrace
+from inkctl.recipe.foreign import shell as foreign_shell, sparkrun
+from inkctl.recipe.foreign.flags import unbrace
 
 
 def test_render_matches_sparkrun():
@@ -75,7 +75,7 @@ def test_the_shell_reading_of_a_command():
 
 
 def _mapped(argv: list[str], values: dict | None = None):
-    from inkctl.recipe import foreign_flags
+    from inkctl.recipe.foreign import flags as foreign_flags
 
     out = {"model": {}, "engine": {"args": {}}}
     _, opts = foreign_flags.options(argv)
@@ -96,7 +96,7 @@ def test_vllm_reads_underscores_as_dashes_up_to_a_dot():
 
 
 def test_python_module_entrypoints_and_dp_attention(tmp_path):
-    from inkctl.recipe.foreign import Options, convert
+    from inkctl.recipe.foreign.convert import Options, convert
 
     doc = {"model": "Qwen/Qwen3-1.7B", "container": "vllm/vllm-openai:v0.14.1",
            "command": "python3 -m vllm.entrypoints.openai.api_server --model {model} --port 8000"}

@@ -102,7 +102,7 @@ def test_a_phase_slower_than_the_previous_boot_is_named():
 
 
 def test_boot_table_fits_80_columns_with_ranks_or_fastest_and_slowest():
-    from inkctl.cli.boottable import boot_compare, boot_table
+    from inkctl.cli.show.boottable import boot_compare, boot_table
 
     ranks = [read_log(VLLM_LOG.splitlines(), "vllm", f"host-with-a-long-name-{i}", i) for i in range(3)]
     rec = bootphases.boot_record("vllm", ranks, {"container": 0.5, "port_open": 2.0, "health": 40.0, "first_token": 40.2})

@@ -24,7 +24,7 @@ def test_gpu_indices_become_the_runtimes_own_flags():
 
 def test_nvidia_visible_devices_beside_gpus_is_an_error_with_a_hint():
     from inkctl.recipe.model import Recipe
-    from inkctl.recipe.rules import recipe_findings
+    from inkctl.recipe.checks.rules import recipe_findings
     import yaml
     from pathlib import Path
 

@@ -24,13 +24,13 @@ from tests.unit.test_layers import imports_of, modules
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_COMPLEXITY = 10
-THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/weights_view.py",
+THIN = ("inkctl/cli/deploy.py", "inkctl/cli/watch.py", "inkctl/cli/weights.py", "inkctl/cli/show/weights_view.py",
         "inkctl/cli/cache.py", "inkctl/cli/images.py", "inkctl/cli/images_push.py", "inkctl/cli/lease.py",
         "inkctl/cli/runs.py", "inkctl/cli/bench.py", "inkctl/cli/logs.py", "inkctl/cli/observe.py",
-        "inkctl/cli/slurm.py", "inkctl/cli/fleet.py", "inkctl/cli/commands.py", "inkctl/cli/project.py",
-        "inkctl/cli/export.py", "inkctl/cli/export_k8s.py", "inkctl/cli/export_prometheus.py",
-        "inkctl/cli/export_slurm.py", "inkctl/cli/export_systemd.py", "inkctl/cli/validate.py",
-        "inkctl/cli/plan.py", "inkctl/cli/fleet_plan.py")
+        "inkctl/cli/show/slurm.py", "inkctl/cli/fleet.py", "inkctl/cli/commands.py", "inkctl/cli/project.py",
+        "inkctl/cli/export/app.py", "inkctl/cli/export/k8s.py", "inkctl/cli/export/prometheus.py",
+        "inkctl/cli/export/slurm.py", "inkctl/cli/export/systemd.py", "inkctl/cli/validate.py",
+        "inkctl/cli/plan.py", "inkctl/cli/show/fleet_plan.py")
 # what a thin command module may import of inkctl (a module, or a package and all below it)
 THIN_MAY_IMPORT = ("inkctl.api", "inkctl.cli", "inkctl.errors", "inkctl.execute.events")
 
@@ -205,7 +205,7 @@ def test_api_down_result_says_what_failed():
     from inkctl.api.down import DownResult
     from inkctl.execute.deploy.takedown import TakeDown
     from inkctl.plan.deploy import build_plan
-    from inkctl.recipe.source import load_recipe
+    from inkctl.recipe.reading.source import load_recipe
 
     loaded = load_recipe(EXAMPLE, [], ONE_HOST)
     plan = build_plan(loaded.recipe, loaded.hosts)
@@ -232,7 +232,7 @@ def test_api_weights_refuses_an_unpinned_model_before_any_host(tmp_path):
 
 def test_api_build_says_what_it_did_not_build_and_lease_needs_hosts():
     from inkctl.api.build import BuildOptions, build
-    from inkctl.api.lease import lease
+    from inkctl.api.observe.lease import lease
     from inkctl.api.target import Target
     from inkctl.errors import UsageError
 
@@ -306,7 +306,7 @@ def test_api_slurm_refuses_an_allocation_without_nodes_before_asking_slurm():
 
 
 def test_api_where_finds_the_server_a_plan_answers_on_without_asking_it():
-    from inkctl.api.serving import where
+    from inkctl.api.measure.serving import where
     from inkctl.api.target import Target
     from inkctl.errors import UsageError
 
@@ -321,8 +321,8 @@ def test_api_where_finds_the_server_a_plan_answers_on_without_asking_it():
 
 
 def test_api_smoke_checks_what_was_asked():
-    from inkctl.api.serving import Where
-    from inkctl.api.smoke import Ask, checks_for
+    from inkctl.api.measure.serving import Where
+    from inkctl.api.measure.smoke import Ask, checks_for
     from inkctl.errors import UsageError
 
     bare = Where("http://127.0.0.1:9/", "m")
@@ -334,7 +334,7 @@ def test_api_smoke_checks_what_was_asked():
 
 
 def test_api_logs_names_the_ranks_there_are_when_none_matches():
-    from inkctl.api.logs import LogsOptions, ranks
+    from inkctl.api.observe.logs import LogsOptions, ranks
     from inkctl.api.target import Target
     from inkctl.errors import UsageError
 
@@ -346,7 +346,7 @@ def test_api_logs_names_the_ranks_there_are_when_none_matches():
 
 
 def test_api_results_compares_only_points_in_common(tmp_path):
-    from inkctl.api.results import Run, compare_runs
+    from inkctl.api.measure.results import Run, compare_runs
     from inkctl.errors import InkctlError
 
     a = Run(tmp_path / "a", {}, [{"max_concurrency": 1, "request_rate": "inf"}])
@@ -356,7 +356,7 @@ def test_api_results_compares_only_points_in_common(tmp_path):
 
 
 def test_api_plan_on_paper_builds_what_up_would_run_and_names_the_next_command():
-    from inkctl.api.plan import check_host, on_paper, up_command
+    from inkctl.api.paper.plan import check_host, on_paper, up_command
     from inkctl.api.target import Target
     from inkctl.errors import UsageError
 
@@ -373,7 +373,7 @@ def test_api_plan_on_paper_builds_what_up_would_run_and_names_the_next_command()
 
 
 def test_api_recipes_lists_a_directory_and_refuses_two_sources(tmp_path):
-    from inkctl.api.recipes import listing, schema
+    from inkctl.api.paper.recipes import listing, schema
     from inkctl.errors import InkctlError
 
     (tmp_path / "broken.yaml").write_text("name: x\n")
@@ -390,7 +390,7 @@ def test_api_recipes_lists_a_directory_and_refuses_two_sources(tmp_path):
 
 
 def test_api_init_writes_nothing_when_one_of_its_files_is_there(tmp_path):
-    from inkctl.api.init import init
+    from inkctl.api.paper.init import init
     from inkctl.errors import UsageError
 
     wrote: list = []
@@ -424,7 +424,7 @@ def test_api_export_reads_key_value_flags_and_refuses_a_gateway_file():
 
 
 def test_api_validate_gives_a_verdict_per_file(tmp_path, monkeypatch):
-    from inkctl.api.validate import verdicts
+    from inkctl.api.paper.validate import verdicts
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # the verdicts kept here, not in the user's cache
 
@@ -449,14 +449,14 @@ def test_signal_handlers_are_installed_only_by_the_command_line():
         for node in ast.walk(ast.parse(p.read_text(), rel)):
             if isinstance(node, ast.Call) and ast.unparse(node.func) in ("signal.signal", "signal"):
                 bad.append(f"{rel}:{node.lineno}")
-    assert not bad, "take a cancel token (threading.Event) instead; cli/signals.py sets it:\n" + "\n".join(bad)
+    assert not bad, "take a cancel token (threading.Event) instead; cli/common/signals.py sets it:\n" + "\n".join(bad)
 
 
 def test_a_backend_is_one_class_registered_in_one_place(monkeypatch):
     """A toy backend named in ``BACKENDS`` alone is what every command reaches for a target that
     names it: no command line flag, no other module knows it."""
     from inkctl.api import backend
-    from inkctl.api.logs import LogsOptions
+    from inkctl.api.observe.logs import LogsOptions
     from inkctl.api.target import Target
     from inkctl.api.up import UpOptions
     from inkctl.api.watching import Watching

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from inkctl.api.top import top_rows
+from inkctl.api.measure.top import top_rows
 from inkctl.cli.fleet import top_table
 from inkctl.client.prometheus import parse
 from tests.cluster.fake_engine.metrics import Metrics
@@ -47,7 +47,7 @@ def test_scrape_uses_watchs_http_client_settings(monkeypatch):
     import socket
     import threading
 
-    from inkctl.api.top import scrape
+    from inkctl.api.measure.top import scrape
 
     body = Metrics().text("vllm", "m").encode()
 

@@ -15,8 +15,8 @@ import yaml
 from inkctl.plan.deploy import build_plan
 from inkctl.plan.step import Put, Run
 from inkctl.recipe.engine_registry import kinds, spec_of
-from inkctl.recipe.engine_versions import table_for, tables, targeted_release
-from inkctl.recipe.source import load_recipe
+from inkctl.recipe.checks.engine_versions import table_for, tables, targeted_release
+from inkctl.recipe.reading.source import load_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "recipes" / "deepseek-r1-nvfp4-8x-b200-tp-ep-trtllm.yaml"

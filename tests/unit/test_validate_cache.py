@@ -1,4 +1,4 @@
-"""`inkctl validate` keeps its verdict on a recipe file (api/validate_cache.py): a verdict found
+"""`inkctl validate` keeps its verdict on a recipe file (api/paper/validate_cache.py): a verdict found
 again prints exactly what a fresh one prints, and anything it was made of that changes (the
 file, the lock file, a hotfix source, a file read while loading, inkctl, Python, pydantic)
 makes it a verdict that is not used. The speed itself: benchmarks/startup.py (cold and warm)."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from inkctl.api import validate_cache
-from inkctl.api.validate_cache import Cache, environment, reads_of, recording
+from inkctl.api.paper import validate_cache
+from inkctl.api.paper.validate_cache import Cache, environment, reads_of, recording
 from inkctl.errors import Problem
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from inkctl.cli.validate import plain_arguments
-from inkctl.cli.values import overrides
+from inkctl.cli.common.values import overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULTS = {"paths": None, "strict": False, "output": "text", "set_": None, "hosts": None}
@@ -117,7 +117,7 @@ def test_a_text_composed_once_is_read_anew_each_time(tmp_path):
     """validate reads a file up to three times; the second reading reuses the first's node tree
     (document._COMPOSED), yet every reading gets data and positions of its own, and a changed
     file is read as it is now."""
-    from inkctl.recipe import document
+    from inkctl.recipe.reading import document
 
     p = tmp_path / "r.yaml"
     p.write_text("name: a\nengine:\n  args: [x, y]\n")

@@ -53,10 +53,13 @@ def replica_loaded(loaded, replica):
 
 
 def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None,
-                   skip: list[str], interrupt: threading.Event, only: set[str] | None = None, weights=None) -> FleetOutcome:
+                   skip: list[str], interrupt: threading.Event, only: set[str] | None = None, weights=None,
+                   launched=None) -> FleetOutcome:
     """Every replica at once, then the router. ``only``: bring up just these replicas (by
     deployment name; the others are left as they are), then the router if it is not running.
-    ``weights``: the weights preflight, passed to each replica's ``bring_up``."""
+    ``weights``: the weights preflight, passed to each replica's ``bring_up``. ``launched(plan)``:
+    called for each replica a rolling update brought to its new version, as soon as it serves
+    (the rest: the caller's, once the fleet is up)."""
     from inkctl.execute.deploy.bringup import bring_up
     from inkctl.execute.events import Info
 
@@ -65,7 +68,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     out = FleetOutcome(url=fleet.url)
     errors: dict[str, BaseException] = {}
     rolled = _rolled(loaded, fleet, sink, secrets, accept_new=accept_new, keep=keep, timeout=timeout, skip=skip,
-                     interrupt=interrupt, weights=weights) if only is None else {}
+                     interrupt=interrupt, weights=weights, launched=launched) if only is None else {}
     freed = _freed(fleet, sink, accept_new) if only is None else {}
     todo = [r for r in fleet.replicas if (only is None or r.name in only) and r.name not in rolled]
 
@@ -102,7 +105,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
 def _rolled(loaded, fleet, sink, secrets, **kw) -> dict[str, Outcome]:
     """A running fleet whose replicas run another version: replaced one at a time first
     (``rolling.py``); deployment -> outcome of each replaced replica."""
-    from inkctl.plan.rollout import rolling
+    from inkctl.plan.replicas.rollout import rolling
 
     if not rolling(fleet):
         return {}
@@ -221,8 +224,8 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
     from inkctl.execute.deploy.takedown import remove_from_host
     from inkctl.execute.state.deployed import parse_ps
     from inkctl import runtimes
-    from inkctl.plan.fleet import retired_replica, retire_steps
-    from inkctl.plan.gateway import GATEWAY_LABEL, dropped_group
+    from inkctl.plan.replicas.fleet import retired_replica, retire_steps
+    from inkctl.plan.replicas.gateway import GATEWAY_LABEL, dropped_group
 
     hosts = list(fleet.hosts)
     if not hosts:
@@ -235,7 +238,7 @@ def retire(fleet, sink, *, accept_new: bool = False, command: str = "up") -> dic
 
     def gone(dep: str) -> bool:
         if fleet.disagg:  # P/D: a role's replicas beyond its count, or the replicas of a plain fleet before it
-            from inkctl.plan.disagg import retired_role_replica
+            from inkctl.plan.replicas.disagg import retired_role_replica
 
             return retired_role_replica(fleet, dep)
         return dropped_group(fleet, dep) if fleet.gateway else retired_replica(fleet.name, len(fleet.replicas), dep)

@@ -177,7 +177,7 @@ class HostProof:
 def prove_host(recipe, plan, host: str, t: Transport, image_id: str, pinned: dict[str, dict]) -> HostProof:
     """Every engine process ``plan`` starts on ``host``, read by the engine in the image."""
     from inkctl.plan.proof import rank_argvs
-    from inkctl.recipe.engine_flags import typed_flags
+    from inkctl.recipe.checks.engine_flags import typed_flags
 
     mine = [r for r in rank_argvs(plan, recipe) if r.host == host]
     if not mine:

@@ -9,6 +9,7 @@ teardown).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from inkctl.execute.hosts.transport import HostError, Transport
@@ -16,6 +17,11 @@ from inkctl.plan.removal import removal
 from inkctl.plan.step import Run
 
 REMOVE_TIMEOUT_S = 120.0
+# A removal step is idempotent (``rm -f``, ``rm -rf``), and a container engine under load refuses
+# now and then what it does a moment later ("did not receive an exit event", "removal already in
+# progress", a channel sshd turns away): a step that fails while the connection stands is asked again.
+ATTEMPTS = 3
+RETRY_PAUSE_S = 1.0
 
 
 class RemovalFailed(HostError):
@@ -36,13 +42,35 @@ class TakeDown:
 
 
 def remove_from_host(t: Transport, steps: list[Run] | tuple[Run, ...], *, timeout: float = REMOVE_TIMEOUT_S) -> None:
-    """Run one host's removal steps (``plan.removal``) in order. Raises RemovalFailed when a
-    step fails (what was left is the rest), HostError when the host does not answer."""
+    """Run one host's removal steps (``plan.removal``) in order, each asked again (``ATTEMPTS``)
+    when it fails while the host answers. Raises RemovalFailed when a step still fails (what was
+    left is the rest), HostError when the host does not answer."""
     for s in steps:
-        res = t.run(s.argv, timeout=timeout)
-        if res.exit_code not in s.ok_codes:
-            raise RemovalFailed(t.name, "command", f"{s.purpose} failed with exit code {res.exit_code}: "
-                                                   f"{res.err_text().strip()[-300:]}")
+        _remove_step(t, s, timeout)
+
+
+def _gone(err: str) -> bool:
+    """A removal's non-zero exit that says the thing was not there (what a rollback allows):
+    asked again otherwise, since the engine may have refused a container that still runs."""
+    return not err.strip() or "no such" in err.lower()
+
+
+def _remove_step(t: Transport, s: Run, timeout: float) -> None:
+    for attempt in range(1, ATTEMPTS + 1):
+        last = attempt == ATTEMPTS
+        try:
+            res = t.run(s.argv, timeout=timeout)
+        except HostError as e:
+            if last or e.cause in ("timeout", "unreachable") or not t.alive():
+                raise
+            time.sleep(RETRY_PAUSE_S)
+            continue
+        if res.exit_code == 0 or (res.exit_code in s.ok_codes and (last or _gone(res.err_text()))):
+            return
+        if last:
+            raise RemovalFailed(t.name, "command", f"{s.purpose} failed with exit code {res.exit_code}"
+                                f"{f' ({ATTEMPTS} tries)' if ATTEMPTS > 1 else ''}: {res.err_text().strip()[-300:]}")
+        time.sleep(RETRY_PAUSE_S)
 
 
 def take_down(plan, hosts, *, accept_new: bool = False) -> TakeDown:

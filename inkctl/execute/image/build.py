@@ -22,10 +22,10 @@ from inkctl.execute.state.images import BuildOutcome, HostImages, ImageInfo, bui
 from inkctl.execute.hosts.fanout import each
 from inkctl.execute.hosts.transport import HostError, Transport
 from inkctl import runtimes
-from inkctl.plan.build import BuildContext, build_context, split_digest
+from inkctl.plan.image.build import BuildContext, build_context, split_digest
 from inkctl.plan.step import Plan
 from inkctl.recipe.lockfile import base_key, read_pins
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 
 @dataclass

@@ -14,11 +14,11 @@ import hashlib
 from inkctl.execute.hosts.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.execute.state.images import ImageInfo
-from inkctl.plan.build import ABSENT, image_tag, split_digest
-from inkctl.plan.patch_apply import PatchError, apply_diff, apply_edits, parse_diff
+from inkctl.plan.image.build import ABSENT, image_tag, split_digest
+from inkctl.plan.image.patch_apply import PatchError, apply_diff, apply_edits, parse_diff
 from inkctl.recipe.lockfile import base_key, declared, local_observations
 from inkctl.recipe.patch import DiffPatch, ReplaceFile
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 
 def _sha(b: bytes) -> str:

@@ -15,7 +15,7 @@ from inkctl.errors import InkctlError
 from inkctl.execute.hosts.transport import HostError
 from inkctl import runtimes
 from inkctl.recipe.lockfile import editing, read_lock, write_lock
-from inkctl.recipe.source import Loaded
+from inkctl.recipe.reading.source import Loaded
 
 REGISTRY_RE = re.compile(r"^[A-Za-z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$")
 DIGEST_RE = re.compile(r"@sha256:[0-9a-f]{64}$")

@@ -1,0 +1,1 @@
+"""Reading what the hosts have, changing nothing: status, logs, doctor, the network, the lease."""

@@ -1,0 +1,1 @@
+"""Commands on paper, without hosts: validate, plan, recipes, import, init."""

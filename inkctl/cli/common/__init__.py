@@ -1,0 +1,1 @@
+"""What several commands share: options and their values, help text, logging, signals."""
