@@ -25,6 +25,14 @@ no worse than the loop's; readiness seen within 100 ms of the server answering. 
 2-core machine the figures move with the other work on it (note the load average beside them):
 compare ratios from one run, where every method ran interleaved.
 
+Measured 2026-12-07 (2 cores, shared; interleaved with the code before issue 27 part 6's
+changes, 16 hosts, median of 4-5 runs, load average 10-20): ssh loop 4.16-4.25 s, inkctl
+4.90-4.94 s (1.15-1.19x; the earlier code 1.15-1.16x in the same runs), floor 2.88 s. What is
+left is before the launch: start-up 0.30 s (no longer growing with the hosts) and connect +
+probe 1.0 s, where 16 probes of ~85 ms of CPU each (docker ps, docker image inspect, two
+nvidia-smi: the preflight's own checks) share the 2 cores that real hosts would not share;
+launch + health (3.7 s) is shorter than the loop's docker runs and boot (connections reused).
+
     python benchmarks/launch.py [--sizes 2 8 16] [--runs 3] [--net-id 9] [--keep-cluster] [--profile]
 """
 
