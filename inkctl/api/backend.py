@@ -74,6 +74,9 @@ class SSH:
         if opts.slurm is not None and opts.slurm.given():
             raise UsageError("--partition, --account, --time, --job-dir, --gpus-per-node, --container and "
                              "--pending-timeout go with --slurm")
+        from inkctl.execute.hosts.warm import warm_imports
+
+        warm_imports("paramiko")  # every kind connects; the recipe loads meanwhile
         what = _up_kind(target, opts)
         if what.kind != "group":
             from inkctl.api.fleet import fleet_of, load_gateway_fleet, up_fleet

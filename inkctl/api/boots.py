@@ -4,6 +4,7 @@ with the last one (``execute.supervise.bootphases``). ``up`` and ``up --slurm`` 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def keep(results_dir: Path, deployment: str, record: dict, recipe_hash: str) -> tuple[dict, tuple[str, ...], str, str]:
@@ -27,3 +28,20 @@ def keep(results_dir: Path, deployment: str, record: dict, recipe_hash: str) -> 
     except (OSError, ValueError, TypeError) as e:
         problems.append(f"could not save the boot record under {results_dir}: {e}")
     return record, slower, before[0] if before else "", "; ".join(problems)
+
+
+def record_launches(results_dir: Path, plans: list[Any], sink: Any = None) -> None:
+    """Keep what was launched of each deployment on this machine (``inkctl.launchlog``), for
+    ``plan`` to diff the next version against. A by-product: a failure to write is a warning."""
+    from inkctl import launchlog
+    from inkctl.plan.record import launch_record
+
+    for plan in plans:
+        try:
+            launchlog.save(results_dir, plan.deployment, launch_record(plan))
+        except (OSError, ValueError, TypeError) as e:
+            if sink is not None:
+                from inkctl.execute.events import Info
+
+                sink.emit(Info(text=f"could not save the launch record of {plan.deployment} under {results_dir}: {e}",
+                               level="warning"))

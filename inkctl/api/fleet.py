@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from inkctl.api.target import Target, load
@@ -131,11 +132,55 @@ def retire_lines(fleet: FleetPlan, deployment: str, only_host: str | None = None
             for st in retire_steps(h, rt, deployment, ["<its containers>"])]
 
 
-def rollout_lines(fleet: FleetPlan) -> list[str]:
-    """What ``up`` does when the replicas run another version: the order and each step."""
+def rollout_lines(fleet: FleetPlan, results_dir: Path | None = None) -> list[str]:
+    """What ``up`` does when the replicas run another version: the order and each step, and per
+    replica what changes against its last launch recorded under ``results_dir`` (``up``'s
+    ``--results-dir``; None: not looked for)."""
     from inkctl.plan.replicas.rollout import plan_lines
 
-    return plan_lines(fleet)
+    if results_dir is None or not rolling_fleet(fleet):
+        return plan_lines(fleet)
+    return plan_lines(fleet, local_records(fleet, results_dir), str(results_dir / "launches"))
+
+
+def rolling_fleet(fleet: FleetPlan) -> bool:
+    from inkctl.plan.replicas.rollout import rolling
+
+    return rolling(fleet)
+
+
+def local_records(fleet: FleetPlan, results_dir: Path) -> dict[str, Any]:
+    """Each replica's last launch recorded on this machine (``inkctl.launchlog``): deployment ->
+    ``LocalRecord``, or None where there is none."""
+    from inkctl import launchlog
+    from inkctl.plan.replicas.rollout import LocalRecord
+
+    out: dict[str, Any] = {}
+    for rep in fleet.replicas:
+        got = launchlog.latest(results_dir, rep.name)
+        out[rep.name] = None if got is None else LocalRecord(str(got[0]), str(got[1].get("date", "")), got[1])
+    return out
+
+
+def rollout_changes(fleet: FleetPlan, results_dir: Path) -> dict[str, dict]:
+    """``plan -o json``: per replica with a local launch record, where it is and what changes per
+    rank (deployment -> {record, date, recipe_hash, ranks})."""
+    from inkctl.plan.replicas.rollout import replica_changes
+
+    if not rolling_fleet(fleet):
+        return {}
+    out: dict[str, dict] = {}
+    reps = {r.name: r for r in fleet.replicas}
+    for name, local in local_records(fleet, results_dir).items():
+        if local is None:
+            continue
+        try:
+            ranks = [c.as_dict() for c in replica_changes(reps[name], local)]
+        except ValueError:
+            continue
+        out[name] = {"record": local.path, "date": local.date, "recipe_hash": local.record.get("recipe_hash"),
+                     "ranks": ranks}
+    return out
 
 
 def gateway_label(fleet: FleetPlan) -> str:
@@ -204,12 +249,20 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
     runlog.note(fleet=fleet.name)
     note_options(opts)
     sec = secure(loaded, secrets, display)
+    kept: set[str] = set()
+
+    def launched(plan: Plan) -> None:  # what runs now, kept on this machine for plan's diff (api.boots)
+        from inkctl.api.boots import record_launches
+
+        kept.add(plan.deployment)
+        record_launches(opts.results_dir, [plan], sec.sink)
+
     try:
         from inkctl.weights.preflight import weights_check
 
         outcome = bring_up_fleet(loaded, fleet, sec.sink, secrets, accept_new=opts.accept_new, keep=opts.keep,
                                  timeout=opts.timeout, skip=list(opts.skip), interrupt=cancel or threading.Event(),
-                                 weights=weights_check, only=only)
+                                 weights=weights_check, only=only, launched=launched)
     except (Cancelled, KeyboardInterrupt):
         err = InkctlError("interrupted: what this run started was removed", exit_code=EXIT_INTERRUPTED,
                           hint=f"check with: inkctl status {target.where()}")
@@ -219,6 +272,9 @@ def up_fleet(loaded: Any, fleet: FleetPlan, display: Callable[[], Sink], target:
         sec.scrub.error(e)
         _failed(sec.sink, fleet, t0, e)
         raise
+    for rep in fleet.replicas:
+        if rep.name not in kept and (only is None or rep.name in only):
+            launched(rep.plan)
     result = FleetUpResult(fleet, outcome, time.monotonic() - t0)
     first = result.first_ttft_s
     sec.sink.emit(Finished(ok=True, deployment=fleet.name, seconds=round(result.seconds, 3), url=fleet.url,

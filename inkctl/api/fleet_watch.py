@@ -63,6 +63,7 @@ class _FleetWatch:
         self.stop = threading.Event()
         self.fatal: list[InkctlError] = []
         self.lock = threading.Lock()
+        self.down: set[str] = set()  # replicas found failed and not yet serving again (restarting)
 
     def _end(self, error: InkctlError) -> None:
         with self.lock:
@@ -97,7 +98,14 @@ class _FleetWatch:
             say("failure", failure.message, cause=failure.cause, host=failure.host, rank=failure.rank)
             if how.hook:
                 run_hook(how.hook, failure, self.say)
-            if not how.restart or not self.restart(rep.name, budget, {rep.name}):
+            with self.lock:
+                self.down.add(rep.name)
+            try:
+                back = how.restart and self.restart(rep.name, budget, {rep.name})
+            finally:
+                with self.lock:
+                    self.down.discard(rep.name)
+            if not back:
                 if not self.stop.is_set():
                     self._end(InkctlError(f"{rep.name}: {failure.message}",
                                           hint="the router keeps serving from the other replicas; "
@@ -117,6 +125,9 @@ class _FleetWatch:
             ok, seen = check_once(url, timeout=max(1.0, how.interval))
             if ok and fleet.gateway:  # a gateway that answers but forgot its engines (restarted)
                 ok, seen = _registered_all(fleet)
+            if not ok and seen.startswith("HTTP ") and self.down:
+                bad = 0  # it answers: a router may say unhealthy while a replica it routes to is down
+                continue
             bad = 0 if ok else bad + 1
             if bad < 3:
                 continue

@@ -92,7 +92,7 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
     rolls back (the command line sets it on Ctrl-C/SIGTERM). Raises InkctlError (its message
     scrubbed) on failure, with exit code 130 when cancelled."""
     t0 = time.monotonic()
-    from inkctl.execute.deploy.bringup import warm_imports
+    from inkctl.execute.hosts.warm import warm_imports
     from inkctl.recipe.reading.filekind import is_gateway_file
 
     warm_imports("paramiko")  # the connections need it; the recipe loads meanwhile
@@ -114,12 +114,14 @@ def up(target: Target, opts: UpOptions, display: Callable[[], Sink], *,
     said: list[bool] = []
 
     def healthy(outcome: Outcome) -> None:  # before up stays attached (watchdog.after_boot): say it is up now
+        _launched(plan, opts.results_dir, sec.sink, said)
         _boot(plan, outcome, opts.results_dir, sec.sink)
         _say(on_up, _result(plan, outcome, time.monotonic() - t0))
         said.append(True)
 
     outcome = _bring_up(loaded, plan, sec, target, opts, healthy, t0, cancel or threading.Event())
     result = _result(plan, outcome, time.monotonic() - t0, follow(target) if outcome.detached else "")
+    _launched(plan, opts.results_dir, sec.sink, said)
     _boot(plan, outcome, opts.results_dir, sec.sink)
     _finished(sec.sink, result)
     if not said:
@@ -210,6 +212,16 @@ def _result(plan: Plan, outcome: Outcome, seconds: float, follow: str = "") -> U
 def _say(on_up: Callable[[UpResult], None] | None, result: UpResult) -> None:
     if on_up is not None:
         on_up(result)
+
+
+def _launched(plan: Plan, results_dir: Path, sink: Sink, said: list[bool]) -> None:
+    """What runs now, kept on this machine (``api.boots.record_launches``) once per up: ``plan``
+    of the next version of the recipe shows what it changes (said: up already kept it)."""
+    if said:
+        return
+    from inkctl.api.boots import record_launches
+
+    record_launches(results_dir, [plan], sink)
 
 
 def _boot(plan: Plan, outcome: Outcome, results_dir: Path, sink: Sink) -> None:

@@ -209,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     # time (benchmarks/startup.py). A recipe needs none; set the variable to "" to have them back.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     _no_plugin_loader()
+    _no_extras()
     args = sys.argv[1:] if argv is None else list(argv)
     STATE["debug"] = os.environ.get("INKCTL_DEBUG", "") not in ("", "0")
     words = [a for a in args if not a.startswith("-")]
@@ -297,6 +298,43 @@ def _no_plugin_loader() -> None:
         return getattr(importlib.import_module(name), attr)
 
     stub.get_plugins = get_plugins  # type: ignore[attr-defined]
+    stub.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules[name] = stub
+
+
+def _no_extras() -> None:
+    """Two libraries import extras no command uses, each a tenth of a second or more of `up`'s
+    start-up on a busy machine (benchmarks/launch.py): httpx its own command-line client
+    (click, rich, pygments) whenever those are installed, which typer brings, and paramiko
+    ``invoke`` (with unittest.mock and asyncio) for ssh_config's ``Match exec``. httpx's client
+    is made unimportable here, as if those were missing (httpx then defines a ``main`` that says
+    so); ``invoke`` gets a stand-in that imports the real one the moment paramiko uses it, so a
+    ``Match exec`` line still runs."""
+    import importlib.util
+    import types
+
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]  # None: "not importable"
+    name = "invoke"
+    if name in sys.modules:
+        return
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:  # not installed: paramiko says so itself when a Match exec line needs it
+        return
+    stub = types.ModuleType(name)
+    stub.__spec__ = spec
+
+    def real(attr: str) -> Any:
+        if attr.startswith("__"):  # what the import machinery asks of any module (__path__, ...)
+            raise AttributeError(attr)
+        import importlib
+
+        if sys.modules.get(name) is stub:
+            del sys.modules[name]
+        return getattr(importlib.import_module(name), attr)
+
     stub.__getattr__ = real  # type: ignore[method-assign]
     sys.modules[name] = stub
 

@@ -44,12 +44,15 @@ def plan(
     output: str = OutputOpt,
     host: Optional[str] = typer.Option(None, "--host", help="Show only this host's steps."),
     full: bool = typer.Option(False, "--full", help="Every stage and step, with the contents of every file written."),
+    results_dir: Path = typer.Option(Path("bench-results"), "--results-dir",
+                                     help="Where up keeps its records: a fleet's rolling update is diffed against "
+                                          "the last launch recorded there."),
 ) -> None:
     """Show what `up` will run: per rank the host, role, image and exact argv (secrets masked).
     A gateway file (with --hosts): every model's group and the gateway's steps."""
     from inkctl.cli.plan import plan as run_plan
 
-    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full)
+    run_plan(recipe, hosts=hosts, set_=set_, output=output, host=host, full=full, results_dir=results_dir)
 
 
 @app.command()

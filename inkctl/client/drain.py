@@ -5,7 +5,8 @@ their worker list in memory and change it over HTTP; both list it at ``GET /work
 vllm-router 0.1: ``POST /remove_worker?url=U`` stops sending U new requests, ``POST
 /add_worker?url=U`` puts it back (once U answers ``/health``). sglang-router 0.3:
 ``DELETE /workers/<id>`` and ``POST /workers {"url": U}``, both queued (202): inkctl waits
-until the list shows the change. A removed worker's requests already sent go on to their end; how many are
+until the list shows the change; in its P/D mode the same, the POST also naming the worker's
+``worker_type`` and a prefill's ``bootstrap_port``. A removed worker's requests already sent go on to their end; how many are
 left is the engine's own ``/metrics``: running + waiting (``client.prometheus``).
 """
 
@@ -87,16 +88,18 @@ def take_out(router: str, worker: str, *, queued: bool = False, timeout_s: float
     return True
 
 
-def put_back(router: str, worker: str, *, queued: bool = False, timeout_s: float = 180.0) -> bool:
+def put_back(router: str, worker: str, *, queued: bool = False, timeout_s: float = 180.0,
+             entry: dict | None = None) -> bool:
     """Put ``worker`` back in the router's list, healthy (vllm-router: ``POST /add_worker?url=``,
-    which waits for its health; sglang-router: ``POST /workers``, queued: waited for). False: it
-    was there already."""
+    which waits for its health; sglang-router: ``POST /workers``, queued: waited for). ``entry``:
+    what else sglang-router is told of it (in its P/D mode: ``worker_type`` and a prefill's
+    ``bootstrap_port``). False: it was there already."""
     worker = worker.rstrip("/")
     if worker in workers(router):
         return False
     what = f"putting {worker} back failed"
     if queued:
-        _send("POST", f"{router}/workers", router, what, timeout_s, {"url": worker})
+        _send("POST", f"{router}/workers", router, what, timeout_s, {"url": worker, **(entry or {})})
     else:
         _send("POST", f"{router}/add_worker?url={quote(worker, safe='')}", router, what, timeout_s)
     _until(router, worker, True, timeout_s, what)

@@ -283,6 +283,7 @@ PLANNED_BY = {"--nnodes": "hardware.nodes", "--node-rank": "hardware.nodes (each
 
 SPEC = EngineSpec(
     kind=KIND, name="SGLang", config=SGLang,
+    programs=(("sglang", "serve"), ("python3", "-m", "sglang.launch_server"), ("python", "-m", "sglang.launch_server")),
     command=launch, stages=stages, env=env,
     compile_cache_env=(*COMPILE_CACHE_COMMON, ("SGLANG_DG_CACHE_DIR", "deep_gemm")),
     flag_of=FLAG_OF, only_flags=ONLY, set_by_inkctl=SET_BY_INKCTL,

@@ -306,7 +306,7 @@ METRICS = Metrics(
 )
 
 SPEC = EngineSpec(
-    kind=KIND, name="TensorRT-LLM", config=TensorRTLLM,
+    kind=KIND, name="TensorRT-LLM", config=TensorRTLLM, programs=(("trtllm-serve",),),
     command=launch, stages=stages, env=lambda r: [],
     compile_cache_env=(("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                        ("FLASHINFER_WORKSPACE_BASE", "flashinfer")),

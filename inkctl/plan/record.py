@@ -12,7 +12,7 @@ import difflib
 import json
 from dataclasses import dataclass
 
-from inkctl.plan.step import Run, Stage
+from inkctl.plan.step import EnvFile, Put, Run, Stage
 
 RECORD = "plan.json"
 VERSION = 1
@@ -90,40 +90,131 @@ def _value(s: str) -> bool:
     return not s.startswith("-") or _number(s)
 
 
+def unit_key(unit: str) -> str | None:
+    """The name a unit is paired by: ``--flag`` of ``--flag value`` or ``--flag=value``,
+    ``-e K`` of ``-e K=V`` (an environment variable by its name); None for a lone word."""
+    if not unit.startswith("-") or _number(unit):
+        return None
+    head, _, value = unit.partition(" ")
+    if "=" in head:
+        return head.split("=", 1)[0]
+    if value and "=" in value and not value.startswith("-"):
+        return f"{head} {value.split('=', 1)[0]}"
+    return head
+
+
 def diff_argv(old: tuple[str, ...] | list[str], new: tuple[str, ...] | list[str]) -> list[str]:
     """A compact unified-style diff of two argvs by flag: ``- --max-model-len 4096`` / ``+ --max-model-len 8192``.
-    Unchanged flags are left out; an empty list means the same argv."""
+    Unchanged flags are left out; a flag whose value changed is shown as its old unit, then its new
+    one (paired by name, wherever it moved); an empty list means the same argv."""
     a, b = [u for u in flag_units(old) if not u.startswith(NOISE)], [u for u in flag_units(new) if not u.startswith(NOISE)]
-    out: list[str] = []
+    gone: list[str] = []
+    came: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        out += [f"- {u}" for u in a[i1:i2]]
-        out += [f"+ {u}" for u in b[j1:j2]]
+        if tag != "equal":
+            gone += a[i1:i2]
+            came += b[j1:j2]
+    out: list[str] = []
+    for u in gone:
+        out.append(f"- {u}")
+        k = unit_key(u)
+        twin = next((n for n in came if k is not None and unit_key(n) == k), None)
+        if twin is not None:
+            came.remove(twin)
+            out.append(f"+ {twin}")
+    out += [f"+ {u}" for u in came]
+    return out
+
+
+@dataclass(frozen=True)
+class RankChange:
+    """What changes for one rank: ``state`` is changed, unchanged, added or removed; ``lines``
+    the argv diff (``- old`` / ``+ new``; an added rank: its new argvs)."""
+
+    rank: int
+    host: str
+    state: str
+    lines: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {"rank": self.rank, "host": self.host, "state": self.state, "lines": list(self.lines)}
+
+
+def rank_changes(old: dict[int, tuple[tuple[str, ...], ...]], new: dict[int, tuple[tuple[str, ...], ...]],
+                 where: dict[int, str]) -> list[RankChange]:
+    """Per rank, what changes between an old launch (a host's plan record, or the local launch
+    record) and the new plan. ``where`` names each rank's host."""
+    out: list[RankChange] = []
+    for rank in sorted(set(old) | set(new)):
+        host = where.get(rank, "")
+        if rank not in new:
+            out.append(RankChange(rank, host, "removed"))
+        elif rank not in old:
+            out.append(RankChange(rank, host, "added", tuple(f"+ {' '.join(argv)}" for argv in new[rank])))
+        else:
+            o, n = old[rank], new[rank]
+            changed: list[str] = []
+            for k in range(max(len(o), len(n))):
+                changed += diff_argv(o[k] if k < len(o) else (), n[k] if k < len(n) else ())
+            out.append(RankChange(rank, host, "changed" if changed else "unchanged", tuple(changed)))
     return out
 
 
 def diff_plans(old: dict[int, tuple[tuple[str, ...], ...]], new: dict[int, tuple[tuple[str, ...], ...]],
                where: dict[int, str]) -> list[str]:
-    """Per rank, what changes between the old record and the new plan, as indented lines.
+    """Per rank, what changes between the old record and the new plan, as indented lines
+    (``up`` shows them before it replaces a deployment, ``plan`` for each replica of a rollout).
     ``where`` names each rank's host (``rank 1 (h2)``)."""
     lines: list[str] = []
-    for rank in sorted(set(old) | set(new)):
-        name = f"rank {rank}" + (f" ({where[rank]})" if rank in where else "")
-        if rank not in new:
-            lines.append(f"  {name}: removed")
-            continue
-        if rank not in old:
-            lines.append(f"  {name}: added")
-            lines += [f"    + {' '.join(argv)}" for argv in new[rank]]
-            continue
-        changed: list[str] = []
-        o, n = old[rank], new[rank]
-        for k in range(max(len(o), len(n))):
-            changed += diff_argv(o[k] if k < len(o) else (), n[k] if k < len(n) else ())
-        if changed:
+    for c in rank_changes(old, new, where):
+        name = f"rank {c.rank}" + (f" ({c.host})" if c.host else "")
+        if c.state == "changed":
             lines.append(f"  {name}:")
-            lines += ["    " + c for c in changed]
+            lines += ["    " + x for x in c.lines]
+        elif c.state == "added":
+            lines.append(f"  {name}: added")
+            lines += ["    " + x for x in c.lines]
         else:
-            lines.append(f"  {name}: same command")
+            lines.append(f"  {name}: {c.state}")
     return lines
+
+
+def launch_record(plan) -> dict:
+    """What ``up`` launched of a deployment, as this machine keeps it (``inkctl.launchlog``):
+    per rank its host, container, image, the run argvs in launch order and the names of its
+    environment (the recipe's ``--env`` names and its env file's; never a value of the env file:
+    secrets reach a host only there). ``plan`` diffs the next version against it."""
+    env_files: dict[tuple[str, str], tuple[str, ...]] = {}
+    for st in plan.stages:
+        for s in st.steps:
+            for put in (s, *getattr(s, "files", ())):
+                if isinstance(put, Put) and isinstance(put.content, EnvFile):
+                    env_files[(put.host, put.path)] = tuple(k for k, _ in put.content.entries)
+    ranks: dict[int, dict] = {}
+    for st in plan.stages:
+        for s in st.steps:
+            if not (isinstance(s, Run) and s.kind == "run" and s.rank is not None):
+                continue
+            r = ranks.setdefault(s.rank, {"rank": s.rank, "host": s.host, "container": "", "image": "", "env": [],
+                                          "argv": []})
+            r["argv"].append(list(s.argv))
+            spec = s.container
+            if spec is not None:
+                r["container"], r["image"] = spec.name, spec.image
+                names = [*spec.env_names, *env_files.get((s.host, spec.env_file or ""), ())]
+                r["env"] = sorted(set(r["env"]) | set(names))
+    return {"version": VERSION, "recipe_hash": plan.recipe_hash, "ranks": [ranks[k] for k in sorted(ranks)]}
+
+
+def launched_argv(record: dict) -> tuple[dict[int, tuple[tuple[str, ...], ...]], dict[int, str]]:
+    """A launch record's run argvs per rank and each rank's host. Raises ValueError when it is
+    not one."""
+    ranks = record.get("ranks") if isinstance(record, dict) else None
+    if not isinstance(ranks, list):
+        raise ValueError("not a launch record")
+    try:
+        argv = {int(r["rank"]): tuple(tuple(str(a) for a in v) for v in r["argv"]) for r in ranks}
+        where = {int(r["rank"]): str(r.get("host", "")) for r in ranks}
+    except (KeyError, TypeError, ValueError):
+        raise ValueError("not a launch record") from None
+    return argv, where

@@ -98,6 +98,8 @@ class EngineSpec:
     api_key_config: bool = False  # the engine reads its key from a --config file (written inside the container)
     host_ip_env: tuple[str, ...] = ()  # the engine's variable for the address a rank advertises to the others (none: ())
     served_aliases: bool = False  # the engine answers to several names (model.served_aliases after served_name)
+    programs: tuple[tuple[str, ...], ...] = ()  # the words that start its server on a command line (`inkctl import` reads them)
+    underscore_flags: bool = False  # its parser takes --a_b for --a-b (an imported command may spell flags so)
     # prefill/decode disaggregation (fleet.disagg): the KV transfer backends the engine's P/D takes (none: no P/D),
     # and (role, transfer, bootstrap_port, address) -> (engine flags, container env) of one replica of a role
     disagg_backends: tuple[str, ...] = ()

@@ -57,6 +57,17 @@ class Router(Strict):
         return self.kind == "sglang"
 
     @property
+    def pd_workers_at_runtime(self) -> bool:
+        """In its P/D mode, can this router take a prefill or decode worker out and put it back
+        while it runs (a rolling update of a P/D fleet needs both)? sglang-router 0.3: ``DELETE
+        /workers/<id>``, then ``POST /workers {"url", "worker_type", "bootstrap_port"}`` (queued,
+        202). vllm-router 0.1: ``POST /remove_worker`` takes one out, but ``POST /add_worker`` and
+        ``POST /workers`` answer 400 ("PD router requires specific add_prefill_server or
+        add_decode_server methods", which it has no route for): once out, a worker stays out until
+        the router restarts. Both seen on the test cluster's router images."""
+        return self.kind == "sglang"
+
+    @property
     def image_ref(self) -> str:
         return self.image or ROUTER_IMAGES[self.kind]
 

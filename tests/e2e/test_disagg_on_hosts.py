@@ -12,6 +12,9 @@ with 8 H200s each.
 - vLLM on h2 (NixlConnector) behind vllm-router --vllm-pd-disaggregation: completions through
   the router touch both (kv_transfer_params handed from prefill to decode); kill the prefill
   replica: ``watch --restart`` restores it alone; ``down``.
+- a rolling update of 2 prefill and 2 decode replicas behind sglang-router, a client sending
+  completions through it the whole time: one replica at a time, prefill first, each put back with
+  its role (and a prefill's bootstrap port); no request fails, every replica on the new argv.
 """
 
 from __future__ import annotations
@@ -195,3 +198,58 @@ def test_vllm_pd_through_the_vllm_router(cluster, inkctl, inventory, recipe):
     d = inkctl("down", rec, "--hosts", inv, timeout=120)
     assert d.rc == 0, d
     assert containers(cluster, "h2") == []
+
+
+def test_a_pd_fleet_behind_sglang_router_rolls_one_replica_at_a_time(cluster, inkctl, inventory, recipe):
+    from tests.e2e.test_rolling import Loop
+
+    inv = inventory("h1", h1={"gpus": "0,1,2,3"})
+    pd = {"disagg": {"prefill": {"replicas": 2}, "decode": {"replicas": 2}}}
+    env = {"env": {"FAKE_ITL": "0.01"}}
+    first = recipe("disagg", name="e2e-pdr", container=env, fleet=pd)
+    r = inkctl("up", first, "--hosts", inv, timeout=300)
+    assert r.rc == 0, r
+    a = cluster.hosts[0].address
+    url = f"http://{a}:30090"
+    ports = {"e2e-pdr-p0": 18100, "e2e-pdr-p1": 18110, "e2e-pdr-d0": 18120, "e2e-pdr-d1": 18130}
+    try:
+        old_ids = {d: _ids(cluster, "h1", d) for d in ports}
+        router_ids = _ids(cluster, "h1", "e2e-pdr-router")
+        new = recipe("disagg", name="e2e-pdr", container=env, fleet=pd,
+                     engine={"args": {"tensor_parallel": 1, "port": 18100, "max_model_len": 4096}})
+        p = inkctl("plan", new, "--hosts", inv)
+        assert "prefill replicas first, then decode (e2e-pdr-p0, e2e-pdr-p1, e2e-pdr-d0, e2e-pdr-d1)" in \
+            " ".join(p.out.split()), p.out
+        with Loop(url) as loop:
+            time.sleep(1.0)
+            r = inkctl("up", new, "--hosts", inv, timeout=400)
+            time.sleep(1.0)
+        assert r.rc == 0, r
+        assert no_traceback(r.out)
+        out = " ".join(r.out.split())
+        assert "rolling update of e2e-pdr: 4 of 4 replicas run another version" in out, r.out
+        done = [out.index(f"{label} ({d}) runs the new version") for label, d in (
+            ("prefill replica 0", "e2e-pdr-p0"), ("prefill replica 1", "e2e-pdr-p1"),
+            ("decode replica 0", "e2e-pdr-d0"), ("decode replica 1", "e2e-pdr-d1"))]
+        assert done == sorted(done), r.out
+        assert loop.failed == 0, loop.errors[:5]
+        assert loop.ok >= 10, loop.ok
+        for d, port in ports.items():
+            with urllib.request.urlopen(f"http://{a}:{port}/inkctl/fake/argv", timeout=5) as resp:
+                argv = json.loads(resp.read())["argv"]
+            assert argv[argv.index("--context-length") + 1] == "4096", (d, argv)
+            assert _ids(cluster, "h1", d) != old_ids[d]
+        assert _ids(cluster, "h1", "e2e-pdr-router") == router_ids  # the router served throughout, untouched
+        with urllib.request.urlopen(url + "/workers", timeout=5) as resp:
+            listed = {w["url"]: w for w in json.loads(resp.read())["workers"]}
+        assert {u: (w["worker_type"], w.get("bootstrap_port")) for u, w in listed.items()} == {
+            f"http://{a}:18100": ("prefill", 18998), f"http://{a}:18110": ("prefill", 19008),
+            f"http://{a}:18120": ("decode", None), f"http://{a}:18130": ("decode", None)}
+        before = [_pd(f"http://{a}:{port}") for port in ports.values()]
+        for i in range(8):
+            assert "choices" in _chat(url, f"after {i}")
+        after = [_pd(f"http://{a}:{port}") for port in ports.values()]
+        assert sum(x["prefilled"] for x in after) - sum(x["prefilled"] for x in before) == 8
+        assert sum(x["decoded"] for x in after) - sum(x["decoded"] for x in before) == 8
+    finally:
+        inkctl("down", first, "--hosts", inv, timeout=120)

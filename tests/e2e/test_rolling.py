@@ -128,6 +128,13 @@ def test_rolling_update_under_load_fails_no_request(cluster, inkctl, fleet):
     old_ids = {d: _ids(cluster, d) for d in ("e2e-roll-r0", "e2e-roll-r1")}
     router_ids = _ids(cluster, "e2e-roll-router")
     new = make(engine={"args": {"tensor_parallel": 2, "port": 18000, "max_model_len": 4096}})
+    # plan, before: each replica's step says what it replaces, against the launch the first up recorded here
+    p = inkctl("plan", new, "--hosts", inv)
+    assert p.rc == 0, p
+    for d in ("e2e-roll-r0", "e2e-roll-r1"):
+        part = p.out[p.out.index(f"replica {d[-1]} ({d}):"):]
+        assert "against its last local launch (bench-results/launches/" + d in " ".join(part.split()), p.out
+        assert "rank 0 (h1):\n        + --max-model-len 4096" in part, p.out
     with Loop(router) as loop:
         time.sleep(1.0)
         r = inkctl("up", new, "--hosts", inv, timeout=240)
@@ -150,6 +157,9 @@ def test_rolling_update_under_load_fails_no_request(cluster, inkctl, fleet):
     assert _listed(router) == reps
     # the copies of the old version are gone too
     assert not any(p.endswith(".rollback") for p in os.listdir(cluster.host("h1").state_dir))
+    # the rolling path recorded what each replica runs now: plan of the same recipe replaces nothing
+    p = inkctl("plan", new, "--hosts", inv)
+    assert " ".join(p.out.split()).count("the same version as its last local launch") == 2, p.out
 
 
 def test_a_new_version_that_fails_to_boot_is_rolled_back(cluster, inkctl, fleet):

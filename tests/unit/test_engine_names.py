@@ -19,11 +19,9 @@ ENGINES = ROOT / "engines"
 ALLOWED = {  # module -> why its literal is not a comparison with an engine kind
     "plan/replicas/fleet.py": "router.kind: the request router's name (sglang-router), not the engine's",
     "recipe/fleet.py": "the routers' policies and images, keyed by router kind (sglang-router, vllm-router)",
-    "recipe/foreign/convert.py": "the `runtime` field of a sparkrun recipe: another tool's vocabulary, read on import",
-    # the importers of other tools' recipes (sparkrun, vLLM recipes): their runtimes and command lines map
-    # onto vLLM's and SGLang's fields; to move into the engines' specs (an `import_flags` slot) next
+    # how an imported command names its engine and spells its flags is the engines' (`programs`,
+    # `underscore_flags`, `served_aliases`); sparkrun's own runtime names are sparkrun's words
     "recipe/foreign/sparkrun.py": "sparkrun's runtime names (vllm, sglang, vllm-ray...): another tool's vocabulary",
-    "recipe/foreign/flags.py": "an imported vLLM/SGLang command line mapped onto inkctl's fields",
     "cli/bench.py": "--format vllm: the saved-result format of `vllm bench serve`",
 }
 

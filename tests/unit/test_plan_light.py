@@ -15,7 +15,8 @@ import pytest
 from inkctl.cli.plan import plain_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
-DEFAULTS = {"recipe": None, "hosts": None, "set_": None, "output": "text", "host": None, "full": False}
+DEFAULTS = {"recipe": None, "hosts": None, "set_": None, "output": "text", "host": None, "full": False,
+            "results_dir": Path("bench-results")}
 RECIPE = "recipes/inkling-small-2x-dgx-spark-vllm.yaml"
 
 PLAIN = [
@@ -25,6 +26,7 @@ PLAIN = [
     ["a.yaml", "--output=json", "--host", "h1"],
     ["a.yaml", "--hosts", "hosts.yaml", "--host=h2"],
     ["a.yaml", "--hosts=hosts.yaml"],
+    ["a.yaml", "--results-dir", "runs", "--hosts=hosts.yaml"],
     ["a.yaml", "--set", "engine.args.port=8001", "--set=name=x"],
     ["--set", "a=-1", "a.yaml", "-o", "text", "-o", "json"],
     ["vllm-single-docker"],

@@ -529,7 +529,13 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     (tmp_path / "present").mkdir()
-    _stub(bin_, "nvidia-smi", f"cat {FIXTURES / 'h200-query-gpu.csv'}\n")
+    # one query answers gpus and the uuid table (its fields and the uuid last), one the compute apps
+    _stub(bin_, "nvidia-smi", "\n".join([
+        'case "$1" in',
+        f"--query-gpu=*,uuid) sed 's/$/, GPU-0000-h200/' {FIXTURES / 'h200-query-gpu.csv'};;",
+        "--query-compute-apps=*) ;;",
+        "*) exit 6;;",
+        "esac", ""]))
     _stub(bin_, "docker", "\n".join([
         'case "$1 $2" in',
         '"ps --all") [ "$4" = "$PSFMT" ] || exit 9; printf \'%s\' "$PS";;',
@@ -545,12 +551,15 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     assert "lock" not in s.out  # no lock asked for (doctor): no lock section
     assert s.get("containers") == (OTHERS.strip(), "", 0)
     assert s.get("gpus") == (H200.strip(), "", 0)
+    assert s.get("gpuapps") == ("0, GPU-0000-h200\n@@apps", "", 0)
     assert s.get("amdgpus")[2] == 127  # no amd-smi, no rocm-smi on this machine
     assert s.get("image")[2] == 0 and json.loads(s.get("image")[0])[0]["Id"] == DIGEST
     assert s.get("paths") == ("present\nmissing", "", 0)
     assert s.get("meminfo")[0].startswith("MemTotal:") and s.get("meminfo")[2] == 0
     assert "MemAvailable:" in s.get("meminfo")[0]
-    assert s.get("listen")[0].lstrip().startswith("sl")
+    listen = s.get("listen")  # ss where the host has it, else /proc/net/tcp{,6}
+    assert listen[2] == 0 and (listen[0].lstrip().startswith("sl") or all(
+        line.startswith("LISTEN") for line in listen[0].splitlines()))
     links = parse_links(s.get("net")[0])  # this machine's own interfaces, read the way a host's are
     assert "lo" in links and links["lo"].up and s.get("net")[2] == 0
     assert s.get("hcas")[2] == 0
@@ -564,7 +573,9 @@ def test_the_real_script_prints_what_answer_builds(tmp_path):
     s = split_sections(p.stdout, p.stderr)
     assert s.get("containers")[2] == 127 and s.get("gpus")[2] == 127 and s.get("image")[2] == 127
     assert s.get("amdgpus") == ("", "", 127)
+    assert s.get("gpuapps") == ("", "", 127)
     assert s.get("paths") == ("present\nmissing", "", 0)
+    assert s.get("listen")[0].lstrip().startswith("sl")  # no ss: the listening sockets from /proc
 
 
 def test_the_real_script_takes_the_deploy_lock_first(tmp_path):
@@ -618,6 +629,17 @@ def test_listening_ports_reads_tcp_and_tcp6():
 
     tcp6 = "   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 0:0 0:0 0 0 0 1\n"
     assert listening_ports(TCP_HEADER + SSHD + PORT_8000 + ESTABLISHED_8000 + tcp6) == {22, 8000, 8080}
+
+
+def test_listening_ports_reads_ss():
+    """``ss -Hltn``, as iproute2 6.1 prints it: IPv4, IPv6 and any-address listeners."""
+    from inkctl.execute.state.probe import listening_ports
+
+    ss = ("LISTEN 0      128    10.231.7.11:22 0.0.0.0:*\n"
+          "LISTEN 0      4096         [::]:8000       [::]:*\n"
+          "LISTEN 0      511             *:8080          *:*\n"
+          "LISTEN 0      4096   127.0.0.53%lo:53  0.0.0.0:*\n")
+    assert listening_ports(ss) == {22, 8000, 8080, 53}
 
 
 def test_threads_do_not_leak():

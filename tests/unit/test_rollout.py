@@ -134,3 +134,58 @@ def test_a_surge_takes_the_spare_room_or_says_there_is_none(tmp_path):
     assert full.surge is None
     assert any("the inventory has no room for one more replica: no surge" in x for x in plan_lines(full))
     assert _fleet(tmp_path, fleet={"replicas": 2}).surge is None  # not asked for
+
+
+DISAGG = Path(__file__).resolve().parents[1] / "e2e" / "recipes" / "disagg.yaml"
+
+
+def _pd(tmp_path, kind="sglang", prefill=2, decode=2):
+    from inkctl.plan.replicas.disagg import build_disagg
+
+    doc = yaml.safe_load(DISAGG.read_text())
+    doc["fleet"]["disagg"]["prefill"]["replicas"] = prefill
+    doc["fleet"]["disagg"]["decode"]["replicas"] = decode
+    doc["fleet"]["rollout"] = {"drain_timeout_s": 15}
+    if kind == "vllm":
+        doc["engine"] = {**doc["engine"], "kind": "vllm"}
+        doc["fleet"]["router"] = {**doc["fleet"]["router"], "kind": "vllm", "policy": "round_robin"}
+    p = tmp_path / "pd.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return build_disagg(load_recipe(p).recipe, BOX)
+
+
+def test_a_pd_fleet_behind_sglang_router_rolls_one_replica_at_a_time_prefill_first(tmp_path):
+    from inkctl.plan.replicas.rollout import rolling
+
+    f = _pd(tmp_path)
+    assert rolling(f) and f.rollout.drain_timeout_s == 15
+    lines = plan_lines(f)
+    assert ("one replica at a time, prefill replicas first, then decode (e2e-pd-p0, e2e-pd-p1, e2e-pd-d0, e2e-pd-d1)"
+            in lines[0])
+    text = "\n".join(lines)
+    assert text.index("prefill replica 1 (e2e-pd-p1):") < text.index("decode replica 0 (e2e-pd-d0):")
+    p1 = f.replicas[1]
+    assert p1.worker == {"worker_type": "prefill", "bootstrap_port": 19008}  # shifted as its engine's port was
+    assert "put http://192.0.2.9:18110 back in the router (worker_type prefill, bootstrap_port 19008)" in text
+    assert "put http://192.0.2.9:18130 back in the router (worker_type decode)" in text
+    assert "only" not in text and "at most 15 s" in text
+    ro = rollout(f, {"e2e-pd-d0": (), "e2e-pd-p1": ()})
+    assert ro.deployments == ("e2e-pd-p1", "e2e-pd-d0")
+
+
+def test_a_pd_role_of_one_replica_says_the_fleet_does_not_serve_meanwhile(tmp_path):
+    lines = plan_lines(_pd(tmp_path, prefill=1, decode=2))
+    assert any("the prefill role has one replica: the fleet does not serve while its new version boots" in x
+               for x in lines)
+    assert not any("the decode role has one replica" in x for x in lines)
+
+
+def test_a_pd_fleet_behind_vllm_router_is_replaced_at_once_and_says_why(tmp_path):
+    from inkctl.plan.replicas.rollout import rolling
+
+    f = _pd(tmp_path, kind="vllm")
+    assert not rolling(f)
+    (line,) = plan_lines(f)
+    assert "every replica replaced at once" in line and "vllm-router in its P/D mode cannot put a prefill" in line
+    assert "POST /add_worker and POST /workers answer 400" in line
+    assert f.replicas[0].worker == {"worker_type": "prefill"}  # vllm-router is told no bootstrap port

@@ -425,6 +425,15 @@ def test_a_removal_the_engine_refuses_once_is_asked_again(monkeypatch):
     remove_from_host(flaky, removal("a", "docker", ["t-0"], "/srv/t"))
     assert [c[1][:2] for c in flaky.calls] == [("docker", "rm"), ("docker", "rm"), ("rm", "-rf")]
 
+    # a rollback allows exit 1 (the container may never have started), but only for "no such container"
+    answers = iter([(1, "", "Error response from daemon: cannot remove container: could not kill"), (0, "", "")])
+    rollback = ScriptedHost("a", [(lambda a: a[:2] == ("docker", "rm"), lambda _a: next(answers))])
+    remove_from_host(rollback, removal("a", "docker", ["t-0"], "/srv/t", missing_ok=True))
+    assert [c[1][:2] for c in rollback.calls] == [("docker", "rm"), ("docker", "rm"), ("rm", "-rf")]
+    never = ScriptedHost("a", [(lambda a: a[:2] == ("docker", "rm"), (1, "", "Error response from daemon: No such container: t-0"))])
+    remove_from_host(never, removal("a", "docker", ["t-0"], "/srv/t", missing_ok=True))
+    assert [c[1][:2] for c in never.calls] == [("docker", "rm"), ("rm", "-rf")]
+
     refused = iter([HostError("a", "command", "the host refused to start a command: ChannelException")])
 
     def once(_a):

@@ -183,6 +183,30 @@ def test_changed_host_key_is_refused_even_with_the_flag(sshd, home):
     assert kh.read_text() == before
 
 
+def test_a_long_known_hosts_gives_each_client_its_own_host_and_a_rewrite_counts(sshd, home):
+    """Each connection loads only the lines naming its host (plain or hashed) from a known_hosts
+    parsed once per process; the same file rewritten in the same process (another key for the
+    host, same length) is read again: the changed key is refused, not the cached one trusted."""
+    from paramiko.hostkeys import HostKeys
+
+    kh = home / ".ssh" / "known_hosts"
+    typ, other = (sshd.root / "other_ed25519.pub").read_text().split()[:2]
+    _, mine = (sshd.root / "host_ed25519.pub").read_text().split()[:2]
+    name = f"[127.0.0.1]:{sshd.port}"
+    many = "".join(f"10.9.{i // 250}.{i % 250} {typ} {other}\n" for i in range(500))
+    kh.write_text(many + f"{HostKeys.hash_host(name)} {typ} {mine}\n")
+    t = connect_host(host(sshd), accept_new=False)
+    try:
+        held = t._client.get_host_keys()  # type: ignore[attr-defined]
+        assert len(held.keys()) == 1 and held.lookup(name) is not None
+    finally:
+        t.close()
+    kh.write_text(many + f"{HostKeys.hash_host(name)} {typ} {other}\n")
+    with pytest.raises(HostError) as e:
+        connect_host(host(sshd), accept_new=False)
+    assert e.value.cause == "changed-host-key"
+
+
 def test_user_known_hosts_file_from_ssh_config(sshd, home):
     other = home / "kh-elsewhere"
     other.write_text(sshd.key_line())

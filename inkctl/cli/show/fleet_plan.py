@@ -6,20 +6,25 @@ plan and the router's, as text or JSON. Without typer, so that ``plan`` runs wit
 from __future__ import annotations
 
 
-def fleet_json(fleet) -> dict:
+def fleet_json(fleet, results_dir=None) -> dict:
+    """A fleet's plans as JSON; with ``results_dir`` each replica of a rolling update that has a
+    launch record there gets ``changes`` (the record, and what changes per rank)."""
     from inkctl.cli.show.plan_json import plan_json
 
+    from inkctl.api.fleet import rollout_changes
+
+    changes = rollout_changes(fleet, results_dir) if results_dir is not None else {}
     r = fleet.router_spec
     return {"fleet": fleet.name, "url": fleet.url,
             "router": {"kind": r.kind, "policy": r.policy_name, "image": r.image_ref, **plan_json(fleet.router)},
             "gateway": fleet.gateway,
             "replicas": [{"index": rep.index, "deployment": rep.name, "url": rep.url, "gpus": rep.gpus,
                           **({"model": rep.model} if rep.model else {}), **({"role": rep.role} if rep.role else {}),
-                          **plan_json(rep.plan)}
+                          **plan_json(rep.plan), **({"changes": changes[rep.name]} if rep.name in changes else {})}
                          for rep in fleet.replicas]}
 
 
-def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_command: str) -> None:
+def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_command: str, results_dir=None) -> None:
     from inkctl.cli.show.plan_text import print_plan
     from inkctl.cli.show.terminal import plain
 
@@ -34,17 +39,17 @@ def print_fleet_plan(loaded, fleet, *, full: bool, only_host: str | None, next_c
         _print_dropped(out, fleet, only_host)
     elif fleet.hosts:
         _print_retire(out, fleet, only_host)
-    _print_rollout(out, fleet)
+    _print_rollout(out, fleet, results_dir)
     out.print("")
     out.print(f"next: {next_command}")
 
 
-def _print_rollout(out, fleet) -> None:
+def _print_rollout(out, fleet, results_dir=None) -> None:
     """What up does when the replicas run another version of the recipe (a rolling update), or
     what a changed gateway file does first."""
     from inkctl.api.fleet import rollout_lines
 
-    lines = rollout_lines(fleet)
+    lines = rollout_lines(fleet, results_dir)
     if lines:
         out.print("")
         out.print("[bold]a changed gateway file[/]" if fleet.gateway else "[bold]rolling update[/]")

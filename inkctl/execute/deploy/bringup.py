@@ -18,6 +18,7 @@ from typing import Union
 from inkctl.errors import Cancelled, InkctlError
 from inkctl.execute.deploy.replace import Replacement, replace_old
 from inkctl.execute.deploy.runner import Outcome, Runner, UpStatus, launch
+from inkctl.execute.hosts.warm import warm_imports
 from inkctl import runtimes
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,6 @@ def bring_up(loaded, plan, sink, secrets, *, accept_new: bool, keep: bool, timeo
     from inkctl.execute.events import Info
     from inkctl.execute.hosts.connect import close_all
 
-    _warm_health()
     lock, transports, answers = _connected(loaded, plan, sink, accept_new, interrupt)
     launched = False
     try:
@@ -79,7 +79,6 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     """Every host connected and probed, each the moment it is connected: (the deploy lock, the
     transports, host -> its probe's answer). A host that cannot be reached, or ``interrupt``,
     raises with nothing held."""
-    from inkctl.execute.deploy.preflight import probe_one
     from inkctl.execute.events import HostConnected, HostKeyAccepted, Info
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.state.deploylock import DeployLock
@@ -97,15 +96,24 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     lock.record()  # one holder record for every host, made before the probes' threads ask for it
     answers: dict = {}
     connected: list[float] = []
+    first = threading.Lock()
 
     def on_host(h: str, secs: float, e) -> None:
         if e is None:
+            if first.acquire(blocking=False):  # the health wait's client is made while the hosts answer
+                _warm_health()
             connected.append(secs)
             sink.emit(HostConnected(host=h, seconds=round(secs, 3)))
 
     def probe(name: str, transport) -> None:
+        # preflight's modules load here, in the first connected host's thread: the other
+        # handshakes go on meanwhile (nothing but connecting stands before the first connection)
+        from inkctl.execute.deploy.preflight import probe_one
+
         if not interrupt.is_set():
             answers[name] = probe_one(loaded.recipe, plan, transport, lock=lock)
+            # what runs once every answer is in loads while the other hosts still answer
+            warm_imports(*AFTER_PROBES)
 
     res = connect_each(list(loaded.hosts), accept_new=accept_new, on_accept=accepted, on_host=on_host, then=probe)
     transports = lock.transports = res.transports
@@ -119,6 +127,11 @@ def _connected(loaded, plan, sink, accept_new: bool, interrupt: threading.Event)
     sink.emit(Info(text=f"connected to {n} host{'s' if n != 1 else ''} in {max(connected, default=0.0):.2f} s, "
                         f"probed in {time.monotonic() - t:.2f} s"))
     return lock, transports, answers
+
+
+# what the bring-up imports between the last probe's answer and the launch (the image check,
+# the boot-phase reader): loaded while the hosts answer, not after
+AFTER_PROBES = ("inkctl.execute.image.build", "inkctl.execute.supervise.bootphases")
 
 
 def _settle(existing, problem, loaded, plan, transports, sink, skip: list[str], check,
@@ -352,21 +365,6 @@ def _transport_check(loaded, sink, allow: bool):
 
     hcas = {h.name: list(h.ib_hca if h.ib_hca is not None else recipe.network.ib_hca) for h in loaded.hosts}
     return TransportCheck(hcas_of=hcas, allow=allow, warn=lambda text: sink.emit(Info(text=text, level="warning")))
-
-
-def warm_imports(*modules: str) -> None:
-    """Import ``modules`` in a background thread: ``up`` starts importing paramiko while the
-    recipe loads, off the critical path."""
-    import importlib
-
-    def warm():
-        for m in modules:
-            try:
-                importlib.import_module(m)
-            except ImportError as e:  # the command that needs it says so
-                log.debug("warming %s: %s", m, e)
-
-    threading.Thread(target=warm, daemon=True, name="warm-imports").start()
 
 
 def _warm_health() -> None:

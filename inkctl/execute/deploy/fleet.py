@@ -53,10 +53,13 @@ def replica_loaded(loaded, replica):
 
 
 def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None,
-                   skip: list[str], interrupt: threading.Event, only: set[str] | None = None, weights=None) -> FleetOutcome:
+                   skip: list[str], interrupt: threading.Event, only: set[str] | None = None, weights=None,
+                   launched=None) -> FleetOutcome:
     """Every replica at once, then the router. ``only``: bring up just these replicas (by
     deployment name; the others are left as they are), then the router if it is not running.
-    ``weights``: the weights preflight, passed to each replica's ``bring_up``."""
+    ``weights``: the weights preflight, passed to each replica's ``bring_up``. ``launched(plan)``:
+    called for each replica a rolling update brought to its new version, as soon as it serves
+    (the rest: the caller's, once the fleet is up)."""
     from inkctl.execute.deploy.bringup import bring_up
     from inkctl.execute.events import Info
 
@@ -65,7 +68,7 @@ def bring_up_fleet(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool
     out = FleetOutcome(url=fleet.url)
     errors: dict[str, BaseException] = {}
     rolled = _rolled(loaded, fleet, sink, secrets, accept_new=accept_new, keep=keep, timeout=timeout, skip=skip,
-                     interrupt=interrupt, weights=weights) if only is None else {}
+                     interrupt=interrupt, weights=weights, launched=launched) if only is None else {}
     freed = _freed(fleet, sink, accept_new) if only is None else {}
     todo = [r for r in fleet.replicas if (only is None or r.name in only) and r.name not in rolled]
 

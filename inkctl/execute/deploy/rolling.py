@@ -72,10 +72,11 @@ def router_ready(fleet) -> bool:
 
 
 def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout: float | None, skip: list[str],
-         interrupt: threading.Event, weights=None) -> Rolled:
+         interrupt: threading.Event, weights=None, launched=None) -> Rolled:
     """Replace the replicas that run another version, one at a time (see the module's text).
     Nothing to do (no replica runs another version, or no router answers in front of them): an
-    empty ``Rolled``; ``up`` then goes on as it does for a fleet's first start."""
+    empty ``Rolled``; ``up`` then goes on as it does for a fleet's first start. ``launched(plan)``:
+    called with each replica's new plan once it serves (a rollout stopped later keeps it said)."""
     from inkctl.execute.events import Info
     from inkctl.plan.replicas.rollout import rollout
 
@@ -89,8 +90,8 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
     reps = {r.name: r for r in fleet.replicas}
     sink.emit(Info(text=f"rolling update of {fleet.name}: {len(ro.steps)} of {len(fleet.replicas)} replicas run another "
                         f"version; one at a time: {', '.join(ro.deployments)}"))
-    if len(fleet.replicas) == 1:
-        sink.emit(Info(text=f"{fleet.name} has one replica: nothing serves while the new version boots", level="warning"))
+    for alone in _alone(fleet, ro.deployments):
+        sink.emit(Info(text=alone, level="warning"))
     kw = dict(accept_new=accept_new, keep=keep, timeout=timeout, skip=skip, interrupt=interrupt, weights=weights)
     surge = _surge_up(loaded, fleet, sink, secrets, **kw) if fleet.surge is not None else None
     done: list[str] = []
@@ -104,10 +105,24 @@ def roll(loaded, fleet, sink, secrets, *, accept_new: bool, keep: bool, timeout:
             except _Failed as f:
                 raise _stopped(fleet, done, ro.deployments[k + 1:], f, interrupted=f.interrupted) from None
             done.append(rep.name)
+            if launched is not None:
+                launched(rep.plan)
     finally:
         if surge is not None:
             _surge_down(fleet, surge, sink, accept_new)
     return rolled
+
+
+def _alone(fleet, changed: tuple[str, ...]) -> list[str]:
+    """The replaced replicas that are the only one of their kind (a fleet of one; a P/D role of one)."""
+    out = []
+    for rep in fleet.replicas:
+        kind = [r for r in fleet.replicas if r.role == rep.role]
+        if rep.name in changed and len(kind) == 1:
+            out.append(f"{fleet.name}: {rep.name} is the only {rep.role} replica: nothing serves while its new "
+                       "version boots" if rep.role else
+                       f"{fleet.name} has one replica: nothing serves while the new version boots")
+    return out
 
 
 def _surge_up(loaded, fleet, sink, secrets, **kw):
@@ -145,7 +160,15 @@ def _surge_down(fleet, s, sink, accept_new: bool) -> None:
             drain(s.url, fleet.rollout.drain_timeout_s, _reader(s))
     except InkctlError as e:
         sink.emit(Info(text=f"surge: {s.name} not taken out of the router: {e.message}", level="warning"))
-    take_down(s.plan, list(s.hosts), accept_new=accept_new)
+    try:  # take_down holds the deploy lease while it removes (as down does)
+        failed = take_down(s.plan, list(s.hosts), accept_new=accept_new).failed
+    except InkctlError as e:  # LockHeld: another up or down of it runs
+        failed = {h.name: e.message for h in s.plan.hosts}
+    if failed:
+        why = "; ".join(f"{h}: {w}" for h, w in failed.items())
+        sink.emit(Info(text=f"surge: {s.name} was not removed ({why}); the next inkctl up or inkctl down of the "
+                            "fleet removes it (a replica beyond fleet.replicas)", level="warning"))
+        return
     sink.emit(Info(text=f"surge: {s.name} out of the router, drained and removed"))
 
 
@@ -180,22 +203,22 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
     from inkctl.execute.events import Info
 
     t0 = time.monotonic()
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}): out of the router, draining"))
+    sink.emit(Info(text=f"{rep.label} ({rep.name}): out of the router, draining"))
     take_out(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
     d = drain(rep.url, ro.drain_timeout_s, _reader(rep), stop=interrupt.is_set)
     rolled.drained[rep.name] = round(d.seconds, 3)
     if d.ok:
-        sink.emit(Info(text=f"replica {rep.index} ({rep.name}): drained in {d.seconds:.1f} s"))
+        sink.emit(Info(text=f"{rep.label} ({rep.name}): drained in {d.seconds:.1f} s"))
     else:
         left = "an unknown number of requests" if d.left is None else f"{d.left:g} requests"
-        sink.emit(Info(text=f"replica {rep.index} ({rep.name}): {left} still in flight after {d.seconds:.1f} s "
+        sink.emit(Info(text=f"{rep.label} ({rep.name}): {left} still in flight after {d.seconds:.1f} s "
                             "(fleet.rollout.drain_timeout_s); stopping it anyway", level="warning"))
     try:
         if interrupt.is_set():  # Ctrl-C while it drained: the old version never stopped
             raise Cancelled()
         records = _keep_aside(rep, accept_new)
     except BaseException as e:  # noqa: BLE001 - back in the router as it is, then said
-        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt))
         raise _Failed(rep, e, "", interrupted, replaced=False) from None
     try:
@@ -205,11 +228,11 @@ def _one(loaded, fleet, rep, ro, sink, secrets, rolled: Rolled, *, accept_new: b
         interrupted = isinstance(e, (Cancelled, KeyboardInterrupt)) or getattr(e, "exit_code", None) == EXIT_INTERRUPTED
         restored = _restore(fleet, rep, records, sink, accept_new)
         raise _Failed(rep, e, restored, interrupted) from None
-    put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+    put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
     _drop_aside(rep, accept_new)
     rolled.outcomes[rep.name] = o
     rolled.seconds[rep.name] = round(time.monotonic() - t0, 3)
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the new version and is back in the router "
+    sink.emit(Info(text=f"{rep.label} ({rep.name}) runs the new version and is back in the router "
                         f"({time.monotonic() - t0:.1f} s out of it)"))
 
 
@@ -230,15 +253,18 @@ def _replica_loaded(loaded, rep):
 
 
 def _on_replica_hosts(rep, accept_new: bool, fn):
-    """fn(transport, planned host) on each host of the replica; host -> its value (failures raise)."""
+    """fn(transport, planned host) on each host of the replica, under the replica's deploy lease
+    (the one up and down take); host -> its value (failures raise, LockHeld too)."""
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.hosts.fanout import each
+    from inkctl.execute.state.deploylock import DeployLock
 
     conn = connect_each(list(rep.hosts), accept_new=accept_new)
     try:
         if conn.errors:
             raise connection_failure(list(rep.hosts), conn)
-        vals = each(lambda h: fn(conn.transports[h.name], h), list(rep.plan.hosts), name="rollout")
+        with DeployLock(rep.plan, conn.transports, "up (rollout)"):
+            vals = each(lambda h: fn(conn.transports[h.name], h), list(rep.plan.hosts), name="rollout")
         return {h.name: v for h, v in zip(rep.plan.hosts, vals)}
     finally:
         close_all(conn.transports)
@@ -279,18 +305,24 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     from inkctl.execute.hosts.connect import close_all, connect_each, connection_failure
     from inkctl.execute.hosts.fanout import each
     from inkctl.plan.removal import removal
+    from inkctl.execute.state.deploylock import DeployLock, LockHeld
     from inkctl.plan.replicas.rollout import old_plan, restore_aside
 
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}): the new version failed; starting the old version again",
+    sink.emit(Info(text=f"{rep.label} ({rep.name}): the new version failed; starting the old version again",
                    level="warning"))
     try:
         plan = old_plan(rep.plan, records)
     except ValueError as e:
         return f"its old version cannot be started again: {e}"
     conn = connect_each(list(rep.hosts), accept_new=accept_new)
+    lock = None
     try:
         if conn.errors:
             return connection_failure(list(rep.hosts), conn).reason
+        try:  # the lease up and down take: no other up or down of this replica runs meanwhile
+            lock = DeployLock(rep.plan, conn.transports, "up (rollback)").acquire()
+        except LockHeld as e:
+            return f"its old version was not started again: {e.message}"
 
         def clean(h) -> None:
             tr = conn.transports[h.name]
@@ -303,12 +335,14 @@ def _restore(fleet, rep, records: dict[str, str], sink, accept_new: bool) -> str
     except Exception as e:  # noqa: BLE001 - said in the error the rollout ends with
         return f"its old version did not start again: {getattr(e, 'message', None) or e}"
     finally:
+        if lock is not None:
+            lock.release()
         close_all(conn.transports)
     try:
-        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers)
+        put_back(fleet.url, rep.url, queued=fleet.router_spec.queued_workers, entry=rep.worker)
     except InkctlError as e:
         return f"its old version runs but is not back in the router: {e.message}"
-    sink.emit(Info(text=f"replica {rep.index} ({rep.name}) runs the old version ({plan.recipe_hash}) again and is "
+    sink.emit(Info(text=f"{rep.label} ({rep.name}) runs the old version ({plan.recipe_hash}) again and is "
                         "back in the router"))
     return ""
 
@@ -325,7 +359,7 @@ def _stopped(fleet, done: list[str], untouched: tuple[str, ...] | list[str], f: 
             what = "interrupted while it drained" if f.interrupted else f"its old version could not be kept aside: {cause}"
         else:
             what = "interrupted while its new version was starting" if f.interrupted else f"its new version failed: {cause}"
-        lines.append(f"rolling update of {fleet.name} stopped at replica {f.rep.index} ({f.rep.name}): {what}")
+        lines.append(f"rolling update of {fleet.name} stopped at {f.rep.label} ({f.rep.name}): {what}")
         state = "still on the old version (never stopped), back in the router" if not f.replaced else (
             "back on the old version, in the router" if not f.restored else f"NOT restored: {f.restored}")
         lines.append(f"  {f.rep.name}: {state}")

@@ -49,6 +49,12 @@ def remove_from_host(t: Transport, steps: list[Run] | tuple[Run, ...], *, timeou
         _remove_step(t, s, timeout)
 
 
+def _gone(err: str) -> bool:
+    """A removal's non-zero exit that says the thing was not there (what a rollback allows):
+    asked again otherwise, since the engine may have refused a container that still runs."""
+    return not err.strip() or "no such" in err.lower()
+
+
 def _remove_step(t: Transport, s: Run, timeout: float) -> None:
     for attempt in range(1, ATTEMPTS + 1):
         last = attempt == ATTEMPTS
@@ -59,7 +65,7 @@ def _remove_step(t: Transport, s: Run, timeout: float) -> None:
                 raise
             time.sleep(RETRY_PAUSE_S)
             continue
-        if res.exit_code in s.ok_codes:
+        if res.exit_code == 0 or (res.exit_code in s.ok_codes and (last or _gone(res.err_text()))):
             return
         if last:
             raise RemovalFailed(t.name, "command", f"{s.purpose} failed with exit code {res.exit_code}"

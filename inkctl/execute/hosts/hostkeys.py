@@ -56,37 +56,28 @@ class KnownHosts:
     def write_to(self) -> Path:
         return self.files[0] if self.files else default_known_hosts()
 
-    def load_into(self, client) -> None:
-        """Load every readable file into the client's host keys: checked, never written back
-        (the client has no file to save them to; new keys are appended by ``append`` only).
+    def load_into(self, client, name: str | None = None) -> None:
+        """Load the keys of every readable file into the client's host keys: checked, never
+        written back (the client has no file to save them to; new keys are appended by
+        ``append`` only). With ``name`` (how known_hosts names the host: ``known_hosts_name``),
+        only that host's lines: the one name the client looks up, without a table of every
+        host per connection (paramiko's ``add`` scans the table, so loading all of a long
+        known_hosts into each of many clients costs seconds).
 
         Parsed line by line, so that one bad line is skipped (as OpenSSH does) instead of
         making the whole file unreadable (``HostKeys.load`` stops at a malformed key). The
         first line for a name and key type wins, as in the file's order.
         """
-        from paramiko.hostkeys import HostKeyEntry
-
         keys = client.get_host_keys()
         seen: set[tuple[str, str]] = set()
         for f in self.files:
-            try:
-                text = f.read_text(errors="replace")
-            except OSError:
-                continue
-            for line in text.splitlines():
-                line = line.strip()
-                if not line or line.startswith("#") or line.startswith("@"):
-                    continue  # @revoked / @cert-authority markers are not supported: never trusted
-                try:
-                    e = HostKeyEntry.from_line(line)
-                except Exception:
-                    continue
-                if e is None:
-                    continue
-                for name in e.hostnames:
-                    if (name, e.key.get_name()) not in seen:
-                        seen.add((name, e.key.get_name()))
-                        keys.add(name, e.key.get_name(), e.key)
+            for hostnames, key in _entries(f):
+                for h in hostnames:
+                    if name is not None and not _names(h, name):
+                        continue
+                    if (h, key.get_name()) not in seen:
+                        seen.add((h, key.get_name()))
+                        keys.add(h, key.get_name(), key)
 
     def append(self, name: str, key) -> str:
         """Append one entry as OpenSSH would; returns the line written."""
@@ -114,6 +105,53 @@ class KnownHosts:
                 f.flush()
             self.accepted.append(line)
             return line
+
+
+_PARSED: dict[Path, tuple[str, list]] = {}  # a file -> (its text, its entries)
+_PARSED_LOCK = threading.Lock()
+
+
+def _entries(path: Path) -> list:
+    """(hostnames, key) of each line of a known_hosts file that parses; [] when it cannot be
+    read. Read each time, parsed once per process for a given text (the parse is the slow part)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    with _PARSED_LOCK:
+        hit = _PARSED.get(path)
+        if hit is not None and hit[0] == text:
+            return hit[1]
+    from paramiko.hostkeys import HostKeyEntry
+
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or line.startswith("@"):
+            continue  # @revoked / @cert-authority markers are not supported: never trusted
+        try:
+            e = HostKeyEntry.from_line(line)
+        except Exception:
+            continue
+        if e is not None:
+            out.append((list(e.hostnames), e.key))
+    with _PARSED_LOCK:
+        _PARSED[path] = (text, out)
+    return out
+
+
+def _names(field: str, name: str) -> bool:
+    """A known_hosts name field (plain or hashed, ``|1|salt|hash``) names ``name``."""
+    if field == name:
+        return True
+    if not field.startswith("|1|"):
+        return False
+    from paramiko.hostkeys import HostKeys
+
+    try:
+        return HostKeys.hash_host(name, field) == field
+    except Exception:  # a malformed salt names nothing
+        return False
 
 
 def _file_is_hashed(path: Path) -> bool:

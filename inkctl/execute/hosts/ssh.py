@@ -82,7 +82,7 @@ def open_client(target: "Target", known: KnownHosts, *, accept_new: bool, timeou
 
     _quiet_paramiko()
     client = paramiko.SSHClient()
-    known.load_into(client)
+    known.load_into(client, known_hosts_name(target.hostname, target.port))
     client.set_missing_host_key_policy(make_policy(target.host, known, accept_new, on_accept))
     if sock is None:
         sock = _tcp(target, timeout)

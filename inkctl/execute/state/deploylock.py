@@ -23,8 +23,8 @@ from inkctl.execute.hosts.fanout import each
 from inkctl.errors import InkctlError
 from inkctl.plan.step import Plan
 
-# mkdir -p the parent, mkdir the lock (fails if held), then write the holder record.
-_ACQUIRE = ('mkdir -p -- "$1" && { mkdir -- "$2" 2>/dev/null || exit 75; } && '
+# mkdir -p the parent (where it is missing), mkdir the lock (fails if held), then write the holder record.
+_ACQUIRE = ('{ [ -d "$1" ] || mkdir -p -- "$1"; } && { mkdir -- "$2" 2>/dev/null || exit 75; } && '
             'printf "%s" "$3" > "$2/holder.json" && printf "%s" "$4" > "$2/token"')
 # The same acquisition as one section of a host's combined probe (``probe.HOST_PROBE``): the
 # values arrive in $lock_parent, $lock_dir, $lock_record and $lock_token; it leaves its exit

@@ -13,6 +13,9 @@ from inkctl.errors import InkctlError
 
 FIELDS = ("index", "name", "compute_cap", "memory.total", "memory.free", "driver_version")
 QUERY = ("nvidia-smi", "--query-gpu=" + ",".join(FIELDS), "--format=csv,noheader,nounits")
+# what the launch probe asks: QUERY's fields and each GPU's uuid last (split on the host into
+# QUERY's answer and UUID_QUERY's: one nvidia-smi instead of two)
+QUERY_UUID = ("nvidia-smi", "--query-gpu=" + ",".join((*FIELDS, "uuid")), "--format=csv,noheader,nounits")
 
 DRIVER_DOWN = "couldn't communicate with the NVIDIA driver"
 _NA = {"[n/a]", "n/a", "[not supported]", "not supported", "[unknown error]", ""}

@@ -48,11 +48,22 @@ HOST_PROBE = "\n".join([
     "fi",
     "sec containers",
     'if command -v "$rt" >/dev/null 2>&1; then "$rt" ps --all --format "$psfmt"; ps_rc=$?; else ps_rc=127; fi; rc $ps_rc',
+    # one nvidia-smi answers both the gpus section (QUERY's fields) and the index -> uuid table
+    # of gpuapps (each call costs the host tens to hundreds of milliseconds): its rows are split
+    # here with shell builtins, the uuid being the last field
     "sec gpus",
-    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.QUERY)}; rc $?; else rc 127; fi",
+    f"if command -v nvidia-smi >/dev/null 2>&1; then gq=$({command_line(gpu_probe.QUERY_UUID)}); gq_rc=$?",
+    ' if [ "$gq_rc" = 0 ]; then while IFS= read -r l; do [ -z "$l" ] || echo "${l%, *}"; done <<INKCTL_GQ',
+    "$gq",
+    "INKCTL_GQ",
+    ' elif [ -n "$gq" ]; then printf "%s\\n" "$gq"; fi; rc $gq_rc',
+    "else gq_rc=none; rc 127; fi",
     "sec gpuapps",  # who else holds GPU memory: index -> uuid, then the compute processes
-    f"if command -v nvidia-smi >/dev/null 2>&1; then {command_line(gpu_probe.UUID_QUERY)} && echo '@@apps' &&"
-    f" {command_line(gpu_probe.APPS_QUERY)}; rc $?; else rc 127; fi",
+    'if [ "$gq_rc" = none ]; then rc 127; elif [ "$gq_rc" != 0 ]; then [ -z "$gq" ] || printf "%s\\n" "$gq"; rc $gq_rc;',
+    'else while IFS= read -r l; do [ -z "$l" ] || echo "${l%%,*}, ${l##*, }"; done <<INKCTL_GQ',
+    "$gq",
+    "INKCTL_GQ",
+    f" echo '@@apps'; {command_line(gpu_probe.APPS_QUERY)}; rc $?; fi",
     "sec amdgpus",  # the tool's name first, then its JSON (execute/state/gpu_amd.py)
     f"if command -v amd-smi >/dev/null 2>&1; then echo amd-smi; {command_line(gpu_amd.AMD_SMI)}; rc $?;"
     f" elif command -v rocm-smi >/dev/null 2>&1; then echo rocm-smi; {command_line(gpu_amd.ROCM_SMI)}; rc $?; else rc 127; fi",
@@ -62,13 +73,14 @@ HOST_PROBE = "\n".join([
     "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo; rc $?",
     "sec image",
     'if [ "$ps_rc" != 0 ]; then rc $ps_rc; elif [ -n "$image" ]; then "$rt" image inspect "$image"; rc $?; else rc 0; fi',
-    "sec listen",
-    "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
+    "sec listen",  # ss asks the kernel for the listening sockets alone; /proc/net/tcp walks every bucket
+    "{ command -v ss >/dev/null 2>&1 && ss -Hltn 2>/dev/null; } || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; rc 0",
     "sec net",
     # the names from /proc/net/dev (the login's own network namespace, which a /sys mounted for
-    # another namespace would not show), each one's state from /sys/class/net
-    "for n in $(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev); do d=/sys/class/net/$n;"
-    ' echo "$n $(cat "$d/operstate" 2>/dev/null || echo unknown) $(cat "$d/flags" 2>/dev/null || echo 0x0)"; done; rc 0',
+    # another namespace would not show), each one's state from /sys/class/net; builtins only
+    '{ read -r _; read -r _; while read -r n _; do n=${n%%:*}; d=/sys/class/net/$n;'
+    ' { read -r o < "$d/operstate" || o=unknown; read -r f < "$d/flags" || f=0x0; } 2>/dev/null;'
+    ' echo "$n $o $f"; done; } < /proc/net/dev; rc 0',
     "sec hcas",  # under the same root as the fabric section (a test host's tree)
     'ib="${fab_root:-${INKCTL_SYSFS_ROOT:-/sys}}/class/infiniband"; if [ -d "$ib" ]; then ls -1 "$ib"; fi; rc 0',
     "sec paths",
@@ -172,16 +184,19 @@ def parse_links(text: str) -> dict[str, Link]:
     return out
 
 
-def listening_ports(proc_net_tcp: str) -> set[int]:
-    """TCP ports in LISTEN state, from /proc/net/tcp and /proc/net/tcp6 (any bound address)."""
+def listening_ports(text: str) -> set[int]:
+    """TCP ports in LISTEN state (any bound address), from ``ss -Hltn`` (``LISTEN 0 4096
+    0.0.0.0:8000 0.0.0.0:*``) or from /proc/net/tcp and /proc/net/tcp6 (hex, state 0A)."""
     ports: set[int] = set()
-    for line in proc_net_tcp.splitlines():
+    for line in text.splitlines():
         f = line.split()
-        if len(f) > 3 and f[3] == "0A" and ":" in f[1]:
-            try:
+        try:
+            if len(f) > 3 and f[0] == "LISTEN" and ":" in f[3]:
+                ports.add(int(f[3].rsplit(":", 1)[1]))
+            elif len(f) > 3 and f[3] == "0A" and ":" in f[1]:
                 ports.add(int(f[1].rsplit(":", 1)[1], 16))
-            except ValueError:
-                continue
+        except ValueError:
+            continue
     return ports
 
 

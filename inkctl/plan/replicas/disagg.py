@@ -184,10 +184,14 @@ def build_disagg(recipe: Recipe, hosts: list[Host] | None = None, *, source: str
                 plan = _renamed(plan, group)
             replicas.append(Replica(index=i, recipe=r, hosts=group, plan=plan, role=role))
     assert recipe.fleet is not None
+    if PD_MODE[recipe.fleet.router.kind][1]:  # the router is told each prefill's bootstrap port
+        replicas = [replace(rep, bootstrap_port=bootstrap_port(recipe, rep)) if rep.role == "prefill" else rep
+                    for rep in replicas]
     router = router_plan(recipe, _router_host(recipe, hosts, source), replicas, placeholder=placeholder,
                          argv=pd_router_argv(recipe, replicas))
     return FleetPlan(name=recipe.name, replicas=tuple(replicas), router=router, router_spec=recipe.fleet.router,
-                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()))
+                     url=(router.health_url or "").rsplit("/", 1)[0], hosts=tuple(hosts or ()),
+                     rollout=recipe.fleet.rollout)
 
 
 def retired_role_replica(fleet: FleetPlan, deployment: str) -> bool:

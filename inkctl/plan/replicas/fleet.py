@@ -44,10 +44,19 @@ class Replica:
     model: str = ""
     source: Loaded | None = None
     role: str = ""  # P/D (fleet.disagg): 'prefill' or 'decode'; index counts within the role
+    bootstrap_port: int | None = None  # P/D, a prefill replica behind sglang-router: its KV bootstrap port
 
     @property
     def name(self) -> str:
         return self.recipe.name
+
+    @property
+    def worker(self) -> dict:
+        """What a P/D router is told besides its URL when it is put back (sglang-router's ``POST
+        /workers``): its role, and a prefill replica's bootstrap port. Empty for a plain replica."""
+        if not self.role:
+            return {}
+        return {"worker_type": self.role, **({"bootstrap_port": self.bootstrap_port} if self.bootstrap_port else {})}
 
     @property
     def label(self) -> str:

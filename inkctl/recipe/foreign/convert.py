@@ -24,6 +24,7 @@ import math
 import re
 
 from inkctl.errors import InkctlError
+from inkctl.recipe.engine_registry import kinds, spec_of
 from inkctl.recipe.foreign import flags as foreign_flags, shell as foreign_shell, sparkrun
 from inkctl.recipe.foreign.common import Imported, Options, base, take
 from inkctl.recipe.foreign.sparkrun import Refused
@@ -115,11 +116,24 @@ def _refuse_others(cmd: foreign_shell.ShellCommand) -> None:
                       hint="put what it does in the image (patches) or the environment, and import again")
 
 
+def _said(argv: list[str]) -> tuple[str, int]:
+    """The engine a command runs and how many words start it: the words an engine's spec names
+    (``programs``: ``vllm serve``, ``python3 -m sglang.launch_server``); else a ``python -m``
+    module or a program whose name holds an engine kind's."""
+    for kind in kinds():
+        for start in spec_of(kind).programs:
+            if tuple(argv[:len(start)]) == start:
+                return kind, len(start)
+    words = 3 if argv[0].startswith("python") else 1
+    text = " ".join(argv[:words])
+    return next((k for k in kinds() if k in text), argv[0]), words
+
+
 def _program(argv: list[str], kind: str) -> tuple[str | None, list[str] | None, list[foreign_flags.Option]]:
-    """The served model named before the options, the launcher words (SGLang), the options."""
-    words = 3 if argv[0].startswith("python") else (2 if argv[0] in ("vllm", "sglang") else 1)
+    """The served model named before the options, the launcher words (an engine whose recipe
+    names its launcher, or a ``python -m`` module), the options."""
+    said, words = _said(argv)
     program, rest = argv[:words], argv[words:]
-    said = "sglang" if "sglang" in " ".join(program) else ("vllm" if "vllm" in " ".join(program) else program[0])
     if said != kind:
         raise Refused(f"the runtime is {kind} but the command runs {' '.join(program)}", key="command",
                       text=program[0], hint="make runtime and command agree")
@@ -127,7 +141,13 @@ def _program(argv: list[str], kind: str) -> tuple[str | None, list[str] | None, 
     if len(lead) > 1:
         raise Refused(f"the command gives {len(lead)} words before its options ({' '.join(lead)}): one model at most",
                       key="command", text=lead[1])
-    return (lead[0] if lead else None), (program if kind == "sglang" or words == 3 else None), opts
+    return (lead[0] if lead else None), (program if _launcher_field(kind) or words == 3 else None), opts
+
+
+def _launcher_field(kind: str):
+    """The recipe field that holds the words starting the engine's server, where its section has one."""
+    fields: dict = getattr(spec_of(kind).config, "model_fields", {})
+    return fields.get("launcher")
 
 
 def _model(out: dict, imp: Imported, opts: Options, served: str | None, doc: dict) -> None:
@@ -146,11 +166,12 @@ def _model(out: dict, imp: Imported, opts: Options, served: str | None, doc: dic
 
 def _engine_shape(out: dict, imp: Imported, kind: str, multinode: str | None, launcher, runtime: str) -> None:
     e = out["engine"]
-    if kind == "vllm" and multinode == "ray":
+    if multinode == "ray":  # sparkrun's vllm-ray (engine_of: only vLLM forms its ranks by Ray)
         e["multinode"] = "ray"
-    if kind == "sglang" and launcher and launcher != ["python3", "-m", "sglang.launch_server"]:
+    field = _launcher_field(kind)
+    if field is not None and launcher and launcher != field.default:
         e["launcher"] = launcher
-    elif kind == "vllm" and launcher:
+    elif field is None and launcher:
         imp.notes.append(f"{' '.join(launcher)} runs as vllm serve (the same server)")
     imp.notes.append(f"sparkrun runtime {runtime}: engine {kind}" + (f", multinode: {multinode}" if multinode else ""))
 

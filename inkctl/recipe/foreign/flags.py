@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from inkctl.recipe.engine_registry import spec_of
 from inkctl.recipe.foreign.shell import Refused
 
 # flag -> the field it sets
@@ -109,7 +110,7 @@ def apply(out: dict, opts: list[Option], kind: str, *, ray: bool, values: dict |
     spec: dict = {}
     for o in opts:
         _unbrace(o, m, values)
-        if kind == "vllm" and o.flag.startswith("--") and "_" in o.flag:
+        if spec_of(kind).underscore_flags and o.flag.startswith("--") and "_" in o.flag:
             _dashed(o, m)
         if not _place(o, out, spec, kind, ray, m):
             m.extra += o.written
@@ -198,7 +199,7 @@ def _typed(key: str, o: Option, out: dict, spec: dict, kind: str) -> bool:
 
 
 def _served(o: Option, out: dict, kind: str) -> bool:
-    if len(o.values) > 1 and kind != "vllm":
+    if len(o.values) > 1 and not spec_of(kind).served_aliases:
         return False
     out["model"]["served_name"] = o.values[0]
     if len(o.values) > 1:
