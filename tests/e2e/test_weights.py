@@ -234,16 +234,21 @@ def test_interrupted_download_resumes_where_it_stopped(cluster, hub, setup, inkc
     total = model_bytes(hub)
     hub.rate = 1 << 16  # 64 KiB/s per connection: the 6 MiB model takes ~30 s, interrupted at its first bytes
     before = dict(hub.stats)
+    blobs = Path(cluster.host("h1").hf_dir) / "hub" / "models--test--weights-model" / "blobs"
     try:
         p = inkctl.start("weights", rec, "--hosts", inv, "-o", "json", env={"HF_ENDPOINT": hub.url})
         read_until(p, lambda e: e.get("event") == "weights_progress" and e["bytes"] > 0, timeout=90)
+        # the progress may count a small file done while the big one's first bytes are still in the
+        # downloader's buffer: interrupt once a partial file holds bytes on the host's disk
+        deadline = time.monotonic() + 60
+        while sum(f.stat().st_size for f in blobs.glob("*.incomplete")) == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
         p.send_signal(signal.SIGINT)
         out, err = finish(p, timeout=60)
         assert p.returncode == 130, out + err
         assert "partial files are kept" in err
     finally:
         hub.rate = None
-    blobs = Path(cluster.host("h1").hf_dir) / "hub" / "models--test--weights-model" / "blobs"
     partial = sum(f.stat().st_size for f in blobs.glob("*.incomplete"))
     assert partial > 0, list(blobs.iterdir())
     present = partial + sum(f.stat().st_size for f in blobs.iterdir() if not f.name.endswith(".incomplete"))
