@@ -63,9 +63,9 @@ def test_watchdog_kills_a_boot_below_the_floor_and_rolls_back(cluster, inkctl, i
                  watchdog={"enabled": True, "mem_available_min_gib": 100000, "consecutive": 2, "interval_s": 0.5})
     r = inkctl("up", rec, "--hosts", inventory("h1", "h2"), env={"PYTHONFAULTHANDLER": "1"})
     assert r.rc == 1, (r, r.stderr)
-    assert r.seconds < 20, r  # well before the 60 s health timeout (and the 30 s boot)
+    assert r.seconds < 20, (r, r.stderr)  # well before the 60 s health timeout (and the 30 s boot)
     m = re.search(r"watchdog: MemAvailable ([\d.]+) GiB < 100000 GiB for 2 reads on (h[12]) \(rank ([01])\)", r.stderr)
-    assert m, r
+    assert m, r.stderr
     assert int(m.group(3)) == int(m.group(2)[1]) - 1  # h1 holds rank 0, h2 rank 1
     series = re.search(r"MemAvailable readings \(GiB\): ([\d. >-]+)", r.stderr)
     assert series and len(series.group(1).split("->")) >= 2, r

@@ -28,6 +28,16 @@ PODMAN_HOST = "h3"  # the cluster's podman host, alone in partition ink<K>pod
 SECRET = "hf_slurm_e2e_Zq8vX3kP0wLr"
 
 
+def _job_says(out: Path, line: str, within_s: float) -> bool:
+    """The job's output file holds ``line`` within ``within_s`` seconds."""
+    end = time.monotonic() + within_s
+    while line not in (out.read_text(errors="replace") if out.exists() else ""):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.3)
+    return True
+
+
 @pytest.fixture(scope="module")
 def slurm(cluster):
     from tests.cluster import slurm as slurm_harness
@@ -136,8 +146,10 @@ def test_two_node_job_serves_answers_and_down_leaves_nothing(sl, slurm, cluster,
         leftover = [p for p in [*job_dir.rglob("*"), *sl.jobs.glob(".*")]
                     if p.is_file() and SECRET in p.read_text(errors="replace")]
         assert leftover == [], leftover  # env files are removed once the containers read them
-        output = Path(sl.jobs, f"inkctl-e2e-slurm-serve-{job}.out").read_text()
-        assert "inkctl: ready" in output
+        # the job's own poll of the head says ready too: on its own clock (its interval, curl's timeout),
+        # so it may come a little after `up`'s own check returned
+        out = Path(sl.jobs, f"inkctl-e2e-slurm-serve-{job}.out")
+        assert _job_says(out, "inkctl: ready", within_s=60), out.read_text()
 
         again = sl("up", rec, "--slurm", "--partition", slurm.partition, env={"E2E_SLURM_TOKEN": SECRET})
         assert again.rc == 0 and f"is already up: {url}/health (job {job} on" in again.stdout, again
@@ -190,10 +202,7 @@ def test_scancel_alone_leaves_nothing(sl, slurm, cluster, recipe, tmp_path):
     assert r.rc == 0, r
     job = slurm.run(["sbatch", "--parsable", "--chdir", str(sl.jobs), str(script)]).stdout.strip()
     out = Path(sl.jobs, f"inkctl-e2e-slurm-plain-{job}.out")
-    end = time.monotonic() + 90
-    while time.monotonic() < end and "inkctl: ready" not in (out.read_text() if out.exists() else ""):
-        time.sleep(0.3)
-    assert "inkctl: ready" in out.read_text()
+    assert _job_says(out, "inkctl: ready", within_s=90), out.read_text() if out.exists() else "(no output yet)"
     assert [c.split()[1] for h in PARTITION_HOSTS for c in containers(cluster, h, "e2e-slurm-plain")] == ["running"] * 2
     watch = sl.start("watch", rec, "--slurm", "--interval", "0.5")
     first = watch.stdout.readline()
