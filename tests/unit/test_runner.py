@@ -81,6 +81,8 @@ class ScriptedHost:
         for match, answer in self.rules:
             if match(tuple(argv)):
                 if isinstance(answer, Exception):
+                    if getattr(answer, "cause", None) == "unreachable":
+                        self.gone = True  # its connection died: alive() says so from now on
                     raise answer
                 code, out, err = answer(tuple(argv)) if callable(answer) else answer
                 return Result(tuple(argv), code, out.encode(), err.encode(), 0.0)
@@ -110,8 +112,10 @@ class ScriptedHost:
             pass
         return -1
 
+    gone = False
+
     def alive(self) -> bool:
-        return True
+        return not self.gone
 
     def close(self):
         pass
@@ -207,6 +211,20 @@ def test_unreachable_host_is_named_and_the_others_are_rolled_back():
     assert ("docker", "rm", "--force", "inkctl-t-r0") in a.argvs()
     assert e.value.left and e.value.left[0].startswith("b: inkctl-t-r1")  # the CLI says how to clean up
     assert e.value.lock_kept  # b was lost: its deploy lock could not be released
+
+
+def test_a_host_whose_command_timed_out_but_answers_is_rolled_back_not_left():
+    """A timed-out step counts its host lost, but a connection that still stands is asked to
+    remove what this run started (a slow docker under load is not a dead host)."""
+    plan = build_plan(recipe(), HOSTS)
+    a = ScriptedHost("a")
+    b = ScriptedHost("b", [(is_run, HostError("b", "timeout", "timed out after 120 s: docker run ..."))])
+    with pytest.raises(LaunchFailed) as e:
+        launch(Runner(plan, {"a": a, "b": b}, Collect()))
+    assert "timed out after 120 s" in e.value.message
+    assert "could NOT remove" not in e.value.message and "rolled back" in e.value.message
+    assert ("docker", "rm", "--force", "inkctl-t-r1") in b.argvs()
+    assert not e.value.left and not e.value.lock_kept
 
 
 def test_interrupt_rolls_back_and_exits_130():

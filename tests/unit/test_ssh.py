@@ -327,6 +327,21 @@ def test_a_channel_closed_before_its_command_starts_is_a_host_error(conn):
         conn.run(["true"])
 
 
+def test_a_channel_sshd_turns_away_is_not_a_lost_host(conn):
+    """sshd refuses a session past its MaxSessions (50 here) on a connection that stands: that is
+    the host refusing one command (cause "command", asked again by who can), not the host lost."""
+    held = [conn._channel(5) for _ in range(50)]
+    try:
+        with pytest.raises(HostError) as e:
+            conn.run(["true"])
+        assert e.value.cause == "command" and "refused a new SSH channel" in str(e.value), e.value
+        assert conn.alive()
+    finally:
+        for c in held:
+            c.close()
+    assert conn.run(["true"]).exit_code == 0  # the same connection, once a session is free
+
+
 def test_run_quotes_every_argument(conn):
     weird = ["a b", "$(id)", "`id`", "'q'", '"d"', "x;y", "new\nline", "ünï", "*", ""]
     res = conn.run(["printf", "%s|", *weird])

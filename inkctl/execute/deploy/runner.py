@@ -281,7 +281,9 @@ class Runner:
         def one(host: str) -> str | None:
             """None when removed; else what was left and why."""
             containers = ", ".join(c.name for c in self.plan.containers if c.host == host) or "its files"
-            if host in self.lost:
+            # a host counted lost because one command timed out may still answer: its connection
+            # says (keepalives), and a host that answers is cleaned, not reported as left
+            if host in self.lost and not self.transports[host].alive():
                 return f"{host}: {containers}, {self.plan.host(host).state_dir} and the deploy lock (host unreachable)"
             try:
                 remove_from_host(self.transports[host], [s for s in self.plan.teardown if s.host == host],
@@ -292,6 +294,8 @@ class Runner:
                 with self._lock:
                     self.lost.setdefault(host, e)
                 return f"{host}: {containers} ({e.reason})"
+            with self._lock:
+                self.lost.pop(host, None)  # it answered: its deploy lock is released with the others
             return None
 
         # this runs after a failure or a first Ctrl-C: a second Ctrl-C abandons a removal that

@@ -153,8 +153,13 @@ class SSHTransport:
         try:
             return t.open_session(timeout=min(timeout or CHANNEL_OPEN_S, CHANNEL_OPEN_S))
         except Exception as e:
-            raise HostError(self.name, "unreachable", f"connection lost ({e or type(e).__name__})",
-                            hint="the host went away during the command; check its network") from e
+            if self._lost():
+                raise HostError(self.name, "unreachable", f"connection lost ({e or type(e).__name__})",
+                                hint="the host went away during the command; check its network") from e
+            # the connection stands: sshd turned this one channel away (MaxSessions, a busy host);
+            # the host is not lost, and what asked may ask again
+            raise HostError(self.name, "command", f"the host refused a new SSH channel: {e or type(e).__name__}",
+                            hint="check the host's sshd (MaxSessions, its logs)") from e
 
     def _exec(self, chan, argv: tuple, pty: bool = False) -> None:
         """Start ARGV on an open channel. The connection can drop between the open and the
