@@ -14,22 +14,17 @@ health and one streamed completion through it, so ``up`` runs it with the same r
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 
 from inkctl.errors import InkctlError, counted
-from inkctl import runtimes
-from inkctl.runtimes.spec import ContainerSpec
-from inkctl.plan.container import container_name, labels
-from inkctl.plan.deploy import api_port, build_plan, deployment_dir, _url_host
-from inkctl.plan.step import Container, Plan, PlannedHost, Run, Stage, WaitHealth
+from inkctl.plan.deploy import api_port, build_plan, deployment_dir
+from inkctl.plan.replicas.router import RouterBox, serving_flags
+from inkctl.plan.step import Plan, Run, Stage, WaitHealth
 from inkctl.recipe.fleet import Fleet, Router
 from inkctl.recipe.hosts import Host
 from inkctl.recipe.reading.loaded import Loaded
 from inkctl.recipe.model import Recipe
 from inkctl.recipe.rollout import Rollout
-
-ROUTER_ROLE = "router"
 
 
 @dataclass(frozen=True)
@@ -299,54 +294,28 @@ def _router_host(recipe: Recipe, hosts: list[Host] | None, source: str) -> Host:
 
 def router_argv(router: Router, urls: list[str], model: str) -> list[str]:
     """The router's command line (inside its image): the replicas' URLs, the policy, the ports."""
-    if router.kind == "sglang":
-        argv = ["python3", "-m", "sglang_router.launch_router"]
-    else:
-        argv = ["vllm-router"]
-    argv += ["--host", "0.0.0.0", "--port", str(router.port), "--worker-urls", *urls,
-             "--policy", router.policy_name,
-             "--prometheus-host", "0.0.0.0", "--prometheus-port", str(router.prometheus_port),
-             "--health-check-interval-secs", str(router.health_check_interval_s),
-             # a replica brought back by watch --restart takes traffic at its first good health check,
-             # not after the breaker's default minute
-             "--cb-timeout-duration-secs", str(router.health_check_interval_s),
-             # the retries of a request to a dead replica open its breaker, the next retry goes elsewhere
-             "--cb-failure-threshold", str(router.breaker_failures)]
-    return argv + list(router.args)
+    program = ["python3", "-m", "sglang_router.launch_router"] if router.kind == "sglang" else ["vllm-router"]
+    return program + serving_flags(router.port, router.policy_name, router.prometheus_port,
+                                   router.health_check_interval_s, router.breaker_failures, urls=urls) + list(router.args)
 
 
 def router_plan(recipe: Recipe, host: Host, replicas: list[Replica], *, placeholder: bool = False,
                 argv: list[str] | None = None) -> Plan:
     """``argv``: the router's command line when it is not the replicas' (P/D: plan.disagg)."""
-    fleet = fleet_of(recipe)
-    r = fleet.router
-    name = router_name(recipe.name)
-    rt = recipe.container.runtime
-    urls = [rep.url for rep in replicas]
+    r = fleet_of(recipe).router
     _check_ports(recipe, host, replicas, placeholder)
-    cname = container_name(name, 0)
-    argv = list(argv or router_argv(r, urls, recipe.model.name))
-    rhash = hashlib.sha256("\0".join([r.image_ref, *argv]).encode()).hexdigest()[:12]
-    address = f"<{host.name}.address>" if placeholder else host.ssh_address
-    spec = ContainerSpec(
-        name=cname, image=r.image_ref, entrypoint=argv[0], command=tuple(argv[1:]),
-        labels=tuple(labels(name, rhash, 0, host.name, ROUTER_ROLE)), network="host")
-    state = deployment_dir(host, name)
-    base = f"http://{_url_host(address)}:{r.port}"
-    planned = (PlannedHost(name=host.name, address=address, rank=0, runtime=rt, state_dir=state, placeholder=placeholder),)
-    stages = (
+    box = RouterBox(router_name(recipe.name), host, recipe.container.runtime, r.image_ref,
+                    tuple(argv or router_argv(r, [rep.url for rep in replicas], recipe.model.name)),
+                    placeholder=placeholder)
+    base = box.base_url(r.port)
+    return box.plan((
         Stage("launch", f"start the {r.kind} router in front of {counted(len(replicas), 'replica')}",
-              (Run(host=host.name, rank=0, purpose=f"start the {r.kind} router ({r.policy_name})",
-                   argv=runtimes.get(rt).run(spec), container=spec),)),
+              (box.start(f"start the {r.kind} router ({r.policy_name})"),)),
         Stage("health", "wait for the router, then one streamed completion through it", (WaitHealth(
             host=host.name, rank=0, purpose="wait for the router to serve", url=base + "/health",
-            timeout_s=120, interval_s=1.0, watch=((host.name, cname, 0),),
+            timeout_s=120, interval_s=1.0, watch=box.watch,
             answer_url=base + "/v1/chat/completions", model=recipe.model.name, api_key=recipe.api_key),)),
-    )
-    teardown = (Run(host=host.name, rank=0, purpose="remove the router", argv=runtimes.get(rt).remove(cname), ok_codes=(0, 1)),
-                Run(host=host.name, rank=0, purpose="remove inkctl's files for the router", argv=("rm", "-rf", "--", state)))
-    return Plan(deployment=name, recipe_hash=rhash, hosts=planned, stages=stages,
-                containers=(Container(host=host.name, rank=0, name=cname, role=ROUTER_ROLE),), teardown=teardown)
+    ))
 
 
 def _check_ports(recipe: Recipe, host: Host, replicas: list[Replica], placeholder: bool) -> None:

@@ -13,16 +13,12 @@ one streamed completion per model through the one endpoint.
 
 from __future__ import annotations
 
-import hashlib
-
 from inkctl.errors import InkctlError, Problem, counted
-from inkctl import runtimes
-from inkctl.runtimes.spec import ContainerSpec
-from inkctl.plan.container import container_name, labels
 from inkctl.runtimes.spec import LABEL_PREFIX
-from inkctl.plan.deploy import _url_host, build_plan, deployment_dir
-from inkctl.plan.replicas.fleet import ROUTER_ROLE, FleetPlan, Replica, engine_ports, shifted
-from inkctl.plan.step import Container, Plan, PlannedHost, Register, Run, Stage, WaitHealth
+from inkctl.plan.deploy import build_plan
+from inkctl.plan.replicas.fleet import FleetPlan, Replica, engine_ports, shifted
+from inkctl.plan.replicas.router import RouterBox, serving_flags
+from inkctl.plan.step import Plan, Register, Stage, WaitHealth
 from inkctl.recipe.gateway import Gateway, LoadedGateway
 from inkctl.recipe.hosts import Host
 
@@ -142,44 +138,26 @@ def _check_sharing(lg: LoadedGateway, groups: list[Replica], router_host: Host) 
 
 def gateway_argv(gw: Gateway) -> list[str]:
     """vllm-router in multi-model mode: no engine URLs (they are registered with their model)."""
-    return ["vllm-router", "--host", "0.0.0.0", "--port", str(gw.port), "--enable-igw",
-            "--policy", gw.policy_name,
-            "--prometheus-host", "0.0.0.0", "--prometheus-port", str(gw.prometheus_port),
-            "--health-check-interval-secs", str(gw.health_check_interval_s),
-            "--cb-timeout-duration-secs", str(gw.health_check_interval_s),
-            "--cb-failure-threshold", str(gw.breaker_failures), *gw.args]
+    return ["vllm-router", *serving_flags(gw.port, gw.policy_name, gw.prometheus_port, gw.health_check_interval_s,
+                                          gw.breaker_failures, mode=["--enable-igw"]), *gw.args]
 
 
 def gateway_plan(name: str, gw: Gateway, host: Host, groups: list[Replica], rt: str) -> Plan:
-    dep = gateway_name(name)
-    cname = container_name(dep, 0)
-    argv = gateway_argv(gw)
-    rhash = hashlib.sha256("\0".join([gw.image_ref, *argv]).encode()).hexdigest()[:12]
-    spec = ContainerSpec(
-        name=cname, image=gw.image_ref, entrypoint=argv[0], command=tuple(argv[1:]),
-        labels=tuple(labels(dep, rhash, 0, host.name, ROUTER_ROLE)), network="host")
-    state = deployment_dir(host, dep)
-    base = f"http://{_url_host(host.ssh_address)}:{gw.port}"
-    watch = ((host.name, cname, 0),)
+    box = RouterBox(gateway_name(name), host, rt, gw.image_ref, tuple(gateway_argv(gw)), what="gateway")
+    base = box.base_url(gw.port)
     workers = tuple((g.url, g.model) for g in groups)
-    stages = (
+    return box.plan((
         Stage("launch", f"start the gateway in front of {counted(len(groups), 'model')}",
-              (Run(host=host.name, rank=0, purpose=f"start vllm-router, multi-model ({gw.policy_name})",
-                   argv=runtimes.get(rt).run(spec), container=spec),)),
+              (box.start(f"start vllm-router, multi-model ({gw.policy_name})"),)),
         Stage("health", "wait for the gateway", (WaitHealth(
             host=host.name, rank=0, purpose="wait for the gateway to answer", url=base + "/health",
-            timeout_s=120, interval_s=1.0, watch=watch),)),
+            timeout_s=120, interval_s=1.0, watch=box.watch),)),
         Stage("register", "tell the gateway which engine serves which model", (Register(
             host=host.name, rank=0, purpose="register every model's engine", url=base + "/workers",
             workers=workers),)),
         Stage("answer", "one streamed completion per model through the one endpoint", tuple(WaitHealth(
             host=host.name, rank=0, purpose=f"a completion of {g.model} through the gateway", url=base + "/health",
-            timeout_s=120, interval_s=1.0, watch=watch, answer_url=base + "/v1/chat/completions", model=g.model,
+            timeout_s=120, interval_s=1.0, watch=box.watch, answer_url=base + "/v1/chat/completions", model=g.model,
             api_key=g.recipe.api_key)
             for g in groups)),
-    )
-    teardown = (Run(host=host.name, rank=0, purpose="remove the gateway", argv=runtimes.get(rt).remove(cname), ok_codes=(0, 1)),
-                Run(host=host.name, rank=0, purpose="remove inkctl's files for the gateway", argv=("rm", "-rf", "--", state)))
-    planned = (PlannedHost(name=host.name, address=host.ssh_address, rank=0, runtime=rt, state_dir=state),)
-    return Plan(deployment=dep, recipe_hash=rhash, hosts=planned, stages=stages,
-                containers=(Container(host=host.name, rank=0, name=cname, role=ROUTER_ROLE),), teardown=teardown)
+    ))
