@@ -94,6 +94,8 @@ def inkctl(home):
         return Ran(p.returncode, out, err, time.monotonic() - t0)
 
     def start(*args, env: dict | None = None) -> subprocess.Popen:
+        # a test that must stop it and cannot sends SIGABRT: the fault handler prints where each thread was
+        env = {"PYTHONFAULTHANDLER": "1", **(env or {})}
         return subprocess.Popen([sys.executable, "-m", "inkctl", *map(str, args)], cwd=ROOT, env=environ(env),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
 

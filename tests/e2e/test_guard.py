@@ -128,9 +128,10 @@ class Follow:
         try:
             self.p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            self.p.send_signal(signal.SIGABRT)
+            self.p.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER (inkctl.start sets it): every thread's stack
             self.p.wait(timeout=10)
-            raise AssertionError(f"inkctl did not end:\n{self.text[-8000:]}")
+            self.drained()
+            raise AssertionError(f"inkctl did not end:\n{''.join(self.out)[-4000:]}\n--- stderr\n{''.join(self.err)[-16000:]}")
         finally:
             if self.p.poll() is None:
                 self.p.kill()

@@ -222,7 +222,7 @@ def test_logs_follow_both_hosts_until_sigint(cluster, inkctl, home, inventory, r
     inv = inventory("h1", "h2")
     up(inkctl, rec, inv)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "INKCTL_"))}
-    env.update(HOME=str(home), PYTHONPATH=str(ROOT), NO_COLOR="1")
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT), NO_COLOR="1", PYTHONFAULTHANDLER="1")
     p = subprocess.Popen([sys.executable, "-m", "inkctl", "logs", str(rec), "--hosts", str(inv), "-f", "--tail", "1"],
                          cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out: list[str] = []
@@ -241,8 +241,9 @@ def test_logs_follow_both_hosts_until_sigint(cluster, inkctl, home, inventory, r
         try:
             rc = p.wait(timeout=60)  # it stops within a second (tests/unit/test_logs_follow.py); this only bounds a hang
         except subprocess.TimeoutExpired:
-            p.kill()
-            raise
+            p.send_signal(signal.SIGABRT)  # the fault handler prints where each thread was
+            p.wait(timeout=10)
+            raise AssertionError("logs -f did not end after SIGINT:\n" + p.stderr.read()[-16000:]) from None
     err = p.stderr.read()
     assert rc == 0, err
     assert "Traceback" not in err and "internal error" not in err
