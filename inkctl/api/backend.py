@@ -59,7 +59,8 @@ class Backend(Protocol):
 
     def status(self, target: Target, *, accept_new: bool, on_accept: OnAccept | None) -> Any: ...
 
-    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None) -> None: ...
+    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None,
+             cancel: threading.Event | None = None) -> None: ...
 
     def watch(self, target: Target, how: Watching, events: Sink, *, cancel: threading.Event) -> None: ...
 
@@ -110,12 +111,13 @@ class SSH:
 
         return fleet_status(*_fleet(target, what, "status"), accept_new)
 
-    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None) -> None:
+    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None,
+             cancel: threading.Event | None = None) -> None:
         from inkctl.api.observe.logs import ranks, read_logs
 
         picked = ranks(target, opts)
         view.ranks(picked.sources)
-        read_logs(picked, opts, view.line, view.note, on_accept=on_accept)
+        read_logs(picked, opts, view.line, view.note, on_accept=on_accept, cancel=cancel)
 
     def watch(self, target: Target, how: Watching, events: Sink, *, cancel: threading.Event) -> None:
         from inkctl.api.target import kind_of, plan_for
@@ -204,11 +206,12 @@ class Slurm:
 
         return status(_job(target))
 
-    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None) -> None:
+    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None,
+             cancel: threading.Event | None = None) -> None:
         from inkctl.api.slurm import logs
 
         logs(_job(target), view.line, follow=opts.follow, rank=opts.rank,
-             tail=None if opts.tail in (None, "all") else int(opts.tail or 0))
+             tail=None if opts.tail in (None, "all") else int(opts.tail or 0), cancel=cancel)
 
     def watch(self, target: Target, how: Watching, events: Sink, *, cancel: threading.Event) -> None:
         from inkctl.api.slurm import watch
@@ -242,7 +245,8 @@ class Kubernetes:
     def status(self, target: Target, *, accept_new: bool = False, on_accept: OnAccept | None = None) -> Any:
         raise self._refuse(target, "status")
 
-    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None) -> None:
+    def logs(self, target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None,
+             cancel: threading.Event | None = None) -> None:
         raise self._refuse(target, "logs")
 
     def watch(self, target: Target, how: Watching, events: Sink, *, cancel: threading.Event) -> None:
@@ -282,9 +286,11 @@ def status(target: Target, *, accept_new: bool = False, on_accept: OnAccept | No
     return pick(target).status(target, accept_new=accept_new, on_accept=on_accept)
 
 
-def logs(target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None) -> None:
-    """Every rank's log (or the job's output) to ``view``, masked; followed until Ctrl-C."""
-    pick(target).logs(target, opts, view, on_accept=on_accept)
+def logs(target: Target, opts: LogsOptions, view: LogView, *, on_accept: OnAccept | None = None,
+         cancel: threading.Event | None = None) -> None:
+    """Every rank's log (or the job's output) to ``view``, masked; followed until ``cancel`` is set
+    (or a KeyboardInterrupt) or every log has ended."""
+    pick(target).logs(target, opts, view, on_accept=on_accept, cancel=cancel)
 
 
 def watch(target: Target, how: Watching, events: Sink, *, cancel: threading.Event | None = None) -> None:

@@ -311,14 +311,16 @@ def status(target: Target) -> SlurmStatus:
     return SlurmStatus(r.name, job_name(r.name), sr.job_status(r))
 
 
-def logs(target: Target, emit: Say, *, follow: bool, rank: int | None, tail: int | None) -> None:
-    """The job's output, every rank's lines prefixed 'RANK: ' by srun --label, scrubbed."""
+def logs(target: Target, emit: Say, *, follow: bool, rank: int | None, tail: int | None,
+         cancel: threading.Event | None = None) -> None:
+    """The job's output, every rank's lines prefixed 'RANK: ' by srun --label, scrubbed; followed
+    until the job ends or ``cancel`` is set."""
     from inkctl.scrub import arm_for
     from inkctl.slurm import run as sr
 
     r = load(target, "logs", need_hosts=False).recipe
     scrub = arm_for(r)
-    sr.follow_output(r, lambda line: emit(scrub.text(line)), follow=follow, rank=rank, tail=tail)
+    sr.follow_output(r, lambda line: emit(scrub.text(line)), follow=follow, rank=rank, tail=tail, stop=cancel)
 
 
 def watch(target: Target, interval: float, sink: Sink, *, cancel: threading.Event | None = None) -> None:

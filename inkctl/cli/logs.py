@@ -48,7 +48,15 @@ def logs(
     from inkctl.api.target import Target
 
     opts = LogsOptions(follow=follow, tail=tail, since=since, rank=rank, host=host, accept_new=accept_new_host_keys)
-    backend.logs(Target.of(recipe, hosts, set_, slurm=slurm), opts, _LinePrinter(fmt), on_accept=accepted)
+    target = Target.of(recipe, hosts, set_, slurm=slurm)
+    if not follow:
+        backend.logs(target, opts, _LinePrinter(fmt), on_accept=accepted)
+        return
+    from inkctl.cli.common.signals import cancel_token
+
+    # Ctrl-C ends following where the loop looks (every 0.2 s), never inside a print or a lock
+    with cancel_token() as cancel:
+        backend.logs(target, opts, _LinePrinter(fmt), on_accept=accepted, cancel=cancel)
 
 
 class _LinePrinter:

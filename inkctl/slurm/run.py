@@ -379,9 +379,10 @@ def _latest(recipe) -> str:
     return ids[-1]
 
 
-def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | None) -> None:
+def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | None,
+                  stop: threading.Event | None = None) -> None:
     """The latest job's output (every rank's lines are prefixed 'RANK: '), then, with ``follow``,
-    what it adds until the job ends."""
+    what it adds until the job ends or ``stop`` is set."""
     st = ctl.job(_latest(recipe))
     path = Path(st.stdout)
     if not st.stdout or not path.exists():
@@ -395,7 +396,7 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
         lines = [ln for ln in f.read().splitlines() if wanted(ln)]
         for ln in lines[-tail:] if tail else lines:
             emit(ln)
-        while follow:
+        while follow and not (stop is not None and stop.is_set()):
             line = f.readline()
             if line:
                 if wanted(line):
@@ -403,7 +404,10 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
                 continue
             if ctl.job(st.id).ended:
                 break
-            time.sleep(0.3)
+            if stop is not None:
+                stop.wait(0.3)
+            else:
+                time.sleep(0.3)
 
 
 def watch_job(recipe, interval: float, say, stop: threading.Event | None = None) -> None:

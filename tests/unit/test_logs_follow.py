@@ -44,3 +44,42 @@ def test_stop_returns_within_a_second_for_sixteen_ranks():
     took = time.monotonic() - t0
     # the spec is 1 s; 16 streams x 3 s of lag joined one after another would be 48 s (5 s each before)
     assert took < 2.0, f"stop() took {took:.2f} s"  # 0.8 s deadline; slack for a loaded machine
+
+
+class Talking:
+    """A transport whose stream sends a line every 10 ms until it is told to stop."""
+
+    def __init__(self):
+        self.stopped = threading.Event()
+
+    def stream(self, argv, on_line, stop: threading.Event) -> int:
+        n = 0
+        while not stop.wait(0.01):
+            on_line(f"{argv[-1]} line {n}")
+            n += 1
+        self.stopped.set()
+        return -1
+
+
+def test_the_cancel_token_ends_following_between_lines_and_stops_every_stream():
+    """``logs -f`` ends on the command line's cancel token (set by the first Ctrl-C): the loop looks
+    at it between lines, so no KeyboardInterrupt lands inside a print or a lock, and every stream
+    is stopped before it returns."""
+    from inkctl.api.observe.logs import LogsOptions, _follow
+
+    t = Talking()
+    srcs = [Source("h1", 0, "c0", "docker"), Source("h2", 1, "c1", "docker")]
+    cancel, seen, notes = threading.Event(), [], []
+
+    def line(ln):
+        seen.append(ln.line)
+        if len(seen) == 20:
+            cancel.set()
+
+    done = threading.Thread(target=_follow, args=({"h1": t, "h2": t}, srcs, LogsOptions(follow=True), line,
+                                                    notes.append, cancel), daemon=True)
+    done.start()
+    done.join(timeout=30)  # bounded only against a hang
+    assert not done.is_alive(), "following did not end on the cancel token"
+    assert len(seen) >= 20 and notes == []
+    assert t.stopped.is_set()  # the streams were told to stop, not left running

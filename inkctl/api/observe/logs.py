@@ -5,6 +5,7 @@ engines echo their environment."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Optional
@@ -54,7 +55,7 @@ def ranks(target: Target, opts: LogsOptions) -> Ranks:
 
 
 def read_logs(picked: Ranks, opts: LogsOptions, line: Callable[[LogLine], None], note: Callable[[str], None],
-              on_accept: OnAccept | None = None) -> None:
+              on_accept: OnAccept | None = None, cancel: threading.Event | None = None) -> None:
     """Hand every line of the picked ranks' logs to ``line`` (a snapshot: in time order) and
     what went wrong (an unreachable host, a log that ended) to ``note``, both masked. Raises
     InkctlError after a snapshot some rank's log could not be read in."""
@@ -75,7 +76,7 @@ def read_logs(picked: Ranks, opts: LogsOptions, line: Callable[[LogLine], None],
         for name, error in unreachable.items():
             said(f"{name}: {error.reason}")
         if opts.follow:
-            _follow(transports, picked.sources, opts, masked, said)
+            _follow(transports, picked.sources, opts, masked, said, cancel)
             return
         failed = _snapshot(transports, picked.sources, opts, list(unreachable), masked, said) or bool(unreachable)
     finally:
@@ -99,18 +100,20 @@ def _snapshot(transports: dict[str, Transport], srcs: list[Source], opts: LogsOp
 
 
 def _follow(transports: dict[str, Transport], srcs: list[Source], opts: LogsOptions,
-            line: Callable[[LogLine], None], note: Callable[[str], None]) -> None:
-    """Until Ctrl-C (or every log ended): each line as it comes, each log's end as a note."""
+            line: Callable[[LogLine], None], note: Callable[[str], None], cancel: threading.Event | None) -> None:
+    """Until ``cancel`` or Ctrl-C (or every log ended): each line as it comes, each log's end as a note."""
     from inkctl.execute.supervise.logs import Follow, LogLine
 
     f = Follow(transports, srcs, tail=opts.tail, since=opts.since).start()
     try:
-        for item in f:
+        for item in f.until(cancel):
             if isinstance(item, LogLine):
                 line(item)
             elif item.error:
                 note(f"{item.source.prefix}: log ended: {item.error}")
             else:
                 note(f"{item.source.prefix}: log ended (exit {item.exit_code})")
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a caller without a cancel token: stopped all the same
+        return
+    finally:
         f.stop()

@@ -164,8 +164,12 @@ class Follow:
         self.items.put(SourceEnded(s, code))
 
     def __iter__(self) -> Iterator[LogLine | SourceEnded]:
+        return self.until(None)
+
+    def until(self, cancel: threading.Event | None) -> Iterator[LogLine | SourceEnded]:
+        """The items as they come, until every source has ended or ``cancel`` is set."""
         left = len(self.srcs)
-        while left:
+        while left and not (cancel is not None and cancel.is_set()):
             try:
                 item = self.items.get(timeout=0.2)  # short waits keep Ctrl-C responsive
             except queue.Empty:
