@@ -83,3 +83,39 @@ def test_the_cancel_token_ends_following_between_lines_and_stops_every_stream():
     assert not done.is_alive(), "following did not end on the cancel token"
     assert len(seen) >= 20 and notes == []
     assert t.stopped.is_set()  # the streams were told to stop, not left running
+
+
+def test_following_a_slurm_jobs_output_ends_on_the_cancel_token(tmp_path, monkeypatch):
+    """``logs --slurm -f`` reads the job's output file as it grows until the job ends, or until the
+    command line's cancel token is set (Ctrl-C): Slurm's own client commands stand in on PATH."""
+    import os
+    from types import SimpleNamespace
+
+    from inkctl.slurm import run as sr
+
+    out = tmp_path / "job.out"
+    out.write_text("0: first\n1: second\n")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "squeue").write_text("#!/bin/sh\necho 9\n")
+    (bin_ / "scontrol").write_text(f"#!/bin/sh\necho 'JobId=9 JobName=inkctl-x JobState=RUNNING Reason=None "
+                                   f"NodeList=(null) StdOut={out}'\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+    stop, seen = threading.Event(), []
+    t = threading.Thread(target=sr.follow_output, args=(SimpleNamespace(name="x"), seen.append),
+                         kwargs=dict(follow=True, rank=None, tail=None, stop=stop), daemon=True)
+    t.start()
+    end = time.monotonic() + 30
+    while len(seen) < 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    with out.open("a") as f:
+        f.write("1: third, while following\n")
+    while len(seen) < 3 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert seen == ["0: first", "1: second", "1: third, while following"]
+    assert t.is_alive()  # the job runs on: still following
+    stop.set()
+    t.join(timeout=10)
+    assert not t.is_alive(), "following the job's output did not end on the cancel token"
