@@ -16,6 +16,7 @@ scrubber, signals, the failure's last words, the ``--watch`` hand-over, boot rec
 from __future__ import annotations
 
 import ast
+import threading
 from pathlib import Path
 
 import pytest
@@ -478,8 +479,8 @@ def test_a_backend_is_one_class_registered_in_one_place(monkeypatch):
         def status(self, target, *, accept_new, on_accept):
             return "status!"
 
-        def logs(self, target, opts, view, *, on_accept):
-            calls.append(("logs", opts.follow))
+        def logs(self, target, opts, view, *, on_accept, cancel):
+            calls.append(("logs", opts.follow, cancel))
 
         def watch(self, target, how, events, *, cancel):
             calls.append(("watch", how.restart))
@@ -488,6 +489,7 @@ def test_a_backend_is_one_class_registered_in_one_place(monkeypatch):
     t = Target.of(EXAMPLE, backend="toy")
     assert backend.up(t, UpOptions(), _no_display) == "up!"
     assert backend.down(t, accept_new=True) == "down!" and backend.status(t) == "status!"
-    backend.logs(t, LogsOptions(follow=True), view=None)  # type: ignore[arg-type]
+    stop = threading.Event()
+    backend.logs(t, LogsOptions(follow=True), view=None, cancel=stop)  # type: ignore[arg-type]
     backend.watch(t, Watching(restart=True), Collect())
-    assert calls == [("up", EXAMPLE.name, False), ("down", True), ("logs", True), ("watch", True)]
+    assert calls == [("up", EXAMPLE.name, False), ("down", True), ("logs", True, stop), ("watch", True)]
