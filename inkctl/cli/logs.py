@@ -8,6 +8,7 @@ plain otherwise, or JSON lines); the api picks the backend (``--slurm``: the job
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -48,15 +49,13 @@ def logs(
     from inkctl.api.target import Target
 
     opts = LogsOptions(follow=follow, tail=tail, since=since, rank=rank, host=host, accept_new=accept_new_host_keys)
-    target = Target.of(recipe, hosts, set_, slurm=slurm)
-    if not follow:
-        backend.logs(target, opts, _LinePrinter(fmt), on_accept=accepted)
-        return
     from inkctl.cli.common.signals import cancel_token
 
-    # Ctrl-C ends following where the loop looks (every 0.2 s), never inside a print or a lock
-    with cancel_token() as cancel:
-        backend.logs(target, opts, _LinePrinter(fmt), on_accept=accepted, cancel=cancel)
+    # following: Ctrl-C ends it where the loop looks (every 0.2 s), never inside a print or a lock;
+    # a snapshot keeps Ctrl-C as it is (it would not look at a token)
+    with cancel_token() if follow else nullcontext() as cancel:
+        backend.logs(Target.of(recipe, hosts, set_, slurm=slurm), opts, _LinePrinter(fmt), on_accept=accepted,
+                     cancel=cancel)
 
 
 class _LinePrinter:

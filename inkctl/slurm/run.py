@@ -383,6 +383,7 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
                   stop: threading.Event | None = None) -> None:
     """The latest job's output (every rank's lines are prefixed 'RANK: '), then, with ``follow``,
     what it adds until the job ends or ``stop`` is set."""
+    stop = stop or threading.Event()
     st = ctl.job(_latest(recipe))
     path = Path(st.stdout)
     if not st.stdout or not path.exists():
@@ -396,7 +397,7 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
         lines = [ln for ln in f.read().splitlines() if wanted(ln)]
         for ln in lines[-tail:] if tail else lines:
             emit(ln)
-        while follow and not (stop is not None and stop.is_set()):
+        while follow and not stop.is_set():
             line = f.readline()
             if line:
                 if wanted(line):
@@ -404,10 +405,7 @@ def follow_output(recipe, emit, *, follow: bool, rank: int | None, tail: int | N
                 continue
             if ctl.job(st.id).ended:
                 break
-            if stop is not None:
-                stop.wait(0.3)
-            else:
-                time.sleep(0.3)
+            stop.wait(0.3)
 
 
 def watch_job(recipe, interval: float, say, stop: threading.Event | None = None) -> None:
